@@ -1,0 +1,29 @@
+# One entry point for newcomers and CI: each target builds its own virtualenv.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/llamad --demo
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check llamad tests bench
+	$(BIN)/ruff format --check llamad tests bench
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+bench: $(BIN)/.installed
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
