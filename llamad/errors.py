@@ -1,0 +1,38 @@
+"""Errors that cross the control API, each with its HTTP status and stable code."""
+
+from __future__ import annotations
+
+
+class ControlError(Exception):
+    """A request the daemon refuses; rendered as {"error": {"code", "message"}}."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UnknownInstance(ControlError):
+    """No instance has that name."""
+
+    status = 404
+    code = "unknown_instance"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no instance named {name!r}")
+
+
+class Conflict(ControlError):
+    """The request clashes with what the daemon is doing (e.g. the instance is being removed)."""
+
+    status = 409
+    code = "conflict"
+
+
+class InvalidConfig(ControlError):
+    """A reload found the config file invalid; nothing was changed."""
+
+    status = 422
+    code = "invalid_config"

@@ -1,0 +1,174 @@
+"""The vocabulary of the instance lifecycle: states, events, actions and the record.
+
+Everything here is plain data. `machine.step` is the only place that decides what an
+event means; `instance.Instance` carries the actions out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class State(StrEnum):
+    """Supervisor's process states; FAILED is its FATAL."""
+
+    STOPPED = "stopped"
+    STARTING = "starting"
+    RUNNING = "running"
+    BACKOFF = "backoff"
+    STOPPING = "stopping"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """The `[supervise]` settings that drive the state machine and the probes."""
+
+    health_interval: float = 5.0
+    health_timeout: float = 2.0
+    unhealthy_after: int = 3
+    start_timeout: float = 600.0
+    stop_timeout: float = 10.0
+    backoff_initial: float = 1.0
+    backoff_max: float = 60.0
+    max_restarts: int = 5
+    restart_window: float = 600.0
+    # Fraction of the backoff delay that jitter may add or take away.
+    backoff_jitter: float = 0.1
+
+
+@dataclass(frozen=True)
+class Record:
+    """Everything the machine remembers about one instance between events."""
+
+    state: State = State.STOPPED
+    pid: int | None = None
+    # Consecutive failed starts; drives the backoff delay, reset on reaching RUNNING.
+    failures: int = 0
+    # Monotonic times of automatic restarts, pruned to restart_window: the flap guard.
+    restart_times: tuple[float, ...] = ()
+    # Every automatic restart since the daemon started (status `restarts`).
+    restarts: int = 0
+    probe_failures: int = 0
+    # Where STOPPING leads once the process has exited: STOPPED or STARTING.
+    then: State = State.STOPPED
+    # Token of the one armed timer; a Timer event with another token is stale.
+    timer: int = 0
+    error: str | None = None
+
+
+# Events -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Start:
+    """An admin start or autostart; also clears FAILED."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """An admin stop, removal from the config, or daemon shutdown."""
+
+
+@dataclass(frozen=True)
+class Restart:
+    """An admin restart (or a changed spec): stop gracefully, then start."""
+
+
+@dataclass(frozen=True)
+class Spawned:
+    """The process was launched."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
+class SpawnFailed:
+    """The process could not be launched (port taken, model missing, exec error)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Exited:
+    """The process `pid` exited (already reaped)."""
+
+    pid: int
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Ready:
+    """`/health` answered 200 for the process `pid`."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
+class ProbeOk:
+    """A liveness probe of `pid` succeeded."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
+class ProbeFailed:
+    """A liveness probe of `pid` failed (timeout, refused, non-200)."""
+
+    pid: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Timer:
+    """The armed timer fired: start deadline, backoff delay or stop deadline."""
+
+    token: int
+
+
+Event = (
+    Start | Stop | Restart | Spawned | SpawnFailed | Exited | Ready | ProbeOk | ProbeFailed | Timer
+)
+
+
+# Actions ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """Launch the process; the result comes back as Spawned or SpawnFailed."""
+
+
+@dataclass(frozen=True)
+class Signal:
+    """Send a signal to the process group: "TERM" to ask, "KILL" to force."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Arm:
+    """Arm the timer: after `delay` seconds, deliver Timer(token). Replaces any armed timer."""
+
+    token: int
+    delay: float
+
+
+@dataclass(frozen=True)
+class RestartScheduled:
+    """Notice: an automatic restart will happen after `delay` seconds."""
+
+    delay: float
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    """Notice: the flap guard tripped; only a person or a config change clears it."""
+
+    reason: str
+
+
+Action = Spawn | Signal | Arm | RestartScheduled | Failed

@@ -1,0 +1,56 @@
+"""Find the line of a dotted key in TOML text, so errors can say `file:line`.
+
+tomllib gives no positions for valid documents. This scanner understands the shapes a
+hand-written llamad.toml uses (table headers, `key = value`, inline tables on one line);
+when it cannot place a key it answers None and the error names just the file.
+"""
+
+from __future__ import annotations
+
+import re
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"'.\s]+?)\s*=")
+
+
+def _split_dotted(raw: str) -> tuple[str, ...]:
+    parts = re.findall(r'"([^"]*)"|\'([^\']*)\'|([^.\s]+)', raw)
+    return tuple(next(p for p in groups if p) for groups in parts)
+
+
+def locate(text: str, keys: tuple[str, ...]) -> int | None:
+    """1-based line where `keys` is defined, or the line of its closest enclosing table."""
+    best: tuple[int, int] | None = None  # (how many keys matched, line)
+    table: tuple[str, ...] = ()
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            table = _split_dotted(header.group(1))
+            best = _better(best, _prefix(table, keys), number)
+            continue
+        key = _KEY.match(line)
+        if not key:
+            continue
+        full = table + _split_dotted(key.group(1))
+        matched = _prefix(full, keys)
+        # An inline table (`supervise = { start_timeout = 1 }`) holds deeper keys on this line.
+        if (
+            matched == len(full)
+            and matched < len(keys)
+            and re.search(rf"\b{re.escape(keys[matched])}\s*=", line[key.end() :])
+        ):
+            matched += 1
+        best = _better(best, matched, number)
+    return best[1] if best else None
+
+
+def _prefix(have: tuple[str, ...], want: tuple[str, ...]) -> int:
+    """How many leading keys of `want` this definition covers (0 if it is elsewhere)."""
+    n = min(len(have), len(want))
+    return n if have[:n] == want[:n] else 0
+
+
+def _better(best: tuple[int, int] | None, matched: int, line: int) -> tuple[int, int] | None:
+    if matched and (best is None or matched > best[0]):
+        return (matched, line)
+    return best
