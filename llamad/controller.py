@@ -1,0 +1,110 @@
+"""The running daemon as the control API sees it: status, commands and reload."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from llamad import __version__
+from llamad.errors import Conflict, InvalidConfig, UnknownInstance
+from llamad.instance import Instance
+from llamad.process import utcnow
+from llamad.spec import Resolved, load
+from llamad.states import Restart, Start, Stop
+from llamad.status import ProcessFacts, instance_doc
+from llamad.supervisor import Supervisor
+
+log = structlog.get_logger("llamad.controller")
+
+
+class DaemonController:
+    """Implements `control.Controller` over the supervisor; also owns config reloads."""
+
+    def __init__(self, resolved: Resolved, supervisor: Supervisor) -> None:
+        self.resolved = resolved
+        self.supervisor = supervisor
+        self.config_error: str | None = None
+        self.reloads = 0
+        self.started_at = utcnow()
+        self._t0 = time.monotonic()
+        self._facts = ProcessFacts()
+        self._reload_lock = asyncio.Lock()
+
+    # Views ------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """The whole status document."""
+        r = self.resolved
+        insts = list(self.supervisor.instances.values())
+        self._facts.forget_except({i.child.pid for i in insts if i.child is not None})
+        return {
+            "daemon": {
+                "pid": os.getpid(),
+                "version": __version__,
+                "config_path": str(r.path),
+                "config_error": self.config_error,
+                "started_at": self.started_at,
+                "uptime_s": round(time.monotonic() - self._t0, 3),
+                "llama_server": str(r.binary),
+                "llama_server_version": r.llama_server_version,
+            },
+            "instances": [instance_doc(i, self._facts) for i in insts],
+        }
+
+    def _get(self, name: str) -> Instance:
+        inst = self.supervisor.instances.get(name)
+        if inst is None:
+            raise UnknownInstance(name)
+        if inst.closing:
+            raise Conflict(f"instance {name!r} is being removed")
+        return inst
+
+    def instance(self, name: str) -> dict[str, Any]:
+        """One instance's entry of the status document."""
+        return instance_doc(self._get(name), self._facts)
+
+    def log_file(self, name: str) -> Path:
+        """Where the instance's output goes."""
+        return self._get(name).log.path
+
+    # Commands --------------------------------------------------------------------
+
+    async def start(self, name: str) -> dict[str, Any]:
+        """Start (or clear FAILED); returns once the instance has taken the command in."""
+        inst = self._get(name)
+        await inst.send(Start())
+        return instance_doc(inst, self._facts)
+
+    async def stop(self, name: str) -> dict[str, Any]:
+        """Stop gracefully; returns once the instance has taken the command in."""
+        inst = self._get(name)
+        await inst.send(Stop())
+        return instance_doc(inst, self._facts)
+
+    async def restart(self, name: str) -> dict[str, Any]:
+        """Restart; coalesced with a start already under way."""
+        inst = self._get(name)
+        await inst.send(Restart())
+        return instance_doc(inst, self._facts)
+
+    async def reload(self) -> dict[str, Any]:
+        """Re-read the config file and apply what changed; an invalid file changes nothing."""
+        async with self._reload_lock:
+            try:
+                new = await asyncio.to_thread(load, self.resolved.path)
+            except Exception as exc:  # ConfigError, but never let a reload crash the daemon
+                lines = getattr(exc, "lines", None) or [str(exc)]
+                self.config_error = "; ".join(lines)
+                log.error("config.rejected", path=str(self.resolved.path), errors=lines)
+                raise InvalidConfig("\n".join(lines)) from None
+            changes = await self.supervisor.apply(new.instances)
+            self.resolved = new
+            self.config_error = None
+            self.reloads += 1
+            log.info("config.reloaded", path=str(new.path), **changes.to_dict())
+            return changes.to_dict()

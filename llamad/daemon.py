@@ -1,0 +1,146 @@
+"""`llamad`: the foreground daemon. Never forks; launchd or systemd keeps it alive.
+
+The shape follows hypercorn's asyncio runner: a TaskGroup holds the supervisor, the
+control server and the reload watcher; a shutdown trigger (SIGTERM/SIGINT, or one a test
+injects) stops every instance with deadlines, then the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import structlog
+
+from llamad import __version__, logs, paths
+from llamad.config import ConfigError
+from llamad.controller import DaemonController
+from llamad.health import Prober, make_client
+from llamad.instance import Runtime
+from llamad.spec import Resolved, load
+from llamad.supervisor import Supervisor
+
+log = structlog.get_logger("llamad.daemon")
+
+EXIT_OK, EXIT_FATAL, EXIT_CONFIG = 0, 1, 2
+
+
+async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> int:
+    """Run until `shutdown` is set (or SIGTERM/SIGINT); returns the exit code."""
+    trigger = shutdown or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    d = resolved.daemon
+    async with make_client() as client:
+        runtime = Runtime(
+            binary=resolved.binary,
+            prober=Prober(client),
+            log_dir=d.log_dir,
+            log_max_bytes=d.log_max_bytes,
+            log_backups=d.log_backups,
+        )
+        supervisor = Supervisor(runtime)
+        controller = DaemonController(resolved, supervisor)
+        signals = _SignalHandlers(loop, trigger, supervisor)
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(supervisor.run(), name="supervisor")
+                await supervisor.apply(resolved.instances)
+                log.info(
+                    "daemon.started",
+                    config=str(resolved.path),
+                    instances=len(resolved.instances),
+                    llama_server=str(resolved.binary),
+                )
+                await trigger.wait()
+                log.info("daemon.stopping")
+                await supervisor.shutdown()
+        finally:
+            signals.remove()
+    del controller
+    log.info("daemon.stopped")
+    return EXIT_OK
+
+
+class _SignalHandlers:
+    """SIGTERM/SIGINT set the trigger; a second SIGINT kills every child at once."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, trigger: asyncio.Event, sup: Supervisor
+    ) -> None:
+        self._loop, self._trigger, self._sup = loop, trigger, sup
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self._trigger.is_set() and sig is signal.SIGINT:
+            log.warning("daemon.forced", signal=sig.name)
+            self._sup.kill_all()
+            return
+        log.info("daemon.signal", signal=sig.name)
+        self._trigger.set()
+
+    def remove(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._loop.remove_signal_handler(sig)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line of `llamad`."""
+    p = argparse.ArgumentParser(
+        prog="llamad",
+        description="Keep the llama-server instances listed in a TOML file always on. "
+        "Runs in the foreground; launchd or systemd keeps it alive.",
+    )
+    p.add_argument(
+        "--config",
+        type=Path,
+        help="config file (default: $LLAMAD_CONFIG, else ~/.config/llamad/llamad.toml)",
+    )
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="run the built-in demo: two instances of a generated tiny model on "
+        "127.0.0.1:18081 and :18082",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=("auto", "console", "json"),
+        default="auto",
+        help="daemon log format on stderr (default: console on a TTY, JSON otherwise)",
+    )
+    p.add_argument("--version", action="version", version=f"llamad {__version__}")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the `llamad` command."""
+    sys.exit(run(argv))
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Load the config, then serve; exit 2 for a bad config, 1 for a fatal error."""
+    args = parse_args(argv)
+    if args.demo:
+        from llamad.demo import demo_config
+
+        try:
+            path = demo_config()
+        except RuntimeError as exc:
+            print(f"llamad: {exc}", file=sys.stderr)
+            return EXIT_FATAL
+    else:
+        path = args.config or paths.default_config()
+    try:
+        resolved = load(path)
+    except ConfigError as exc:
+        for line in exc.lines:
+            print(f"llamad: {line}", file=sys.stderr)
+        return EXIT_CONFIG
+    logs.configure(resolved.daemon.log_level, args.log_format)
+    try:
+        return asyncio.run(serve(resolved))
+    except KeyboardInterrupt:  # pragma: no cover - signals are handled inside serve()
+        return EXIT_OK

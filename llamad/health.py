@@ -1,0 +1,89 @@
+"""Health probes: `GET /health` through one shared httpx client.
+
+llama-server answers 503 while loading and 200 once ready; only `/health` means ready
+(`/v1/models` answers 200 during the load).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from llamad.process import utcnow
+
+# Readiness is polled densely at first and more sparsely as a load drags on: the wait is
+# late by at most this fraction of the load time, never by more than the cap.
+READY_LATENESS = 0.05
+READY_MIN_DELAY = 0.02
+READY_MAX_DELAY = 0.5
+
+
+@dataclass(frozen=True)
+class Health:
+    """The last probe of an instance: an attribute beside its state, not a state."""
+
+    ok: bool
+    status: int | None
+    latency_ms: float
+    checked_at: str
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """The `health` object of the status document."""
+        return {
+            "ok": self.ok,
+            "status": self.status,
+            "latency_ms": round(self.latency_ms, 2),
+            "checked_at": self.checked_at,
+        }
+
+
+def readiness_delay(elapsed: float) -> float:
+    """Seconds to wait before the next readiness poll, `elapsed` seconds into a load."""
+    return min(max(elapsed * READY_LATENESS, READY_MIN_DELAY), READY_MAX_DELAY)
+
+
+def health_url(host: str, port: int) -> str:
+    """The `/health` URL of a server bound to `host`."""
+    return f"http://[{host}]:{port}/health" if ":" in host else f"http://{host}:{port}/health"
+
+
+def make_client() -> httpx.AsyncClient:
+    """The one client every probe shares: no proxies, no env, explicit per-call timeouts."""
+    return httpx.AsyncClient(
+        trust_env=False,
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        follow_redirects=False,
+    )
+
+
+class Prober:
+    """Runs single probes; the pacing belongs to the instance that asks."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self._client = client
+
+    async def probe(self, url: str, timeout: float) -> Health:
+        """One `GET /health`: ok only on 200."""
+        t0 = time.perf_counter()
+        try:
+            resp = await self._client.get(url, timeout=timeout)
+        except httpx.TimeoutException:
+            return self._result(False, None, t0, f"no answer within {timeout:g}s")
+        except httpx.HTTPError as exc:
+            return self._result(False, None, t0, _short(exc))
+        if resp.status_code == 200:
+            return self._result(True, 200, t0, None)
+        return self._result(False, resp.status_code, t0, f"HTTP {resp.status_code}")
+
+    @staticmethod
+    def _result(ok: bool, status: int | None, t0: float, error: str | None) -> Health:
+        return Health(ok, status, (time.perf_counter() - t0) * 1000, utcnow(), error)
+
+
+def _short(exc: httpx.HTTPError) -> str:
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused"
+    return f"{type(exc).__name__}: {exc}"[:200] or type(exc).__name__

@@ -1,0 +1,272 @@
+"""One supervised instance: a task that reads its event queue and carries out the machine's actions.
+
+The task is the only writer of the instance's record. Process exits, probe results,
+timers and commands all arrive as events on the one queue, so they are seen in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from llamad.childlog import ChildLog
+from llamad.health import Health, Prober, health_url, readiness_delay
+from llamad.machine import step
+from llamad.process import Child, ExitInfo, child_env, model_problem, port_problem
+from llamad.spec import InstanceSpec
+from llamad.states import (
+    Action,
+    Arm,
+    Event,
+    Exited,
+    Failed,
+    ProbeFailed,
+    ProbeOk,
+    Ready,
+    Record,
+    RestartScheduled,
+    Signal,
+    Spawn,
+    Spawned,
+    SpawnFailed,
+    State,
+    Stop,
+    Timer,
+)
+
+log = structlog.get_logger("llamad.instance")
+
+
+@dataclass
+class Runtime:
+    """What every instance shares: the binary, the prober and where logs go."""
+
+    binary: Path
+    prober: Prober
+    log_dir: Path
+    log_max_bytes: int = 10 * 1024 * 1024
+    log_backups: int = 3
+
+
+class Instance:
+    """A llama-server the daemon keeps running; `run()` is its task."""
+
+    def __init__(self, spec: InstanceSpec, runtime: Runtime) -> None:
+        self.spec = spec
+        self.runtime = runtime
+        self.record = Record()
+        self.child: Child | None = None
+        self.health: Health | None = None
+        self.last_exit: ExitInfo | None = None
+        self.log = ChildLog(
+            runtime.log_dir / f"{spec.name}.log",
+            runtime.log_max_bytes,
+            runtime.log_backups,
+            spec.secrets,
+        )
+        self._queue: asyncio.Queue[tuple[Event, asyncio.Future[None] | None]] = asyncio.Queue()
+        self._followups: deque[Event] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._helpers: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self.changed = asyncio.Event()
+
+    # Commands ------------------------------------------------------------------
+
+    def post(self, event: Event) -> None:
+        """Queue an event for the instance task."""
+        self._queue.put_nowait((event, None))
+
+    async def send(self, event: Event) -> None:
+        """Queue an event and wait until the task has taken it in."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((event, done))
+        await done
+
+    def close(self) -> None:
+        """Stop the process and end the task once it is stopped (removal, shutdown)."""
+        self._closing = True
+        self.post(Stop())
+
+    def kill_now(self) -> None:
+        """SIGKILL the process group at once: a forced shutdown."""
+        if self.child is not None:
+            self.child.signal("KILL")
+
+    def respec(self, spec: InstanceSpec) -> None:
+        """Take a new spec. Knobs apply at once; a new launch needs a stop first."""
+        if spec.secrets != self.spec.secrets:
+            self.log.close()
+            self.log = ChildLog(
+                self.log.path, self.runtime.log_max_bytes, self.runtime.log_backups, spec.secrets
+            )
+        self.spec = spec
+
+    @property
+    def closing(self) -> bool:
+        """True once the instance is on its way out of the daemon."""
+        return self._closing
+
+    # The task ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Process events until closed and stopped; on cancellation, leave no child behind."""
+        try:
+            while not (self._closing and self.record.state is State.STOPPED):
+                event, done = await self._queue.get()
+                await self._handle(event)
+                while self._followups:
+                    await self._handle(self._followups.popleft())
+                if done is not None and not done.done():
+                    done.set_result(None)
+        finally:
+            self.kill_now()
+            self._disarm()
+            for task in list(self._helpers):
+                task.cancel()
+            self.log.close()
+
+    async def _handle(self, event: Event) -> None:
+        loop = asyncio.get_running_loop()
+        before = self.record
+        self.record, actions = step(
+            before, event, loop.time(), self.spec.knobs, random.uniform(-1.0, 1.0)
+        )
+        if self.record.state is not before.state:
+            log.info(
+                "instance.state_changed",
+                instance=self.spec.name,
+                **{"from": before.state.value},
+                to=self.record.state.value,
+                pid=self.record.pid or before.pid,
+                error=self.record.error,
+            )
+        if isinstance(event, Exited) and self.child is not None and self.child.pid == event.pid:
+            self.child = None
+        for action in actions:
+            await self._do(action)
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    async def _do(self, action: Action) -> None:
+        match action:
+            case Spawn():
+                await self._spawn()
+            case Signal(name=name):
+                if self.child is not None:
+                    self.child.signal(name)
+            case Arm(token=token, delay=delay):
+                self._disarm()
+                self._timer = asyncio.get_running_loop().call_later(delay, self.post, Timer(token))
+            case RestartScheduled(delay=delay, attempt=attempt, reason=reason):
+                log.warning(
+                    "instance.restart_scheduled",
+                    instance=self.spec.name,
+                    delay_s=round(delay, 3),
+                    attempt=attempt,
+                    reason=reason,
+                )
+            case Failed(reason=reason):
+                log.error("instance.failed", instance=self.spec.name, reason=reason)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # Process ---------------------------------------------------------------------
+
+    async def _spawn(self) -> None:
+        spec = self.spec
+        problem = model_problem(spec.model) or port_problem(spec.host, spec.port)
+        if problem:
+            self.log.mark(f"not started: {problem}")
+            self._followups.append(SpawnFailed(problem))
+            return
+        env = child_env(os.environ, dict(spec.settings), dict(spec.env))
+        argv = [str(self.runtime.binary), *spec.args]
+        try:
+            child = await Child.spawn(argv, env, self.log.write)
+        except OSError as exc:
+            self._followups.append(SpawnFailed(f"cannot run {argv[0]}: {exc.strerror}"))
+            return
+        self.child = child
+        self.log.mark(f"started pid {child.pid}")
+        self._followups.append(Spawned(child.pid))
+        self._helper(self._watch(child), f"watch-{child.pid}")
+
+    def _helper(self, coro: object, name: str) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
+        self._helpers.add(task)
+        task.add_done_callback(self._helpers.discard)
+        return task
+
+    async def _watch(self, child: Child) -> None:
+        probes = self._helper(self._probe(child), f"probe-{child.pid}")
+        try:
+            info = await child.wait()
+        finally:
+            probes.cancel()
+        self.last_exit = info
+        reason = info.describe()
+        if any("couldn't bind HTTP server socket" in line for line in info.stderr_tail):
+            reason = port_problem(self.spec.host, self.spec.port) or "port in use"
+        self.log.mark(f"pid {child.pid} {reason}")
+        log.info(
+            "instance.exited",
+            instance=self.spec.name,
+            pid=child.pid,
+            code=info.code,
+            signal=info.signal,
+        )
+        self.post(Exited(child.pid, self.log.redact(reason)))
+
+    async def _probe(self, child: Child) -> None:
+        loop = asyncio.get_running_loop()
+        url = health_url(self.spec.probe_host, self.spec.port)
+        prober = self.runtime.prober
+        started = loop.time()
+        # Readiness: poll densely while the model loads; a 503 just means "loading".
+        while True:
+            knobs = self.spec.knobs
+            self.health = await prober.probe(url, min(knobs.health_timeout, 2.0))
+            if self.health.ok:
+                self.post(Ready(child.pid))
+                break
+            await asyncio.sleep(readiness_delay(loop.time() - started))
+        # Liveness: one probe per interval on a fixed cadence, so a hang is caught within
+        # health_interval * unhealthy_after + health_timeout.
+        tick = loop.time()
+        while True:
+            knobs = self.spec.knobs
+            tick = max(tick + knobs.health_interval, loop.time())
+            await asyncio.sleep(tick - loop.time())
+            self.health = await prober.probe(url, knobs.health_timeout)
+            if self.health.ok:
+                self.post(ProbeOk(child.pid))
+            else:
+                self.post(ProbeFailed(child.pid, self.health.error or ""))
+
+    # Views ---------------------------------------------------------------------
+
+    async def wait_until(self, *states: State, timeout: float) -> bool:
+        """Wait until the record is in one of `states`; False on timeout."""
+        try:
+            async with asyncio.timeout(timeout):
+                while self.record.state not in states:
+                    await self.changed.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def uptime(self) -> float | None:
+        """Seconds since the current process started, if there is one."""
+        if self.child is None:
+            return None
+        return asyncio.get_running_loop().time() - self.child.started

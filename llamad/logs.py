@@ -1,0 +1,63 @@
+"""The daemon's own logs: structlog, rendered for people on a TTY and as JSON otherwise.
+
+Stdlib loggers (uvicorn, httpx, watchfiles) go through the same processors, so every
+line on stderr has one shape.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TextIO
+
+import structlog
+from structlog.typing import Processor
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+_LEVELS["error"] = logging.ERROR
+
+
+def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
+    """Route structlog and stdlib logging to `stream` (stderr): console or JSON lines."""
+    stream = stream or sys.stderr
+    if fmt == "auto":
+        fmt = "console" if stream.isatty() else "json"
+    shared: list[Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: Processor
+    if fmt == "console":
+        renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
+    else:
+        renderer = structlog.processors.JSONRenderer()
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
+        cache_logger_on_first_use=True,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.dict_tracebacks if fmt == "json" else _identity,
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(_LEVELS[level])
+    # Per-request chatter from the libraries is noise in a daemon's log.
+    for noisy in ("httpx", "httpcore", "uvicorn.access", "watchfiles"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _identity(
+    logger: object, name: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    return event
