@@ -1,0 +1,5 @@
+"""`python -m llamad` runs the daemon, like the `llamad` command."""
+
+from llamad.daemon import main
+
+main()

@@ -1,0 +1,150 @@
+"""A tiny, valid GGUF model for ``llamad --demo`` and the test suite.
+
+The model is random noise (a 2-layer llama with n_embd 64) but it is a real model:
+llama-server loads it in milliseconds and answers completions with printable text,
+which is all a supervisor needs to exercise start, health, restart and stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+_MISSING_EXTRA = "the demo needs the 'demo' extra: pip install 'llamad[demo]'"
+
+N_EMBD = 64
+N_HEAD = 4
+N_LAYER = 2
+N_FF = 128
+N_CTX = 4096  # n_ctx_train: llama-server clips a larger per-slot -c to this
+
+# Token types from gguf.TokenType, spelled out so building the vocab needs no import.
+_NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
+# Bytes the model may emit: printable ASCII plus tab and newline. Every other byte stays in
+# the vocabulary (so any UTF-8 prompt tokenizes) but as a CONTROL token, which llama-server
+# renders as nothing: random weights could otherwise emit a lone 0x80.. byte, and the
+# server rejects its own output as invalid UTF-8.
+_EMITTABLE = frozenset([0x09, 0x0A, *range(0x20, 0x7F)])
+
+
+def _vocab() -> tuple[list[str], list[float], list[int]]:
+    """SentencePiece ("llama") vocab, 260 tokens: 3 specials, 256 bytes, the space piece.
+
+    SPM escapes spaces to U+2581 ("▁"); as a token of its own it renders back as " ", so
+    the model can emit spaces. No merges or scores matter: everything else is bytes.
+    """
+    tokens = ["<unk>", "<s>", "</s>"]
+    types = [_UNKNOWN, _CONTROL, _CONTROL]
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        types.append(_BYTE if b in _EMITTABLE else _CONTROL)
+    tokens.append("\u2581")
+    types.append(_NORMAL)
+    return tokens, [0.0] * len(tokens), types
+
+
+def write_tiny_model(path: Path, seed: int = 0) -> Path:
+    """Write a tiny random llama GGUF (about 470 KB) to ``path`` and return ``path``.
+
+    The file appears atomically: it is written to a temporary sibling and renamed over
+    ``path``, so a concurrent reader (or a crash midway) never sees a half-written model.
+    Same ``seed``, same bytes.
+    """
+    try:
+        import gguf
+        import numpy as np
+    except ImportError as exc:
+        raise RuntimeError(_MISSING_EXTRA) from exc
+
+    tokens, scores, types = _vocab()
+    rng = np.random.default_rng(seed)
+
+    def rand(*shape: int, std: Any = 0.02) -> Any:
+        # Small weights keep activations tame. Cast last: f64 tensors crash llama-server.
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    def ones(n: int) -> Any:
+        return np.ones(n, dtype=np.float32)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        w = gguf.GGUFWriter(tmp, "llama")
+        w.add_name("llamad tiny random llama")
+        w.add_file_type(0)  # ALL_F32
+        w.add_context_length(N_CTX)
+        w.add_embedding_length(N_EMBD)
+        w.add_block_count(N_LAYER)
+        w.add_feed_forward_length(N_FF)
+        w.add_head_count(N_HEAD)
+        w.add_head_count_kv(N_HEAD)
+        w.add_rope_dimension_count(N_EMBD // N_HEAD)
+        w.add_layer_norm_rms_eps(1e-5)
+        w.add_vocab_size(len(tokens))
+        w.add_tokenizer_model("llama")
+        w.add_token_list(tokens)
+        w.add_token_scores(scores)
+        w.add_token_types(types)
+        w.add_unk_token_id(0)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_add_bos_token(True)
+        w.add_add_space_prefix(False)  # keep "Hello" as 5 bytes, not "▁Hello"
+
+        # numpy shapes are (rows, cols) = GGUF's ne reversed: a weight maps cols -> rows.
+        w.add_tensor("token_embd.weight", rand(len(tokens), N_EMBD))
+        w.add_tensor("output_norm.weight", ones(N_EMBD))
+        # Emittable tokens get output rows 50x larger (std 1) than the rest. The final hidden state
+        # has norm 8 after RMSNorm, so their logits spread about +-8 while CONTROL bytes, <unk>
+        # and </s> sit near 0: sampling (top-k 40 by default) then picks printable text and
+        # essentially never stops early, so n_predict tokens give n_predict characters.
+        emit_std = np.array([1.0 if t in (_BYTE, _NORMAL) else 0.02 for t in types])
+        w.add_tensor("output.weight", rand(len(tokens), N_EMBD, std=emit_std[:, None]))
+        for i in range(N_LAYER):
+            p = f"blk.{i}."
+            w.add_tensor(p + "attn_norm.weight", ones(N_EMBD))
+            for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+                w.add_tensor(f"{p}{name}.weight", rand(N_EMBD, N_EMBD))
+            w.add_tensor(p + "ffn_norm.weight", ones(N_EMBD))
+            w.add_tensor(p + "ffn_gate.weight", rand(N_FF, N_EMBD))
+            w.add_tensor(p + "ffn_up.weight", rand(N_FF, N_EMBD))
+            w.add_tensor(p + "ffn_down.weight", rand(N_EMBD, N_FF))
+
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        # Flush to disk before the rename so a power cut cannot leave an empty model behind.
+        with tmp.open("rb") as f:
+            os.fsync(f.fileno())
+        tmp.chmod(0o644)  # mkstemp makes 0600; the model is not a secret
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return path
+
+
+def demo_model_path() -> Path:
+    """Return the demo model's path, writing it first if it is missing or empty.
+
+    Lives in ``$XDG_DATA_HOME/llamad/tiny-llama.gguf`` (default ``~/.local/share``) so
+    every ``llamad --demo`` after the first reuses it.
+    """
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    # The XDG spec says to ignore a relative value; it would depend on the cwd.
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    path = base / "llamad" / "tiny-llama.gguf"
+    try:
+        usable = path.stat().st_size > 0
+    except FileNotFoundError:
+        usable = False
+    if not usable:
+        write_tiny_model(path)
+    return path

@@ -1,0 +1,62 @@
+"""Fixtures shared by every test: isolated dirs, the tiny model, the real binary, no leaks."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from llamad.catalog import find_binary
+from llamad.tinymodel import write_tiny_model
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ~0.5 MB GGUF the real llama-server loads in milliseconds."""
+    return write_tiny_model(tmp_path_factory.mktemp("model") / "tiny.gguf")
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> Path:
+    """The real llama-server (the test extra installs it on Linux x86_64)."""
+    return find_binary(None)
+
+
+@pytest.fixture(scope="session")
+def _cache_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_dirs(tmp_path: Path, _cache_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep every test away from the real home: state, data and config in tmp_path."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_cache_home))
+    for var, sub in (
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_CONFIG_HOME", "config"),
+    ):
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    monkeypatch.delenv("LLAMAD_CONFIG", raising=False)
+    monkeypatch.delenv("LLAMAD_SOCKET", raising=False)
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_children() -> Iterator[None]:
+    """After each test no child process is left behind (checked with psutil)."""
+    yield
+    me = psutil.Process(os.getpid())
+    deadline = time.monotonic() + 5
+    left = me.children(recursive=True)
+    while left and time.monotonic() < deadline:
+        # A child killed at the end of a test may take a moment to be reaped.
+        left = [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.05)
+    for proc in left:
+        proc.kill()
+    assert not left, f"test left child processes behind: {[p.pid for p in left]}"

@@ -1,0 +1,161 @@
+"""Shared test helpers: waiting on conditions, free ports, configs and a llamad subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+FAKE_SERVER = Path(__file__).with_name("fake_llama_server.py")
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll `cond` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def health(port: int, timeout: float = 1.0) -> int | None:
+    """The status code of GET /health, or None when nothing answers."""
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=timeout).status_code
+    except httpx.HTTPError:
+        return None
+
+
+def toml_value(value: Any) -> str:
+    """A Python value as TOML (enough for test configs)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | Path):
+        return json.dumps(str(value))
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return str(value)
+
+
+def write_config(
+    path: Path,
+    instances: dict[str, dict[str, Any]],
+    daemon: dict[str, Any] | None = None,
+    supervise: dict[str, Any] | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> Path:
+    """Write a llamad.toml from plain dicts."""
+    out: list[str] = []
+    for table, values in (("daemon", daemon), ("supervise", supervise), ("defaults", defaults)):
+        if values:
+            out.append(f"[{table}]")
+            out += [f"{k} = {toml_value(v)}" for k, v in values.items()]
+    for name, keys in instances.items():
+        out.append(f"[instances.{name}]")
+        out += [f"{k} = {toml_value(v)}" for k, v in keys.items()]
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path
+
+
+class Llamad:
+    """`llamad --config FILE` as a subprocess, with its JSON log lines readable as events."""
+
+    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
+        self.config = config
+        self.stderr_path = config.with_suffix(".stderr")
+        self._stderr = self.stderr_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "llamad", "--config", str(config), "--log-format", "json"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            env={**os.environ, **(env or {})},
+        )
+
+    def events(self, name: str | None = None, **match: Any) -> list[dict[str, Any]]:
+        """Every JSON log event so far, filtered by event name and field values."""
+        found = []
+        for line in self.stderr_path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if name is not None and ev.get("event") != name:
+                continue
+            if all(ev.get(k) == v for k, v in match.items()):
+                found.append(ev)
+        return found
+
+    def wait_event(self, name: str, timeout: float = 10.0, count: int = 1, **match: Any) -> Any:
+        """Wait until `count` events named `name` (matching fields) have been logged."""
+
+        def seen() -> list[dict[str, Any]] | None:
+            evs = self.events(name, **match)
+            return evs if len(evs) >= count else None
+
+        return wait_for(seen, timeout, f"{count}x {name} {match}")
+
+    def running(self, name: str) -> int | None:
+        """The pid of `name` if its latest state change is to running."""
+        changes = self.events("instance.state_changed", instance=name)
+        if changes and changes[-1]["to"] == "running":
+            return int(changes[-1]["pid"])
+        return None
+
+    def wait_running(self, name: str, timeout: float = 10.0, not_pid: int | None = None) -> int:
+        """Wait until `name` is running (with a pid other than `not_pid`); returns the pid."""
+
+        def check() -> int | None:
+            pid = self.running(name)
+            return pid if pid is not None and pid != not_pid else None
+
+        return int(wait_for(check, timeout, f"{name} running"))
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM the daemon and wait for its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Kill whatever is left (a failed test) and close files."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        self._stderr.close()
+
+    def __enter__(self) -> Llamad:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def lines(path: Path) -> Iterator[str]:
+    """Lines of a text file, empty when it does not exist."""
+    if path.exists():
+        yield from path.read_text(encoding="utf-8", errors="replace").splitlines()
