@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
 from pydantic import ValidationError as PydanticError
+from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -160,9 +161,15 @@ def _pydantic_lines(path: Path, text: str, exc: PydanticError) -> list[str]:
         elif err["type"] == "missing":
             msg = "is required"
         else:
-            msg = f"{err['msg'][0].lower()}{err['msg'][1:]} (got {err.get('input')!r})"
+            msg = describe(err)
         lines.append(f"{where_is(path, text, loc)}: {dotted}: {msg}")
     return lines
+
+
+def describe(err: ErrorDetails) -> str:
+    """A pydantic error as the tail of one of our lines: 'must be ... (got X)'."""
+    msg = err["msg"]
+    return f"{msg[:1].lower()}{msg[1:]} (got {err.get('input')!r})"
 
 
 def _suggest(loc: tuple[Any, ...]) -> str | None:

@@ -21,6 +21,7 @@ from llamad.config import (
     InstanceTable,
     SuperviseSettings,
     Value,
+    describe,
     read_file,
     where_is,
 )
@@ -163,7 +164,7 @@ def _render(values: dict[str, Value], catalog: Catalog, problem: Problem) -> dic
         if look is None:
             hint = catalog.suggest(key, extra=InstanceTable.model_fields)
             tail = f" (did you mean {hint}?)" if hint else ""
-            problem((key,), f"unknown key {key!r}{tail}; not an option of {catalog.version}")
+            problem((key,), f"unknown key {key!r}{tail}")
             continue
         try:
             out[look.env] = render(look, value)
@@ -283,7 +284,7 @@ def _knobs(cfg: ConfigFile, name: str, problem: Problem) -> Knobs | None:
     except PydanticError as exc:
         for err in exc.errors(include_url=False):
             key = str(err["loc"][-1])
-            problem(("supervise", key), f"{err['msg']} (got {err.get('input')!r})")
+            problem(("supervise", key), describe(err))
         return None
     return Knobs(**s.model_dump())
 
