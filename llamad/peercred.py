@@ -1,0 +1,73 @@
+"""Who is on the other end of a Unix socket, and a uvicorn protocol that refuses strangers.
+
+The control socket already lives at 0600 inside a 0700 directory; checking the peer's uid
+as well means a mis-set permission (or a socket path under a shared directory) still
+cannot hand another user the power to start and stop models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+import sys
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger("llamad.control")
+
+# macOS: <sys/un.h> SOL_LOCAL and LOCAL_PEERCRED; Python does not export them.
+_SOL_LOCAL = 0
+_LOCAL_PEERCRED = 0x001
+# struct xucred: u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t cr_groups[16].
+_XUCRED = struct.Struct("=IIh2x16I")
+
+
+def peer_uid(sock: Any) -> int | None:
+    """The uid of the process connected to AF_UNIX `sock`, or None where the OS cannot say.
+
+    `sock` is a socket or the asyncio TransportSocket wrapping one (both have getsockopt).
+    """
+    so_peercred = getattr(socket, "SO_PEERCRED", None)
+    if so_peercred is not None:  # Linux and friends: struct ucred {pid, uid, gid}
+        raw = sock.getsockopt(socket.SOL_SOCKET, so_peercred, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", raw)
+        return int(uid)
+    if sys.platform == "darwin":
+        raw = sock.getsockopt(_SOL_LOCAL, _LOCAL_PEERCRED, _XUCRED.size)
+        return int(_XUCRED.unpack(raw)[1])
+    return None
+
+
+def _allowed(sock: Any, allowed_uid: int) -> bool:
+    if sock is None or sock.family != socket.AF_UNIX:
+        # TCP (served later by the daemon) has no peer uid; its own guard applies there.
+        return True
+    try:
+        uid = peer_uid(sock)
+    except OSError as exc:
+        log.warning("control socket: cannot read peer credentials (%s); refusing", exc)
+        return False
+    # An OS without a peer-credential call leaves the 0600 socket mode as the only guard.
+    return uid is None or uid == allowed_uid
+
+
+def peer_checked_protocol(allowed_uid: int) -> type[asyncio.Protocol]:
+    """An H11 protocol class for `uvicorn.Config(http=...)` that serves only `allowed_uid`.
+
+    Even root is refused unless it is `allowed_uid`: root can read our files anyway, but a
+    daemon that takes orders from a second account is one more thing to reason about, and
+    `sudo -u` is the honest way for an administrator to talk to someone else's llamad.
+    """
+
+    class PeerCheckedH11Protocol(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if not _allowed(transport.get_extra_info("socket"), allowed_uid):
+                log.warning("control socket: refused a connection from another user")
+                # Close before any byte is read: the request is never parsed, let alone served.
+                transport.close()
+
+    return PeerCheckedH11Protocol

@@ -1,0 +1,152 @@
+"""Text for people: the status table, humanised numbers, command outcomes, reports."""
+
+from __future__ import annotations
+
+import os
+
+# typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TextIO
+
+COLUMNS = ("NAME", "STATE", "PID", "PORT", "MODEL", "UPTIME", "RESTARTS", "HEALTH", "RSS")
+_GREEN, _YELLOW, _RED, _RESET = "\x1b[32m", "\x1b[33m", "\x1b[31m", "\x1b[0m"
+STATE_COLOURS = {
+    "running": _GREEN,
+    "starting": _YELLOW,
+    "stopping": _YELLOW,
+    "backoff": _RED,
+    "failed": _RED,
+}
+
+
+def use_colour(stream: TextIO) -> bool:
+    """Colour only for a terminal, and never when NO_COLOR is set (no-color.org) or TERM=dumb."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def duration(seconds: float | None) -> str:
+    """12s, 3m12s, 2h05m, 4d03h: two units at most, the larger first."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def size(n: int | None) -> str:
+    """Binary units like `ps`/`top`: 820K, 612M, 1.2G."""
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "K", "M", "G"):
+        if value < 1024:
+            return f"{value:.1f}{unit}" if unit == "G" and value < 10 else f"{value:.0f}{unit}"
+        value /= 1024
+    return f"{value:.1f}T" if value < 10 else f"{value:.0f}T"
+
+
+def health(h: dict[str, Any] | None) -> str:
+    """`ok 1.2ms`, a failing HTTP status like `503`, `down` when nothing answered, else `-`."""
+    if not h:
+        return "-"
+    if h.get("ok"):
+        latency = h.get("latency_ms")
+        return "ok" if latency is None else f"ok {latency:.1f}ms"
+    return str(h["status"]) if h.get("status") is not None else "down"
+
+
+def problem(inst: dict[str, Any]) -> str | None:
+    """Why an instance is not running, in one line: its error, else how it last exited."""
+    if inst.get("error"):
+        return str(inst["error"])
+    last = inst.get("last_exit")
+    if not last:
+        return None
+    if last.get("signal"):
+        text = f"killed by {last['signal']}"
+    else:
+        text = f"exited with code {last.get('code')}"
+    tail = [line for line in last.get("stderr_tail") or [] if line.strip()]
+    return f"{text}: {tail[-1].strip()}" if tail else text
+
+
+def _row(inst: dict[str, Any]) -> list[str]:
+    model = inst.get("model")
+    return [
+        str(inst.get("name", "?")),
+        str(inst.get("state", "?")),
+        "-" if inst.get("pid") is None else str(inst["pid"]),
+        "-" if inst.get("port") is None else str(inst["port"]),
+        "-" if not model else os.path.basename(str(model)),
+        duration(inst.get("uptime_s")),
+        str(inst.get("restarts", 0)),
+        health(inst.get("health")),
+        size(inst.get("rss_bytes")),
+    ]
+
+
+def render(doc: dict[str, Any], colour: bool = False) -> str:
+    """The status table, then a warning for a config error and a line per troubled instance."""
+    instances = doc.get("instances") or []
+    rows = [list(COLUMNS)] + [_row(inst) for inst in instances]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    lines = []
+    for index, row in enumerate(rows):
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
+        # Pad before colouring: escape codes have no width on screen but do in len().
+        if colour and index > 0 and row[1] in STATE_COLOURS:
+            cells[1] = f"{STATE_COLOURS[row[1]]}{cells[1]}{_RESET}"
+        lines.append("  ".join(cells).rstrip())
+    if not instances:
+        lines.append("(no instances configured)")
+    error = (doc.get("daemon") or {}).get("config_error")
+    if error:
+        lines.append(f"warning: config not applied: {error}")
+    for inst in instances:
+        why = problem(inst) if inst.get("state") != "running" else None
+        if why:
+            lines.append(f"{inst.get('name')}: {why}")
+    return "\n".join(lines)
+
+
+def outcome(
+    verb: str, doc: dict[str, Any], old_pid: Any, failed_final: bool
+) -> tuple[bool, str] | None:
+    """(succeeded, line) once `verb` has played out on the instance `doc`; None to keep waiting.
+
+    start and restart aim at running (restart with a new pid); stop at stopped, which a
+    failed instance also satisfies: it has no process either. `failed_final` says whether
+    a failed state can be trusted as the result rather than the state before the command.
+    """
+    name, state, pid = doc.get("name"), doc.get("state"), doc.get("pid")
+    if verb == "stop" and state in ("stopped", "failed"):
+        return True, f"{name}: {state}" + (" (not running)" if state == "failed" else "")
+    if verb != "stop" and state == "running" and not (verb == "restart" and pid == old_pid):
+        return True, f"{name}: running (pid {pid})"
+    if verb != "stop" and state == "failed" and failed_final:
+        return False, f"{name}: failed: {problem(doc) or 'no error recorded'}"
+    return None
+
+
+def timed_out(doc: dict[str, Any]) -> str:
+    """The line for an instance that did not get there in time."""
+    why = problem(doc)
+    return f"{doc.get('name')}: timed out in state {doc.get('state')}" + (f": {why}" if why else "")
+
+
+def reload_lines(report: dict[str, Any]) -> list[str]:
+    """`added: a, b` for each non-empty kind of change, or `no changes`."""
+    kinds = ("added", "changed", "removed", "unchanged")
+    lines = [f"{kind}: {', '.join(report[kind])}" for kind in kinds if report.get(kind)]
+    if not any(report.get(kind) for kind in kinds[:3]):
+        lines.insert(0, "no changes")
+    return lines
