@@ -2,44 +2,35 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from llamad import __version__
-from llamad.errors import Conflict, InvalidConfig, UnknownInstance
+from llamad.errors import Conflict, UnknownInstance
 from llamad.instance import Instance
 from llamad.process import utcnow
-from llamad.spec import Resolved, load
+from llamad.reload import Reloader
 from llamad.states import Restart, Start, Stop
 from llamad.status import ProcessFacts, instance_doc
-from llamad.supervisor import Supervisor
-
-log = structlog.get_logger("llamad.controller")
 
 
 class DaemonController:
     """Implements `control.Controller` over the supervisor; also owns config reloads."""
 
-    def __init__(self, resolved: Resolved, supervisor: Supervisor) -> None:
-        self.resolved = resolved
-        self.supervisor = supervisor
-        self.config_error: str | None = None
-        self.reloads = 0
+    def __init__(self, reloader: Reloader) -> None:
+        self.reloader = reloader
+        self.supervisor = reloader.supervisor
         self.started_at = utcnow()
         self._t0 = time.monotonic()
         self._facts = ProcessFacts()
-        self._reload_lock = asyncio.Lock()
 
     # Views ------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
         """The whole status document."""
-        r = self.resolved
+        r = self.reloader.resolved
         insts = list(self.supervisor.instances.values())
         self._facts.forget_except({i.child.pid for i in insts if i.child is not None})
         return {
@@ -47,7 +38,7 @@ class DaemonController:
                 "pid": os.getpid(),
                 "version": __version__,
                 "config_path": str(r.path),
-                "config_error": self.config_error,
+                "config_error": self.reloader.config_error,
                 "started_at": self.started_at,
                 "uptime_s": round(time.monotonic() - self._t0, 3),
                 "llama_server": str(r.binary),
@@ -94,17 +85,4 @@ class DaemonController:
 
     async def reload(self) -> dict[str, Any]:
         """Re-read the config file and apply what changed; an invalid file changes nothing."""
-        async with self._reload_lock:
-            try:
-                new = await asyncio.to_thread(load, self.resolved.path)
-            except Exception as exc:  # ConfigError, but never let a reload crash the daemon
-                lines = getattr(exc, "lines", None) or [str(exc)]
-                self.config_error = "; ".join(lines)
-                log.error("config.rejected", path=str(self.resolved.path), errors=lines)
-                raise InvalidConfig("\n".join(lines)) from None
-            changes = await self.supervisor.apply(new.instances)
-            self.resolved = new
-            self.config_error = None
-            self.reloads += 1
-            log.info("config.reloaded", path=str(new.path), **changes.to_dict())
-            return changes.to_dict()
+        return await self.reloader.reload()

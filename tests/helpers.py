@@ -8,12 +8,16 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from llamad.client import Client, ClientError
 
 FAKE_SERVER = Path(__file__).with_name("fake_llama_server.py")
 
@@ -83,6 +87,8 @@ class Llamad:
 
     def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
         self.config = config
+        daemon = tomllib.loads(config.read_text()).get("daemon", {})
+        self.socket = Path(daemon.get("socket") or Path(daemon["state_dir"]) / "llamad.sock")
         self.stderr_path = config.with_suffix(".stderr")
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
@@ -132,6 +138,30 @@ class Llamad:
 
         return int(wait_for(check, timeout, f"{name} running"))
 
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        """One control-API call; returns the parsed JSON (raises on non-2xx)."""
+        return Client(self.socket).call(method, path, body)
+
+    def status(self) -> dict[str, Any]:
+        """The status document."""
+        return dict(self.api("GET", "/v1/status"))
+
+    def instance(self, name: str) -> dict[str, Any]:
+        """One instance's status entry."""
+        return dict(self.api("GET", f"/v1/instances/{name}"))
+
+    def wait_ready(self, timeout: float = 15.0) -> None:
+        """Wait until the control socket answers."""
+
+        def answers() -> bool:
+            try:
+                self.status()
+            except ClientError:
+                return False
+            return True
+
+        wait_for(answers, timeout, f"llamad answering on {self.socket}")
+
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM the daemon and wait for its exit code."""
         if self.proc.poll() is None:
@@ -153,6 +183,11 @@ class Llamad:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def short_dir() -> Path:
+    """A fresh directory under /tmp, short enough for an AF_UNIX socket path."""
+    return Path(tempfile.mkdtemp(prefix="ld-", dir="/tmp"))
 
 
 def lines(path: Path) -> Iterator[str]:
