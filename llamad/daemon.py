@@ -9,19 +9,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
+from collections import Counter
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from llamad import __version__, logs, paths
 from llamad.config import ConfigError
+from llamad.control import create_app
 from llamad.controller import DaemonController
 from llamad.health import Prober, make_client
 from llamad.instance import Runtime
+from llamad.lock import AlreadyRunning, DaemonLock
+from llamad.notify import Notifier, watchdog_loop
+from llamad.orphans import ChildRegistry
+from llamad.reload import Reloader
 from llamad.spec import Resolved, load
 from llamad.supervisor import Supervisor
+from llamad.uds import SocketInUse, serve_unix
 
 log = structlog.get_logger("llamad.daemon")
 
@@ -31,8 +41,13 @@ EXIT_OK, EXIT_FATAL, EXIT_CONFIG = 0, 1, 2
 async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> int:
     """Run until `shutdown` is set (or SIGTERM/SIGINT); returns the exit code."""
     trigger = shutdown or asyncio.Event()
-    loop = asyncio.get_running_loop()
+    services_stop = asyncio.Event()
+    bound = asyncio.Event()
     d = resolved.daemon
+    registry = ChildRegistry(d.state_dir)
+    # Before anything starts: children a SIGKILLed llamad left behind (macOS has no
+    # PDEATHSIG) would hold the ports this run needs.
+    registry.reap_leftovers()
     async with make_client() as client:
         runtime = Runtime(
             binary=resolved.binary,
@@ -40,39 +55,81 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
             log_dir=d.log_dir,
             log_max_bytes=d.log_max_bytes,
             log_backups=d.log_backups,
+            registry=registry,
         )
         supervisor = Supervisor(runtime)
-        controller = DaemonController(resolved, supervisor)
-        signals = _SignalHandlers(loop, trigger, supervisor)
+        reloader = Reloader(resolved, supervisor)
+        app = create_app(DaemonController(reloader), shutdown=services_stop)
+        notifier = Notifier.from_env()
+        signals = _SignalHandlers(trigger, supervisor, reloader)
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(supervisor.run(), name="supervisor")
+                control = group.create_task(
+                    serve_unix(app, d.socket, services_stop, on_bound=bound.set), name="control"
+                )
+                # Nothing starts before the socket is ours: a second llamad must not
+                # touch ports and processes before it learns it is the second.
+                await _first(bound.wait(), control)
+                group.create_task(reloader.run(services_stop), name="reload")
+                group.create_task(watchdog_loop(notifier, services_stop), name="watchdog")
+                if notifier.enabled:
+                    group.create_task(_report_counts(notifier, supervisor, services_stop))
                 await supervisor.apply(resolved.instances)
+                notifier.ready()
                 log.info(
                     "daemon.started",
                     config=str(resolved.path),
+                    socket=str(d.socket),
                     instances=len(resolved.instances),
                     llama_server=str(resolved.binary),
                 )
                 await trigger.wait()
                 log.info("daemon.stopping")
+                notifier.stopping()
                 await supervisor.shutdown()
+                services_stop.set()
+        except* SocketInUse as group_exc:
+            log.error("daemon.socket_in_use", error=str(group_exc.exceptions[0]))
+            code = EXIT_FATAL
+        else:
+            code = EXIT_OK
         finally:
             signals.remove()
-    del controller
-    log.info("daemon.stopped")
-    return EXIT_OK
+    log.info("daemon.stopped", exit_code=code)
+    return code
+
+
+async def _report_counts(notifier: Notifier, sup: Supervisor, stop: asyncio.Event) -> None:
+    """Keep systemd's STATUS= line (`systemctl status llamad`) current: counts per state."""
+    last = ""
+    while not stop.is_set():
+        counts = Counter(i.record.state.value for i in sup.instances.values())
+        text = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no instances"
+        if text != last:
+            notifier.status(text)
+            last = text
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=1.0)
+
+
+async def _first(aw: Coroutine[Any, Any, Any], task: asyncio.Task[None]) -> None:
+    waiter = asyncio.ensure_future(aw)
+    try:
+        await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
 
 
 class _SignalHandlers:
-    """SIGTERM/SIGINT set the trigger; a second SIGINT kills every child at once."""
+    """SIGTERM/SIGINT set the trigger; a second SIGINT kills every child; SIGHUP reloads."""
 
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, trigger: asyncio.Event, sup: Supervisor
-    ) -> None:
-        self._loop, self._trigger, self._sup = loop, trigger, sup
+    def __init__(self, trigger: asyncio.Event, sup: Supervisor, reloader: Reloader) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._trigger, self._sup = trigger, sup
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._on_signal, sig)
+            self._loop.add_signal_handler(sig, self._on_signal, sig)
+        self._loop.add_signal_handler(signal.SIGHUP, reloader.request)
 
     def _on_signal(self, sig: signal.Signals) -> None:
         if self._trigger.is_set() and sig is signal.SIGINT:
@@ -83,7 +140,7 @@ class _SignalHandlers:
         self._trigger.set()
 
     def remove(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             self._loop.remove_signal_handler(sig)
 
 
@@ -141,6 +198,8 @@ def run(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     logs.configure(resolved.daemon.log_level, args.log_format)
     try:
-        return asyncio.run(serve(resolved))
-    except KeyboardInterrupt:  # pragma: no cover - signals are handled inside serve()
-        return EXIT_OK
+        with DaemonLock(resolved.daemon.state_dir):
+            return asyncio.run(serve(resolved))
+    except AlreadyRunning as exc:
+        print(f"llamad: {exc}", file=sys.stderr)
+        return EXIT_FATAL

@@ -18,6 +18,7 @@ import structlog
 from llamad.childlog import ChildLog
 from llamad.health import Health, Prober, health_url, readiness_delay
 from llamad.machine import step
+from llamad.orphans import ChildRegistry
 from llamad.process import Child, ExitInfo, child_env, model_problem, port_problem
 from llamad.spec import InstanceSpec
 from llamad.states import (
@@ -52,6 +53,7 @@ class Runtime:
     log_dir: Path
     log_max_bytes: int = 10 * 1024 * 1024
     log_backups: int = 3
+    registry: ChildRegistry | None = None
 
 
 class Instance:
@@ -197,6 +199,8 @@ class Instance:
             self._followups.append(SpawnFailed(f"cannot run {argv[0]}: {exc.strerror}"))
             return
         self.child = child
+        if self.runtime.registry is not None:
+            self.runtime.registry.add(spec.name, child.pid)
         self.log.mark(f"started pid {child.pid}")
         self._followups.append(Spawned(child.pid))
         self._helper(self._watch(child), f"watch-{child.pid}")
@@ -214,6 +218,8 @@ class Instance:
         finally:
             probes.cancel()
         self.last_exit = info
+        if self.runtime.registry is not None:
+            self.runtime.registry.remove(child.pid)
         reason = info.describe()
         if any("couldn't bind HTTP server socket" in line for line in info.stderr_tail):
             reason = port_problem(self.spec.host, self.spec.port) or "port in use"

@@ -1,0 +1,1 @@
+"""Benchmarks: `make bench` runs them against the real llama-server."""
