@@ -6,12 +6,18 @@ llama-server answers 503 while loading and 200 once ready; only `/health` means 
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import httpx
 
 from llamad.process import utcnow
+from llamad.states import Knobs
+
+Phase = Literal["loading", "ready", "live"]
 
 # Readiness is polled densely at first and more sparsely as a load drags on: the wait is
 # late by at most this fraction of the load time, never by more than the cap.
@@ -87,3 +93,32 @@ def _short(exc: httpx.HTTPError) -> str:
     if isinstance(exc, httpx.ConnectError):
         return "connection refused"
     return f"{type(exc).__name__}: {exc}"[:200] or type(exc).__name__
+
+
+async def watch_health(
+    prober: Prober,
+    url: str,
+    knobs: Callable[[], Knobs],
+    report: Callable[[Health, Phase], None],
+) -> None:
+    """Probe one process for as long as it lives: readiness first, then liveness.
+
+    `report(health, phase)` gets every result: "loading" until the first 200, which is
+    "ready", then "live". `knobs` is read before every probe so a reload applies at once.
+    """
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    # Readiness: poll densely while the model loads; a 503 just means "loading".
+    while True:
+        health = await prober.probe(url, min(knobs().health_timeout, 2.0))
+        report(health, "ready" if health.ok else "loading")
+        if health.ok:
+            break
+        await asyncio.sleep(readiness_delay(loop.time() - started))
+    # Liveness: one probe per interval on a fixed cadence, so a hang is caught within
+    # health_interval * unhealthy_after + health_timeout.
+    tick = loop.time()
+    while True:
+        tick = max(tick + knobs().health_interval, loop.time())
+        await asyncio.sleep(tick - loop.time())
+        report(await prober.probe(url, knobs().health_timeout), "live")

@@ -10,13 +10,14 @@ import asyncio
 import os
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
 from llamad.childlog import ChildLog
-from llamad.health import Health, Prober, health_url, readiness_delay
+from llamad.health import Health, Phase, Prober, health_url, watch_health
 from llamad.machine import step
 from llamad.orphans import ChildRegistry
 from llamad.process import Child, ExitInfo, child_env, model_problem, port_problem
@@ -54,6 +55,7 @@ class Runtime:
     log_max_bytes: int = 10 * 1024 * 1024
     log_backups: int = 3
     registry: ChildRegistry | None = None
+    observe_probe: Callable[[str, Health], None] | None = None
 
 
 class Instance:
@@ -212,7 +214,16 @@ class Instance:
         return task
 
     async def _watch(self, child: Child) -> None:
-        probes = self._helper(self._probe(child), f"probe-{child.pid}")
+        url = health_url(self.spec.probe_host, self.spec.port)
+        probes = self._helper(
+            watch_health(
+                self.runtime.prober,
+                url,
+                lambda: self.spec.knobs,
+                lambda health, phase: self._report(child.pid, health, phase),
+            ),
+            f"probe-{child.pid}",
+        )
         try:
             info = await child.wait()
         finally:
@@ -233,31 +244,18 @@ class Instance:
         )
         self.post(Exited(child.pid, self.log.redact(reason)))
 
-    async def _probe(self, child: Child) -> None:
-        loop = asyncio.get_running_loop()
-        url = health_url(self.spec.probe_host, self.spec.port)
-        prober = self.runtime.prober
-        started = loop.time()
-        # Readiness: poll densely while the model loads; a 503 just means "loading".
-        while True:
-            knobs = self.spec.knobs
-            self.health = await prober.probe(url, min(knobs.health_timeout, 2.0))
-            if self.health.ok:
-                self.post(Ready(child.pid))
-                break
-            await asyncio.sleep(readiness_delay(loop.time() - started))
-        # Liveness: one probe per interval on a fixed cadence, so a hang is caught within
-        # health_interval * unhealthy_after + health_timeout.
-        tick = loop.time()
-        while True:
-            knobs = self.spec.knobs
-            tick = max(tick + knobs.health_interval, loop.time())
-            await asyncio.sleep(tick - loop.time())
-            self.health = await prober.probe(url, knobs.health_timeout)
-            if self.health.ok:
-                self.post(ProbeOk(child.pid))
-            else:
-                self.post(ProbeFailed(child.pid, self.health.error or ""))
+    def _report(self, pid: int, health: Health, phase: Phase) -> None:
+        self.health = health
+        if self.runtime.observe_probe is not None:
+            self.runtime.observe_probe(self.spec.name, health)
+        if phase == "loading":
+            return  # a 503 or a refused connection while loading is not news
+        if phase == "ready":
+            self.post(Ready(pid))
+        elif health.ok:
+            self.post(ProbeOk(pid))
+        else:
+            self.post(ProbeFailed(pid, health.error or ""))
 
     # Views ---------------------------------------------------------------------
 
