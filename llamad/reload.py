@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +59,9 @@ class Reloader:
         """Re-read the config and apply what changed; an invalid file changes nothing."""
         async with self._lock:
             old = self.resolved
+            # Identities from before the read: a save that lands while we reload is then
+            # still news to the watcher, not mistaken for what we just applied.
+            before = self._snapshot()
             try:
                 new = await asyncio.to_thread(load, old.path)
             except Exception as exc:  # a ConfigError; nothing must crash a running daemon
@@ -72,11 +74,13 @@ class Reloader:
             binary_changed = binary_changed or new.binary != old.binary
             self.supervisor.runtime.binary = new.binary
             changes = await self.supervisor.apply(new.instances)
+            old_dirs = self._dirs()
             self.resolved = new
             self.config_error = None
             self.reloads += 1
-            self._ids = self._snapshot()
-            self._rewatch.set()
+            self._ids = {p: before[p] if p in before else file_id(p) for p in self._watched()}
+            if self._dirs() != old_dirs:
+                self._rewatch.set()
             report: dict[str, Any] = changes.to_dict()
             if binary_changed:
                 # A new llama.cpp build: every instance restarts, never all at once.
@@ -125,32 +129,38 @@ class Reloader:
                 files.setdefault(spec.model, "model")
         return files
 
+    def _dirs(self) -> list[str]:
+        return sorted({str(p.parent) for p in self._watched() if p.parent.is_dir()})
+
     def _snapshot(self) -> dict[Path, FileId | None]:
         return {path: file_id(path) for path in self._watched()}
 
     async def _watch(self, stop: asyncio.Event) -> None:
+        # A session lasts until the set of watched directories changes. Every wake-up,
+        # including a quiet second, compares file identities: what decides is the
+        # comparison, so a change made while a session was being set up is not lost.
         while not stop.is_set():
-            files = self._watched()
             session = asyncio.Event()
             self._rewatch.clear()
             ender = asyncio.create_task(_first_of(stop, self._rewatch, then=session))
-            names = frozenset(str(p) for p in files)
-            dirs = sorted({str(p.parent) for p in files if p.parent.is_dir()})
             try:
                 async for _ in watchfiles.awatch(
-                    *dirs,
-                    watch_filter=_only(names),
+                    *self._dirs(),
+                    watch_filter=lambda _change, path: Path(path) in self._watched(),
                     debounce=DEBOUNCE_MS,
                     step=20,
                     stop_event=session,
                     recursive=False,
+                    rust_timeout=1000,
+                    yield_on_timeout=True,
                 ):
-                    await self._on_change(files)
+                    await self._on_change()
             finally:
                 ender.cancel()
 
-    async def _on_change(self, files: dict[Path, str]) -> None:
-        now = self._snapshot()
+    async def _on_change(self) -> None:
+        files = self._watched()
+        now = {path: file_id(path) for path in files}
         moved = {p for p, fid in now.items() if fid != self._ids.get(p) and fid is not None}
         self._ids.update(now)
         kinds = {files.get(p) for p in moved}
@@ -166,10 +176,6 @@ class Reloader:
             if live and inst is not None and spec.model in moved and spec.watch_model:
                 log.info("model.changed", instance=spec.name, model=str(spec.model))
                 inst.post(Restart())
-
-
-def _only(names: frozenset[str]) -> Callable[[watchfiles.Change, str], bool]:
-    return lambda _change, path: path in names
 
 
 async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
