@@ -1,7 +1,8 @@
-"""A small stdlib HTTP client for the control socket; llamactl's only way to talk to llamad.
+"""A small stdlib HTTP client for the control API; llamactl's only way to talk to llamad.
 
-Standard library only: llamactl has to answer in a few tens of milliseconds, and httpx
-alone takes longer than that to import.
+The same client speaks to the local daemon over its Unix socket, or to a remote one over
+HTTP(S) with a bearer token. Standard library only: llamactl has to answer in a few tens
+of milliseconds, and httpx alone takes longer than that to import.
 """
 
 from __future__ import annotations
@@ -9,19 +10,23 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from llamad import paths
+from llamad.transport import (
+    DEFAULT_TIMEOUT,
+    Endpoint,
+    describe_failure,
+    unix_endpoint,
+    url_endpoint,
+)
 
 # typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-DEFAULT_TIMEOUT = 10.0
 
 
 class ClientError(Exception):
@@ -29,12 +34,12 @@ class ClientError(Exception):
 
 
 class Unreachable(ClientError):
-    """Nothing usable answers on the socket (absent, refused, closed on us, timed out)."""
+    """Nothing usable answers there (absent, refused, closed on us, timed out, no route)."""
 
-    def __init__(self, socket_path: Path, reason: str, hint: str = "is it running?") -> None:
+    def __init__(self, socket_path: Path | str, reason: str, hint: str = "is it running?") -> None:
         super().__init__(f"cannot reach llamad at {socket_path} ({reason}); {hint}")
-        self.socket_path = socket_path
-        self.reason = reason
+        self.socket_path = socket_path  # or the URL, for a remote llamad
+        self.reason, self.hint = reason, hint
 
 
 class APIError(ClientError):
@@ -43,6 +48,10 @@ class APIError(ClientError):
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
+
+
+class AuthError(APIError):
+    """A remote llamad refused the token: missing or wrong, read-only, or rate-limited."""
 
 
 class BadConfig(ClientError):
@@ -78,66 +87,66 @@ def find_socket(socket_arg: str | None = None, config_arg: str | None = None) ->
     return paths.default_socket()
 
 
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """HTTPConnection whose transport is an AF_UNIX stream socket."""
-
-    def __init__(self, socket_path: Path, timeout: float | None = DEFAULT_TIMEOUT) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.socket_path = socket_path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(self.timeout)
-            sock.connect(os.fspath(self.socket_path))
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
-
-
-def _unreachable(socket_path: Path, exc: BaseException) -> Unreachable:
-    # Accepted and then dropped unread: what llamad does to a client running as another user.
-    if isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError):
-        return Unreachable(socket_path, "connection closed", "does it run as another user?")
-    if isinstance(exc, TimeoutError):
-        return Unreachable(socket_path, "timed out")
-    reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-    return Unreachable(socket_path, reason or type(exc).__name__)
-
-
 class Client:
-    """Requests to the llamad listening on `socket_path`, one connection per request."""
+    """Requests to one llamad, one connection per request: at `socket_path`, or at `url`
+    with `token` (and `ca_file` to trust for https)."""
 
-    def __init__(self, socket_path: Path, timeout: float = DEFAULT_TIMEOUT) -> None:
-        self.socket_path = Path(socket_path)
-        self.timeout = timeout
+    def __init__(
+        self,
+        socket_path: Path | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        ca_file: Path | None = None,
+    ) -> None:
+        self.socket_path = Path(socket_path) if socket_path is not None else None
+        self.endpoint: Endpoint
+        if url is not None and self.socket_path is None:
+            self.endpoint = url_endpoint(url, ca_file)  # ValueError for a bad URL
+        elif self.socket_path is not None and url is None:
+            self.endpoint = unix_endpoint(self.socket_path)
+        else:
+            raise TypeError("Client takes a socket_path or a url, not both")
+        self.timeout, self._token = timeout, token
+
+    @property
+    def where(self) -> str:
+        """The socket path or URL, as messages name it."""
+        return self.endpoint.where
+
+    def _unreachable(self, exc: BaseException, timeout: float | None) -> Unreachable:
+        reason, hint = describe_failure(exc, self.endpoint.remote, timeout)
+        return Unreachable(self.where, reason, hint)
 
     def _send(
         self, method: str, path: str, body: Any, timeout: float | None
-    ) -> tuple[UnixHTTPConnection, http.client.HTTPResponse]:
-        conn = UnixHTTPConnection(self.socket_path, timeout)
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        conn = self.endpoint.connect(timeout)
         headers = {"Accept": "application/json"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
         data = None
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         try:
-            conn.request(method, path, body=data, headers=headers)
+            conn.request(method, self.endpoint.prefix + path, body=data, headers=headers)
             return conn, conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
-            raise _unreachable(self.socket_path, exc) from None
+            raise self._unreachable(exc, timeout) from None
 
     def request(
         self, method: str, path: str, body: Any = None, timeout: float | None = None
     ) -> tuple[int, Any]:
         """Send one request; returns (HTTP status, parsed JSON body)."""
-        conn, resp = self._send(method, path, body, self.timeout if timeout is None else timeout)
+        timeout = self.timeout if timeout is None else timeout
+        conn, resp = self._send(method, path, body, timeout)
         try:
             raw = resp.read()
         except (OSError, http.client.HTTPException) as exc:
-            raise _unreachable(self.socket_path, exc) from None
+            raise self._unreachable(exc, timeout) from None
         finally:
             conn.close()
         try:
@@ -151,7 +160,7 @@ class Client:
         """Like request(), but a non-2xx answer raises APIError with llamad's message."""
         status, doc = self.request(method, path, body, timeout)
         if not 200 <= status < 300:
-            raise _api_error(status, doc)
+            raise _api_error(status, doc, self.where, bool(self._token))
         if not isinstance(doc, dict):
             raise ClientError(f"llamad sent a malformed reply to {method} {path}")
         return doc
@@ -166,22 +175,32 @@ class Client:
                     doc = json.loads(resp.read() or b"null")
                 except (ValueError, OSError, http.client.HTTPException):
                     doc = None
-                raise _api_error(resp.status, doc)
-            yield _chunks(resp, self.socket_path)
+                raise _api_error(resp.status, doc, self.where, bool(self._token))
+            yield self._chunks(resp, timeout)
         finally:
             conn.close()
 
+    def _chunks(self, resp: http.client.HTTPResponse, timeout: float | None) -> Iterator[bytes]:
+        try:
+            while chunk := resp.read1(65536):
+                yield chunk
+        except (OSError, http.client.HTTPException) as exc:
+            raise self._unreachable(exc, timeout) from None
 
-def _chunks(resp: http.client.HTTPResponse, socket_path: Path) -> Iterator[bytes]:
-    try:
-        while chunk := resp.read1(65536):
-            yield chunk
-    except (OSError, http.client.HTTPException) as exc:
-        raise _unreachable(socket_path, exc) from None
+
+_AUTH_MESSAGES = {
+    401: "{where} refused the token (unauthorized): {why}",
+    403: "{where} took the token as read-only (forbidden): use the admin token",
+    429: "{where} refuses this address for a while after too many failed tokens (rate limited)",
+}
 
 
-def _api_error(status: int, doc: Any) -> APIError:
+def _api_error(status: int, doc: Any, where: str, has_token: bool) -> APIError:
     err = doc.get("error") if isinstance(doc, dict) else None
+    if status in _AUTH_MESSAGES:
+        why = "check the token file" if has_token else "set the peer's token_file or --token-file"
+        code = str(err.get("code", status)) if isinstance(err, dict) else str(status)
+        return AuthError(status, code, _AUTH_MESSAGES[status].format(where=where, why=why))
     if isinstance(err, dict):
         return APIError(status, str(err.get("code", "")), str(err.get("message", "")))
     return APIError(status, "http_error", f"llamad answered HTTP {status}")

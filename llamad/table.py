@@ -17,6 +17,8 @@ STATE_COLOURS = {
     "stopping": _YELLOW,
     "backoff": _RED,
     "failed": _RED,
+    "unreachable": _RED,  # a whole host, in `llamactl fleet status`
+    "error": _RED,  # ... or one that answered but refused the token
 }
 
 
@@ -79,7 +81,8 @@ def problem(inst: dict[str, Any]) -> str | None:
     return f"{text}: {tail[-1].strip()}" if tail else text
 
 
-def _row(inst: dict[str, Any]) -> list[str]:
+def row(inst: dict[str, Any]) -> list[str]:
+    """An instance's cells under COLUMNS."""
     model = inst.get("model")
     return [
         str(inst.get("name", "?")),
@@ -94,18 +97,24 @@ def _row(inst: dict[str, Any]) -> list[str]:
     ]
 
 
+def grid(rows: list[list[str]], state_col: int = 1, colour: bool = False) -> list[str]:
+    """Aligned lines of `rows` (the first is the header), the state column coloured."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for index, cells in enumerate(rows):
+        padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=True)]
+        # Pad before colouring: escape codes have no width on screen but do in len().
+        state = cells[state_col]
+        if colour and index > 0 and state in STATE_COLOURS:
+            padded[state_col] = f"{STATE_COLOURS[state]}{padded[state_col]}{_RESET}"
+        lines.append("  ".join(padded).rstrip())
+    return lines
+
+
 def render(doc: dict[str, Any], colour: bool = False) -> str:
     """The status table, then a warning for a config error and a line per troubled instance."""
     instances = doc.get("instances") or []
-    rows = [list(COLUMNS)] + [_row(inst) for inst in instances]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    lines = []
-    for index, row in enumerate(rows):
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
-        # Pad before colouring: escape codes have no width on screen but do in len().
-        if colour and index > 0 and row[1] in STATE_COLOURS:
-            cells[1] = f"{STATE_COLOURS[row[1]]}{cells[1]}{_RESET}"
-        lines.append("  ".join(cells).rstrip())
+    lines = grid([list(COLUMNS)] + [row(inst) for inst in instances], 1, colour)
     if not instances:
         lines.append("(no instances configured)")
     error = (doc.get("daemon") or {}).get("config_error")

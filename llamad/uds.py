@@ -95,7 +95,7 @@ def _umask(mask: int) -> Iterator[None]:
         os.umask(old)
 
 
-class _Server(uvicorn.Server):
+class QuietServer(uvicorn.Server):
     """uvicorn's server minus its signal handling, which belongs to the daemon."""
 
     def __init__(self, config: uvicorn.Config, on_bound: Callable[[], None] | None) -> None:
@@ -140,7 +140,14 @@ async def serve_unix(
         http=peer_checked_protocol(uid),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
-    server = _Server(config, on_bound)
+    try:
+        await serve_until(QuietServer(config, on_bound), sock, shutdown)
+    finally:
+        _unlink_if_ours(path, inode)
+
+
+async def serve_until(server: QuietServer, sock: socket.socket, shutdown: asyncio.Event) -> None:
+    """Run `server` on the bound `sock` until `shutdown` is set; `sock` is closed after."""
 
     async def trigger() -> None:
         await shutdown.wait()
@@ -157,7 +164,6 @@ async def serve_unix(
             transport = getattr(conn, "transport", None)
             if transport is not None:
                 transport.abort()
-        _unlink_if_ours(path, inode)
 
 
 def _unlink_if_ours(path: Path, inode: int) -> None:

@@ -1,0 +1,132 @@
+"""Bearer-token auth for the control API on TCP, as an ASGI wrapper around the same app.
+
+The Unix socket is served the bare app (its guard is the peer uid); TCP gets
+`BearerAuth(app, ...)`. Two tokens: admin for every route, read-only for GET (status,
+instance, logs). Anything but GET/HEAD needs admin, so a route added later is admin-only
+until someone decides otherwise. Failed attempts are counted per client address and a
+client that fails too often is answered 429 for the rest of the window, whatever it sends.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+
+import structlog
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = structlog.get_logger("llamad.remote")
+
+READ_METHODS = frozenset({"GET", "HEAD"})
+MAX_FAILURES = 10
+WINDOW_S = 60.0
+# Bounds the memory an address-spraying client can make us spend (IPv6 makes it cheap).
+MAX_TRACKED = 4096
+
+
+def _error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    body = {"error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class RateLimiter:
+    """Failed attempts per client address in a sliding window, in memory only."""
+
+    def __init__(
+        self,
+        max_failures: int = MAX_FAILURES,
+        window_s: float = WINDOW_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_failures, self.window_s, self._clock = max_failures, window_s, clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def _recent(self, client: str) -> deque[float]:
+        times = self._failures.get(client)
+        if times is None:
+            return deque()
+        horizon = self._clock() - self.window_s
+        while times and times[0] <= horizon:
+            times.popleft()
+        if not times:
+            del self._failures[client]
+        return times
+
+    def retry_after(self, client: str) -> float | None:
+        """Seconds until `client` may try again, or None when it is not blocked."""
+        times = self._recent(client)
+        if len(times) < self.max_failures:
+            return None
+        return max(0.0, times[-self.max_failures] + self.window_s - self._clock())
+
+    def fail(self, client: str) -> bool:
+        """Count a failure; True when this one blocks the client."""
+        times = self._failures.setdefault(client, deque())
+        self._failures.move_to_end(client)
+        times.append(self._clock())
+        while len(self._failures) > MAX_TRACKED:
+            self._failures.popitem(last=False)
+        return len(self._recent(client)) == self.max_failures
+
+
+class BearerAuth:
+    """ASGI middleware: `Authorization: Bearer TOKEN` or 401; read-only token on a
+    write route 403; too many failures from one address 429. Errors carry no details."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        admin_token: str,
+        read_token: str | None = None,
+        limiter: RateLimiter | None = None,
+    ) -> None:
+        self.app = app
+        self._admin = admin_token.encode()
+        self._read = read_token.encode() if read_token else None
+        self.limiter = limiter or RateLimiter()
+
+    def _role(self, scope: Scope) -> str | None:
+        header = b""
+        for name, value in scope.get("headers", []):
+            if name == b"authorization":
+                header = value
+        scheme, _, token = header.partition(b" ")
+        token = token.strip()
+        if scheme.lower() != b"bearer" or not token:
+            return None
+        is_admin = hmac.compare_digest(token, self._admin)
+        # Always a second comparison (against admin when there is no read token), so the
+        # time taken says nothing about which token, if any, matched.
+        is_read = hmac.compare_digest(token, self._read or self._admin) and self._read is not None
+        return "admin" if is_admin else "read" if is_read else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        # The peer address as the socket reports it: X-Forwarded-For would let anyone
+        # pick a fresh address per attempt.
+        client = scope["client"][0] if scope.get("client") else "?"
+        wait = self.limiter.retry_after(client)
+        if wait is not None:
+            retry = {"retry-after": str(int(wait) + 1)}
+            await _error(429, "rate_limited", "too many failed attempts", **retry)(
+                scope, receive, send
+            )
+            return
+        role = self._role(scope)
+        if role is None:
+            if self.limiter.fail(client):
+                log.warning("remote.client_blocked", client=client, window_s=self.limiter.window_s)
+            else:
+                log.debug("remote.unauthorized", client=client)
+            challenge = {"www-authenticate": 'Bearer realm="llamad"'}
+            await _error(401, "unauthorized", "unauthorized", **challenge)(scope, receive, send)
+            return
+        if role == "read" and scope["method"] not in READ_METHODS:
+            await _error(403, "forbidden", "forbidden")(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

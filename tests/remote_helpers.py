@@ -1,0 +1,218 @@
+"""Helpers for remote-control and fleet tests: token files, daemons on loopback TCP,
+a self-signed certificate, a fake controller served on TCP, llamactl in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import Llamad, free_port, short_dir, write_config
+
+from llamad.auth import BearerAuth
+from llamad.cli import run
+from llamad.control import create_app
+from llamad.errors import UnknownInstance
+from llamad.tcp import serve_tcp
+
+ADMIN = "admin-token-" + "a" * 24
+READ = "read-token-" + "b" * 24
+
+
+@contextlib.contextmanager
+def scratch_dir() -> Iterator[Path]:
+    """A short directory under /tmp (AF_UNIX paths are short), removed afterwards."""
+    path = short_dir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def write_token(path: Path, token: str, mode: int = 0o600) -> Path:
+    """A token file with exactly `mode` (the umask does not get a say)."""
+    path.write_text(token + "\n")
+    path.chmod(mode)
+    return path
+
+
+def remote_daemon(
+    base: Path, model: Path, *, advertise: bool = False, tls: tuple[Path, Path] | None = None
+) -> tuple[Llamad, str]:
+    """A started llamad with one tiny instance and remote control on 127.0.0.1; its URL."""
+    base.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    remote: dict[str, Any] = {
+        "listen": f"127.0.0.1:{port}",
+        "token_file": write_token(base / "admin.token", ADMIN),
+        "read_token_file": write_token(base / "read.token", READ),
+        "advertise": advertise,
+    }
+    if tls is not None:
+        remote["tls_cert"], remote["tls_key"] = tls
+    config = write_config(
+        base / "llamad.toml",
+        {"tiny": {"model": model, "port": free_port()}},
+        daemon={"state_dir": base / "state", "remote": remote},
+    )
+    daemon = Llamad(config)
+    try:
+        daemon.wait_ready()
+        daemon.wait_event("remote.listening", timeout=10)
+        daemon.wait_running("tiny", timeout=20)
+    except BaseException:
+        daemon.close()
+        raise
+    return daemon, f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+
+
+def llamactl(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """llamactl in-process: (exit code, stdout, stderr)."""
+    code = run(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def self_signed(base: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key: cryptography, else openssl, else skip."""
+    cert, key = base / "tls.crt", base / "tls.key"
+    try:
+        _with_cryptography(cert, key)
+    except ImportError:
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            pytest.skip("neither the cryptography package nor the openssl CLI is available")
+        argv = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
+        argv += ["-nodes", "-days", "1"]
+        argv += ["-subj", "/CN=llamad-test", "-keyout", str(key), "-out", str(cert)]
+        argv += ["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]
+        subprocess.run(
+            [openssl, *argv],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+    key.chmod(0o600)
+    return cert, key
+
+
+def _with_cryptography(cert_path: Path, key_path: Path) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "llamad-test")])
+    now = datetime.now(UTC)
+    san = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(san), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(ski, critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+
+
+class StubController:
+    """A daemon that reports fixed versions and one instance; restart bumps the pid."""
+
+    def __init__(self, version: str, llama: str, state: str = "running") -> None:
+        self.version, self.llama, self.pid = version, llama, 100
+        self.inst = {"name": "stub", "state": state, "pid": self.pid, "port": 9999}
+
+    def status(self) -> dict[str, Any]:
+        daemon = {"pid": 1, "version": self.version, "llama_server_version": self.llama}
+        return {"daemon": daemon | {"started_at": self.llama}, "instances": [dict(self.inst)]}
+
+    def instance(self, name: str) -> dict[str, Any]:
+        if name != "stub":
+            raise UnknownInstance(name)
+        return dict(self.inst)
+
+    async def start(self, name: str) -> dict[str, Any]:
+        return self.instance(name)
+
+    stop = start
+
+    async def restart(self, name: str) -> dict[str, Any]:
+        self.pid += 1
+        self.inst.update(pid=self.pid, state="running")
+        return self.instance(name)
+
+    async def reload(self) -> dict[str, Any]:
+        return {"added": [], "changed": [], "removed": []}
+
+    def log_file(self, name: str) -> Path:
+        raise UnknownInstance(name)
+
+    async def metrics(self) -> bytes:
+        return b""
+
+
+class TcpStub:
+    """A StubController behind BearerAuth on 127.0.0.1, in a thread with its own loop."""
+
+    def __init__(self, ctl: StubController) -> None:
+        self.ctl, self.port = ctl, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.bound = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.shutdown: asyncio.Event | None = None
+        self.thread = threading.Thread(target=asyncio.run, args=(self._main(),))
+        self.thread.start()
+        assert self.bound.wait(5), "the stub did not come up"
+
+    async def _main(self) -> None:
+        self.loop, self.shutdown = asyncio.get_running_loop(), asyncio.Event()
+        app = BearerAuth(create_app(self.ctl), ADMIN, READ)
+        await serve_tcp(app, "127.0.0.1", self.port, self.shutdown, self.bound.set)
+
+    def stop(self) -> None:
+        """Shut the server down and join its thread."""
+        assert self.loop is not None
+        assert self.shutdown is not None
+        self.loop.call_soon_threadsafe(self.shutdown.set)
+        self.thread.join(5)
+        assert not self.thread.is_alive()
+
+
+def fleet_config(path: Path, peers: dict[str, dict[str, Any]], **fleet: Any) -> Path:
+    """A llamactl config: `[fleet]` keys, then a `[[fleet.peers]]` per name -> its keys."""
+    lines = ["[fleet]"] + [f"{k} = {_toml(v)}" for k, v in fleet.items()]
+    for name, keys in peers.items():
+        lines += ["[[fleet.peers]]", f"name = {_toml(name)}"]
+        lines += [f"{k} = {_toml(v)}" for k, v in keys.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, str | Path):
+        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return str(value)
