@@ -11,7 +11,7 @@ import tomllib
 from collections.abc import Iterable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
 from pydantic import ValidationError as PydanticError
@@ -23,6 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from llamad.remote_settings import FleetSettings, PeerSettings, RemoteSettings
 from llamad.tomlpos import locate
 
 Scalar = str | int | float | bool
@@ -45,12 +46,15 @@ class DaemonSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     llama_server: str | None = None
+    rpc_server: str | None = None
     state_dir: str | None = None
     socket: str | None = None
     log_dir: str | None = None
     log_max_bytes: PositiveInt = 10 * 1024 * 1024
     log_backups: NonNegativeInt = 3
     log_level: str = Field(default="info", pattern="^(debug|info|warning|error)$")
+    reexport_metrics: bool = False
+    remote: RemoteSettings | None = None  # fleet: the control API on TCP
 
 
 class SuperviseSettings(BaseModel):
@@ -74,6 +78,7 @@ class InstanceTable(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
+    kind: Literal["llama-server", "rpc-worker"] = "llama-server"
     args: list[str] = []
     env: dict[str, Scalar] = {}
     autostart: bool = True
@@ -90,6 +95,7 @@ class ConfigFile(BaseSettings):
     supervise: SuperviseSettings = SuperviseSettings()
     defaults: dict[str, Value] = {}
     instances: dict[str, InstanceTable] = {}
+    fleet: FleetSettings = FleetSettings()  # read by llamactl; validated here
 
     @classmethod
     def settings_customise_sources(
@@ -168,6 +174,8 @@ def _pydantic_lines(path: Path, text: str, exc: PydanticError) -> list[str]:
 
 def describe(err: ErrorDetails) -> str:
     """A pydantic error as the tail of one of our lines: 'must be ... (got X)'."""
+    if err["type"] == "value_error" and "error" in err.get("ctx", {}):
+        return str(err["ctx"]["error"])  # our validators' messages already say what was got
     msg = err["msg"]
     return f"{msg[:1].lower()}{msg[1:]} (got {err.get('input')!r})"
 
@@ -175,9 +183,13 @@ def describe(err: ErrorDetails) -> str:
 def _suggest(loc: tuple[Any, ...]) -> str | None:
     import difflib
 
-    section = loc[0] if len(loc) > 1 else None
+    # The table holding the unknown key: its path with list indices dropped.
+    section = ".".join(str(p) for p in loc[:-1] if not isinstance(p, int)) or None
     fields = {
         "daemon": DaemonSettings.model_fields,
+        "daemon.remote": RemoteSettings.model_fields,
+        "fleet": FleetSettings.model_fields,
+        "fleet.peers": PeerSettings.model_fields,
         "supervise": SuperviseSettings.model_fields,
         None: ConfigFile.model_fields,
     }.get(section, {})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -96,12 +96,11 @@ def _short(exc: httpx.HTTPError) -> str:
 
 
 async def watch_health(
-    prober: Prober,
-    url: str,
+    probe: Callable[[float], Awaitable[Health]],
     knobs: Callable[[], Knobs],
     report: Callable[[Health, Phase], None],
 ) -> None:
-    """Probe one process for as long as it lives: readiness first, then liveness.
+    """Probe one process (`probe(timeout)`) for as long as it lives: readiness first, then liveness.
 
     `report(health, phase)` gets every result: "loading" until the first 200, which is
     "ready", then "live". `knobs` is read before every probe so a reload applies at once.
@@ -110,7 +109,7 @@ async def watch_health(
     started = loop.time()
     # Readiness: poll densely while the model loads; a 503 just means "loading".
     while True:
-        health = await prober.probe(url, min(knobs().health_timeout, 2.0))
+        health = await probe(min(knobs().health_timeout, 2.0))
         report(health, "ready" if health.ok else "loading")
         if health.ok:
             break
@@ -121,4 +120,4 @@ async def watch_health(
     while True:
         tick = max(tick + knobs().health_interval, loop.time())
         await asyncio.sleep(tick - loop.time())
-        report(await prober.probe(url, knobs().health_timeout), "live")
+        report(await probe(knobs().health_timeout), "live")

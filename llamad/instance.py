@@ -10,12 +10,13 @@ import asyncio
 import os
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
+from llamad import rpc
 from llamad.childlog import ChildLog
 from llamad.health import Health, Phase, Prober, health_url, watch_health
 from llamad.machine import step
@@ -56,6 +57,15 @@ class Runtime:
     log_backups: int = 3
     registry: ChildRegistry | None = None
     observe_probe: Callable[[str, Health], None] | None = None
+    rpc_binary: Path | None = None
+    # Set by the supervisor: which of these instances are not running yet (RPC heads wait
+    # for their workers), and a hook for every process exit (a worker's restarts its heads).
+    not_ready: Callable[[tuple[str, ...]], list[str]] = lambda names: []
+    on_exit: Callable[[str], None] = lambda name: None
+
+
+class _SpawnNow:
+    """Private event: the workers an RPC head waited for are ready."""
 
 
 class Instance:
@@ -74,7 +84,10 @@ class Instance:
             runtime.log_backups,
             spec.secrets,
         )
-        self._queue: asyncio.Queue[tuple[Event, asyncio.Future[None] | None]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[Event | _SpawnNow, asyncio.Future[None] | None]] = (
+            asyncio.Queue()
+        )
+        self._waiter: asyncio.Task[None] | None = None
         self._followups: deque[Event] = deque()
         self._timer: asyncio.TimerHandle | None = None
         self._helpers: set[asyncio.Task[None]] = set()
@@ -124,7 +137,11 @@ class Instance:
         try:
             while not (self._closing and self.record.state is State.STOPPED):
                 event, done = await self._queue.get()
-                await self._handle(event)
+                if isinstance(event, _SpawnNow):
+                    if self.record.state is State.STARTING and self.record.pid is None:
+                        await self._spawn()
+                else:
+                    await self._handle(event)
                 while self._followups:
                     await self._handle(self._followups.popleft())
                 if done is not None and not done.done():
@@ -188,13 +205,22 @@ class Instance:
 
     async def _spawn(self) -> None:
         spec = self.spec
+        if self.child is not None:
+            return
+        waiting = self.runtime.not_ready(spec.workers)
+        if waiting:
+            if self._waiter is None or self._waiter.done():
+                self.log.mark(f"waiting for rpc workers: {', '.join(waiting)}")
+                self._waiter = self._helper(self._await_workers(), f"await-{spec.name}")
+            return
         problem = model_problem(spec.model) or port_problem(spec.host, spec.port)
         if problem:
             self.log.mark(f"not started: {problem}")
             self._followups.append(SpawnFailed(problem))
             return
         env = child_env(os.environ, dict(spec.settings), dict(spec.env))
-        argv = [str(self.runtime.binary), *spec.args]
+        binary = self.runtime.rpc_binary if spec.kind == rpc.KIND else self.runtime.binary
+        argv = [str(binary), *spec.args]
         try:
             child = await Child.spawn(argv, env, self.log.write)
         except OSError as exc:
@@ -207,6 +233,13 @@ class Instance:
         self._followups.append(Spawned(child.pid))
         self._helper(self._watch(child), f"watch-{child.pid}")
 
+    async def _await_workers(self) -> None:
+        # Polled, not subscribed: it runs only while a head waits, and 50 ms is well
+        # inside any model's load time.
+        while self.runtime.not_ready(self.spec.workers):  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        self._queue.put_nowait((_SpawnNow(), None))
+
     def _helper(self, coro: object, name: str) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
         self._helpers.add(task)
@@ -214,11 +247,9 @@ class Instance:
         return task
 
     async def _watch(self, child: Child) -> None:
-        url = health_url(self.spec.probe_host, self.spec.port)
         probes = self._helper(
             watch_health(
-                self.runtime.prober,
-                url,
+                self._probe_fn(),
                 lambda: self.spec.knobs,
                 lambda health, phase: self._report(child.pid, health, phase),
             ),
@@ -231,6 +262,7 @@ class Instance:
         self.last_exit = info
         if self.runtime.registry is not None:
             self.runtime.registry.remove(child.pid)
+        self.runtime.on_exit(self.spec.name)
         reason = info.describe()
         if any("couldn't bind HTTP server socket" in line for line in info.stderr_tail):
             reason = port_problem(self.spec.host, self.spec.port) or "port in use"
@@ -243,6 +275,13 @@ class Instance:
             signal=info.signal,
         )
         self.post(Exited(child.pid, self.log.redact(reason)))
+
+    def _probe_fn(self) -> Callable[[float], Awaitable[Health]]:
+        host, port = self.spec.probe_host, self.spec.port
+        if self.spec.kind == rpc.KIND:
+            return lambda timeout: rpc.probe_tcp(host, port, timeout)
+        url = health_url(host, port)
+        return lambda timeout: self.runtime.prober.probe(url, timeout)
 
     def _report(self, pid: int, health: Health, phase: Phase) -> None:
         self.health = health

@@ -73,6 +73,7 @@ class Reloader:
                 log.warning("config.daemon_restart_needed", path=str(new.path))
             binary_changed = binary_changed or new.binary != old.binary
             self.supervisor.runtime.binary = new.binary
+            self.supervisor.runtime.rpc_binary = new.rpc_binary
             changes = await self.supervisor.apply(new.instances)
             old_dirs = self._dirs()
             self.resolved = new

@@ -36,13 +36,20 @@ class ProcessFacts:
             del self._procs[pid]
 
 
-def instance_doc(inst: Instance, facts: ProcessFacts) -> dict[str, Any]:
-    """One entry of `instances` in the status document."""
+def instance_doc(
+    inst: Instance, facts: ProcessFacts, not_running: list[str] | None = None
+) -> dict[str, Any]:
+    """One entry of `instances` in the status document.
+
+    RPC groups add keys only where they apply, so a plain config gets exactly the
+    documented shape: a worker has `kind`, a head has `rpc` with its workers and whether
+    the group is degraded (`not_running` lists its workers that are not running).
+    """
     spec, rec = inst.spec, inst.record
     pid = inst.child.pid if inst.child is not None else None
     rss, cpu = facts.facts(pid)
     uptime = inst.uptime()
-    return {
+    doc = {
         "name": spec.name,
         "state": rec.state.value,
         "pid": pid,
@@ -57,3 +64,8 @@ def instance_doc(inst: Instance, facts: ProcessFacts) -> dict[str, Any]:
         "rss_bytes": rss,
         "cpu_percent": cpu,
     }
+    if spec.kind != "llama-server":
+        doc["kind"] = spec.kind
+    if spec.workers:
+        doc["rpc"] = {"workers": list(spec.workers), "degraded": bool(not_running)}
+    return doc

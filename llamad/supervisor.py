@@ -43,6 +43,8 @@ class Supervisor:
         self._group: asyncio.TaskGroup | None = None
         self._started = asyncio.Event()
         self._closed = asyncio.Event()
+        runtime.not_ready = self.not_ready
+        runtime.on_exit = self._exited
 
     async def run(self) -> None:
         """Hold every instance task; returns after `shutdown()` once all have ended."""
@@ -143,6 +145,24 @@ class Supervisor:
                 self.kill_all()
                 await asyncio.wait_for(waiter, 5)
         self._closed.set()
+
+    def not_ready(self, names: tuple[str, ...]) -> list[str]:
+        """Which of `names` are not running (an RPC head waits for its workers)."""
+        return [
+            n
+            for n in names
+            if (i := self.instances.get(n)) is None or i.record.state is not State.RUNNING
+        ]
+
+    def _exited(self, name: str) -> None:
+        # A head that lost a worker stays up and answers 200, but aborts on the next
+        # request: restart it, and let it wait until the worker is back.
+        for head in self.instances.values():
+            live = head.record.state in (State.RUNNING, State.STARTING) and not head.closing
+            if live and name in head.spec.workers:
+                log.warning("rpc.worker_exited", instance=head.spec.name, worker=name)
+                head.post(Stop())
+                head.post(Start())
 
     def kill_all(self) -> None:
         """SIGKILL every child now (a second SIGINT)."""
