@@ -44,6 +44,7 @@ class Controller(Protocol):
     async def restart(self, name: str) -> dict[str, Any]: ...
     async def reload(self) -> dict[str, Any]: ...
     def log_file(self, name: str) -> Path: ...
+    async def metrics(self) -> bytes: ...
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -95,6 +96,10 @@ def create_app(controller: Controller, *, shutdown: asyncio.Event | None = None)
         path = controller.log_file(request.path_params["name"])
         return LogStream(path, int(raw), follow, shutdown)
 
+    async def metrics(request: Request) -> Response:
+        body = await controller.metrics()
+        return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         codes = {404: "not_found", 405: "method_not_allowed"}
@@ -105,6 +110,7 @@ def create_app(controller: Controller, *, shutdown: asyncio.Event | None = None)
         Route("/v1/instances/{name}", _guarded(instance), methods=["GET"]),
         Route("/v1/instances/{name}/logs", _guarded(logs), methods=["GET"]),
         Route("/v1/reload", _guarded(reload), methods=["POST"]),
+        Route("/metrics", _guarded(metrics), methods=["GET"]),
     ]
     for verb in ("start", "stop", "restart"):
         path = f"/v1/instances/{{name}}/{verb}"

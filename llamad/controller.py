@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,9 @@ from llamad.status import ProcessFacts, instance_doc
 class DaemonController:
     """Implements `control.Controller` over the supervisor; also owns config reloads."""
 
-    def __init__(self, reloader: Reloader) -> None:
+    def __init__(self, reloader: Reloader, metrics: Callable[[], Awaitable[bytes]]) -> None:
         self.reloader = reloader
+        self._metrics = metrics
         self.supervisor = reloader.supervisor
         self.started_at = utcnow()
         self._t0 = time.monotonic()
@@ -44,7 +46,7 @@ class DaemonController:
                 "llama_server": str(r.binary),
                 "llama_server_version": r.llama_server_version,
             },
-            "instances": [instance_doc(i, self._facts) for i in insts],
+            "instances": [self._doc(i) for i in insts],
         }
 
     def _get(self, name: str) -> Instance:
@@ -55,9 +57,12 @@ class DaemonController:
             raise Conflict(f"instance {name!r} is being removed")
         return inst
 
+    def _doc(self, inst: Instance) -> dict[str, Any]:
+        return instance_doc(inst, self._facts, self.supervisor.not_ready(inst.spec.workers))
+
     def instance(self, name: str) -> dict[str, Any]:
         """One instance's entry of the status document."""
-        return instance_doc(self._get(name), self._facts)
+        return self._doc(self._get(name))
 
     def log_file(self, name: str) -> Path:
         """Where the instance's output goes."""
@@ -69,19 +74,23 @@ class DaemonController:
         """Start (or clear FAILED); returns once the instance has taken the command in."""
         inst = self._get(name)
         await inst.send(Start())
-        return instance_doc(inst, self._facts)
+        return self._doc(inst)
 
     async def stop(self, name: str) -> dict[str, Any]:
         """Stop gracefully; returns once the instance has taken the command in."""
         inst = self._get(name)
         await inst.send(Stop())
-        return instance_doc(inst, self._facts)
+        return self._doc(inst)
 
     async def restart(self, name: str) -> dict[str, Any]:
         """Restart; coalesced with a start already under way."""
         inst = self._get(name)
         await inst.send(Restart())
-        return instance_doc(inst, self._facts)
+        return self._doc(inst)
+
+    async def metrics(self) -> bytes:
+        """Prometheus exposition text."""
+        return await self._metrics()
 
     async def reload(self) -> dict[str, Any]:
         """Re-read the config file and apply what changed; an invalid file changes nothing."""

@@ -26,11 +26,13 @@ from llamad.controller import DaemonController
 from llamad.health import Prober, make_client
 from llamad.instance import Runtime
 from llamad.lock import AlreadyRunning, DaemonLock
+from llamad.metrics import Metrics
 from llamad.notify import Notifier, watchdog_loop
 from llamad.orphans import ChildRegistry
 from llamad.reload import Reloader
 from llamad.spec import Resolved, load
 from llamad.supervisor import Supervisor
+from llamad.tcp import serve_remote
 from llamad.uds import SocketInUse, serve_unix
 
 log = structlog.get_logger("llamad.daemon")
@@ -56,10 +58,14 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
             log_max_bytes=d.log_max_bytes,
             log_backups=d.log_backups,
             registry=registry,
+            rpc_binary=resolved.rpc_binary,
         )
         supervisor = Supervisor(runtime)
         reloader = Reloader(resolved, supervisor)
-        app = create_app(DaemonController(reloader), shutdown=services_stop)
+        metrics = Metrics(reloader)
+        runtime.observe_probe = metrics.observe_probe
+        controller = DaemonController(reloader, lambda: metrics.render(client))
+        app = create_app(controller, shutdown=services_stop)
         notifier = Notifier.from_env()
         signals = _SignalHandlers(trigger, supervisor, reloader)
         try:
@@ -72,6 +78,9 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
                 # touch ports and processes before it learns it is the second.
                 await _first(bound.wait(), control)
                 group.create_task(reloader.run(services_stop), name="reload")
+                if d.remote is not None:  # fleet: the same app on TCP with tokens, and mDNS
+                    tcp = serve_remote(app, d.remote, services_stop, resolved.llama_server_version)
+                    group.create_task(tcp, name="remote")
                 group.create_task(watchdog_loop(notifier, services_stop), name="watchdog")
                 if notifier.enabled:
                     group.create_task(_report_counts(notifier, supervisor, services_stop))
