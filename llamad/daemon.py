@@ -24,12 +24,12 @@ from llamad.config import ConfigError
 from llamad.control import create_app
 from llamad.controller import DaemonController
 from llamad.health import Prober, make_client
-from llamad.instance import Runtime
 from llamad.lock import AlreadyRunning, DaemonLock
 from llamad.metrics import Metrics
 from llamad.notify import Notifier, watchdog_loop
 from llamad.orphans import ChildRegistry
 from llamad.reload import Reloader
+from llamad.runtime import Runtime
 from llamad.spec import Resolved, load
 from llamad.supervisor import Supervisor
 from llamad.tcp import serve_remote

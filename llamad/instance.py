@@ -7,22 +7,16 @@ timers and commands all arrive as events on the one queue, so they are seen in o
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import structlog
 
-from llamad import rpc
-from llamad.childlog import ChildLog
-from llamad.health import Health, Phase, Prober, health_url, watch_health
+from llamad.health import Health, Phase, watch_health
+from llamad.launchspec import InstanceSpec
 from llamad.machine import step
-from llamad.orphans import ChildRegistry
-from llamad.process import Child, ExitInfo, child_env, model_problem, port_problem
-from llamad.spec import InstanceSpec
+from llamad.process import Child, ExitInfo
+from llamad.runtime import Runtime
 from llamad.states import (
     Action,
     Arm,
@@ -46,24 +40,6 @@ from llamad.states import (
 log = structlog.get_logger("llamad.instance")
 
 
-@dataclass
-class Runtime:
-    """What every instance shares: the binary, the prober and where logs go."""
-
-    binary: Path
-    prober: Prober
-    log_dir: Path
-    log_max_bytes: int = 10 * 1024 * 1024
-    log_backups: int = 3
-    registry: ChildRegistry | None = None
-    observe_probe: Callable[[str, Health], None] | None = None
-    rpc_binary: Path | None = None
-    # Set by the supervisor: which of these instances are not running yet (RPC heads wait
-    # for their workers), and a hook for every process exit (a worker's restarts its heads).
-    not_ready: Callable[[tuple[str, ...]], list[str]] = lambda names: []
-    on_exit: Callable[[str], None] = lambda name: None
-
-
 class _SpawnNow:
     """Private event: the workers an RPC head waited for are ready."""
 
@@ -78,12 +54,7 @@ class Instance:
         self.child: Child | None = None
         self.health: Health | None = None
         self.last_exit: ExitInfo | None = None
-        self.log = ChildLog(
-            runtime.log_dir / f"{spec.name}.log",
-            runtime.log_max_bytes,
-            runtime.log_backups,
-            spec.secrets,
-        )
+        self.log = runtime.open_log(spec)
         self._queue: asyncio.Queue[tuple[Event | _SpawnNow, asyncio.Future[None] | None]] = (
             asyncio.Queue()
         )
@@ -120,9 +91,7 @@ class Instance:
         """Take a new spec. Knobs apply at once; a new launch needs a stop first."""
         if spec.secrets != self.spec.secrets:
             self.log.close()
-            self.log = ChildLog(
-                self.log.path, self.runtime.log_max_bytes, self.runtime.log_backups, spec.secrets
-            )
+            self.log = self.runtime.open_log(spec)
         self.spec = spec
 
     @property
@@ -213,23 +182,11 @@ class Instance:
                 self.log.mark(f"waiting for rpc workers: {', '.join(waiting)}")
                 self._waiter = self._helper(self._await_workers(), f"await-{spec.name}")
             return
-        problem = model_problem(spec.model) or port_problem(spec.host, spec.port)
-        if problem:
-            self.log.mark(f"not started: {problem}")
-            self._followups.append(SpawnFailed(problem))
-            return
-        env = child_env(os.environ, dict(spec.settings), dict(spec.env))
-        binary = self.runtime.rpc_binary if spec.kind == rpc.KIND else self.runtime.binary
-        argv = [str(binary), *spec.args]
-        try:
-            child = await Child.spawn(argv, env, self.log.write)
-        except OSError as exc:
-            self._followups.append(SpawnFailed(f"cannot run {argv[0]}: {exc.strerror}"))
+        child = await self.runtime.launch(spec, self.log)
+        if isinstance(child, str):
+            self._followups.append(SpawnFailed(child))
             return
         self.child = child
-        if self.runtime.registry is not None:
-            self.runtime.registry.add(spec.name, child.pid)
-        self.log.mark(f"started pid {child.pid}")
         self._followups.append(Spawned(child.pid))
         self._helper(self._watch(child), f"watch-{child.pid}")
 
@@ -249,7 +206,7 @@ class Instance:
     async def _watch(self, child: Child) -> None:
         probes = self._helper(
             watch_health(
-                self._probe_fn(),
+                self.runtime.probe_for(self.spec),
                 lambda: self.spec.knobs,
                 lambda health, phase: self._report(child.pid, health, phase),
             ),
@@ -260,12 +217,7 @@ class Instance:
         finally:
             probes.cancel()
         self.last_exit = info
-        if self.runtime.registry is not None:
-            self.runtime.registry.remove(child.pid)
-        self.runtime.on_exit(self.spec.name)
-        reason = info.describe()
-        if any("couldn't bind HTTP server socket" in line for line in info.stderr_tail):
-            reason = port_problem(self.spec.host, self.spec.port) or "port in use"
+        reason = self.runtime.reaped(self.spec, child, info)
         self.log.mark(f"pid {child.pid} {reason}")
         log.info(
             "instance.exited",
@@ -275,13 +227,6 @@ class Instance:
             signal=info.signal,
         )
         self.post(Exited(child.pid, self.log.redact(reason)))
-
-    def _probe_fn(self) -> Callable[[float], Awaitable[Health]]:
-        host, port = self.spec.probe_host, self.spec.port
-        if self.spec.kind == rpc.KIND:
-            return lambda timeout: rpc.probe_tcp(host, port, timeout)
-        url = health_url(host, port)
-        return lambda timeout: self.runtime.prober.probe(url, timeout)
 
     def _report(self, pid: int, health: Health, phase: Phase) -> None:
         self.health = health

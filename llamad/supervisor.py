@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from llamad.instance import Instance, Runtime
+from llamad.instance import Instance
+from llamad.runtime import Runtime
 from llamad.spec import InstanceSpec
 from llamad.states import Restart, Start, State, Stop
 
