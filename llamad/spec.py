@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llamad import paths, rpc
-from llamad.catalog import CatalogError, find_binary, find_rpc_server, load_catalog
+from llamad.binaries import find_binary, find_rpc_server
+from llamad.catalog import CatalogError, load_catalog
 from llamad.config import ConfigError, ConfigFile, read_file, where_is
 from llamad.launchspec import InstanceSpec, Resolver
 from llamad.remote import Remote, resolve_remote  # fleet: [daemon.remote]

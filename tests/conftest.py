@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from llamad.catalog import find_binary
+from llamad.binaries import find_binary
 from llamad.tinymodel import write_tiny_model
 
 

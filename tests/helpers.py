@@ -194,3 +194,16 @@ def lines(path: Path) -> Iterator[str]:
     """Lines of a text file, empty when it does not exist."""
     if path.exists():
         yield from path.read_text(encoding="utf-8", errors="replace").splitlines()
+
+
+def import_probe(argv: list[str], heavy: tuple[str, ...]) -> subprocess.CompletedProcess[bytes]:
+    """`llamactl argv` in a fresh interpreter; its last line of stdout is the JSON
+    [exit code, the names in `heavy` that it imported]."""
+    probe = (
+        "import sys, json; from llamad.cli import run; "
+        f"code = run({argv!r}); "
+        f"print(json.dumps([code, [m for m in {heavy!r} if m in sys.modules]]))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, check=True, timeout=30
+    )

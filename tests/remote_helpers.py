@@ -8,7 +8,6 @@ import contextlib
 import ipaddress
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import Llamad, free_port, short_dir, write_config
+from stand_ins import ServerThread
 
 from llamad.auth import BearerAuth
 from llamad.cli import run
@@ -175,31 +175,17 @@ class StubController:
         return b""
 
 
-class TcpStub:
+class TcpStub(ServerThread):
     """A StubController behind BearerAuth on 127.0.0.1, in a thread with its own loop."""
 
     def __init__(self, ctl: StubController) -> None:
         self.ctl, self.port = ctl, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.bound = threading.Event()
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.shutdown: asyncio.Event | None = None
-        self.thread = threading.Thread(target=asyncio.run, args=(self._main(),))
-        self.thread.start()
-        assert self.bound.wait(5), "the stub did not come up"
+        super().__init__("the stub")
 
-    async def _main(self) -> None:
-        self.loop, self.shutdown = asyncio.get_running_loop(), asyncio.Event()
+    async def serve(self, shutdown: asyncio.Event) -> None:
         app = BearerAuth(create_app(self.ctl), ADMIN, READ)
-        await serve_tcp(app, "127.0.0.1", self.port, self.shutdown, self.bound.set)
-
-    def stop(self) -> None:
-        """Shut the server down and join its thread."""
-        assert self.loop is not None
-        assert self.shutdown is not None
-        self.loop.call_soon_threadsafe(self.shutdown.set)
-        self.thread.join(5)
-        assert not self.thread.is_alive()
+        await serve_tcp(app, "127.0.0.1", self.port, shutdown, self.bound.set)
 
 
 def fleet_config(path: Path, peers: dict[str, dict[str, Any]], **fleet: Any) -> Path:

@@ -11,13 +11,12 @@ from typing import Any
 
 import pytest
 
+from llamad.binaries import find_binary, find_rpc_server
 from llamad.catalog import (
     Catalog,
     CatalogError,
     Option,
     TomlScalar,
-    find_binary,
-    find_rpc_server,
     load_catalog,
     parse_help,
     render,

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import import_probe
+from stand_ins import ServerThread
 
 from llamad import spec, table
 from llamad.cli import run
@@ -119,29 +120,16 @@ class FakeController:
         return self.log_dir / f"{name}.log"
 
 
-class Daemon:
+class Daemon(ServerThread):
     """serve_unix on its own loop in a thread, as the CLI meets it in real life."""
 
     def __init__(self, path: Path, ctl: FakeController) -> None:
         self.path, self.ctl = path, ctl
-        self.bound = threading.Event()
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.shutdown: asyncio.Event | None = None
-        self.thread = threading.Thread(target=asyncio.run, args=(self._main(),))
-        self.thread.start()
-        assert self.bound.wait(5), "the control server did not come up"
+        super().__init__("the control server")
 
-    async def _main(self) -> None:
-        self.loop, self.shutdown = asyncio.get_running_loop(), asyncio.Event()
-        app = create_app(self.ctl, shutdown=self.shutdown)
-        await serve_unix(app, self.path, self.shutdown, on_bound=self.bound.set)
-
-    def stop(self) -> None:
-        assert self.loop is not None
-        assert self.shutdown is not None
-        self.loop.call_soon_threadsafe(self.shutdown.set)
-        self.thread.join(5)
-        assert not self.thread.is_alive()
+    async def serve(self, shutdown: asyncio.Event) -> None:
+        app = create_app(self.ctl, shutdown=shutdown)
+        await serve_unix(app, self.path, shutdown, on_bound=self.bound.set)
 
 
 @pytest.fixture
@@ -395,12 +383,7 @@ def test_config_file_leads_to_the_daemon(
 
 
 def test_status_imports_no_heavy_modules(daemon: Daemon) -> None:
-    probe = (
-        "import sys, json; from llamad.cli import run; "
-        f"code = run(['status', '--json', '--socket', {str(daemon.path)!r}]); "
-        f"print(json.dumps([code, [m for m in {HEAVY!r} if m in sys.modules]]))"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True, timeout=30)
+    out = import_probe(["status", "--json", "--socket", str(daemon.path)], HEAVY)
     assert json.loads(out.stdout.splitlines()[-1]) == [3, []]
     imports = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "llamad.cli", "--help"],

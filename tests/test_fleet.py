@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import Llamad
+from helpers import Llamad, import_probe
 from remote_helpers import (
     ADMIN,
     READ,
@@ -234,10 +234,5 @@ def test_unknown_host_and_bad_fleet_config(
 
 def test_fleet_status_imports_no_heavy_modules(tmp_path: Path) -> None:
     config = fleet_config(tmp_path / "c.toml", {"gone": {"url": "http://127.0.0.1:1"}})
-    probe = (
-        "import sys, json; from llamad.cli import run; "
-        f"code = run(['--config', {str(config)!r}, 'fleet', 'status', '--json']); "
-        f"print(json.dumps([code, [m for m in {HEAVY!r} if m in sys.modules]]))"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True, timeout=30)
+    out = import_probe(["--config", str(config), "fleet", "status", "--json"], HEAVY)
     assert json.loads(out.stdout.splitlines()[-1]) == [4, []]

@@ -6,38 +6,22 @@ a log and answers with the exit code, stdout and stderr of the longest matching 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import plistlib
 import pwd
 import stat
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from stand_ins import Fakes, install_fakes, service_llamactl
 
-from llamad import launchd, service
+from llamad import launchd
 
 REPO = Path(__file__).resolve().parent.parent
 UID = os.getuid()
 LABEL = "dev.llamad.daemon"
 GUI, USER = f"gui/{UID}", f"user/{UID}"
 NO_GUI = "Bootstrap failed: 125: Domain does not support specified action"
-FAKE_TOOL = """#!{python}
-import json, os, sys
-argv = [os.path.basename(sys.argv[0]), *sys.argv[1:]]
-with open(os.environ["FAKE_TOOL_LOG"], "a") as log:
-    log.write(json.dumps(argv) + "\\n")
-line = " ".join(argv)
-rules = json.loads(os.environ.get("FAKE_TOOL_RULES", "{{}}"))
-match = max((key for key in rules if line.startswith(key)), key=len, default=None)
-rule = rules[match] if match is not None else {{}}
-sys.stdout.write(rule.get("stdout", ""))
-sys.stderr.write(rule.get("stderr", ""))
-sys.exit(rule.get("code", 0))
-"""
 PRINT_RUNNING = f"""{GUI}/{LABEL} = {{
 \tactive count = 1
 \tpath = /Users/me/Library/LaunchAgents/{LABEL}.plist
@@ -53,26 +37,6 @@ PRINT_RUNNING = f"""{GUI}/{LABEL} = {{
 """
 
 
-class Fakes:
-    """The launchctl stand-in: set answers with `rule`, read what was run with `calls`."""
-
-    def __init__(self, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.log = bin_dir.parent / "calls.jsonl"
-        self.rules: dict[str, dict[str, Any]] = {}
-        self.monkeypatch = monkeypatch
-        monkeypatch.setenv("FAKE_TOOL_LOG", str(self.log))
-        self.rule("launchctl print", 113, stderr="Could not find service")  # nothing loaded
-
-    def rule(self, prefix: str, code: int = 0, stdout: str = "", stderr: str = "") -> None:
-        self.rules[prefix] = {"code": code, "stdout": stdout, "stderr": stderr}
-        self.monkeypatch.setenv("FAKE_TOOL_RULES", json.dumps(self.rules))
-
-    def calls(self) -> list[list[str]]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
-
-
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fake HOME, and a fake install whose bin dir holds llamad next to 'python'."""
@@ -86,15 +50,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def fakes(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Fakes:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name in ("launchctl", "llamad"):
-        tool = bin_dir / name
-        tool.write_text(FAKE_TOOL.format(python=sys.executable))
-        tool.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return Fakes(bin_dir, monkeypatch)
+    fakes = install_fakes(tmp_path, monkeypatch, "launchctl", "llamad")
+    fakes.rule("launchctl print", 113, stderr="Could not find service")  # nothing loaded
+    return fakes
 
 
 @pytest.fixture
@@ -107,12 +65,7 @@ def config(tmp_path: Path) -> Path:
 
 
 def llamactl(*argv: str) -> int:
-    """What llamactl does: register on a parser, parse, call func."""
-    parser = argparse.ArgumentParser(prog="llamactl")
-    service.register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["service", *argv, "--manager", "launchd"])
-    result: int = args.func(args)
-    return result
+    return service_llamactl("launchd", *argv)
 
 
 def agent_plist(home: Path, label: str = LABEL) -> Path:

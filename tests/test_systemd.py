@@ -7,51 +7,16 @@ matching rule.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import stat
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from stand_ins import Fakes, install_fakes, service_llamactl
 
 from llamad import service, systemd
 
 UNIT = "llamad.service"
-FAKE_TOOL = """#!{python}
-import json, os, sys
-argv = [os.path.basename(sys.argv[0]), *sys.argv[1:]]
-with open(os.environ["FAKE_TOOL_LOG"], "a") as log:
-    log.write(json.dumps(argv) + "\\n")
-line = " ".join(argv)
-rules = json.loads(os.environ.get("FAKE_TOOL_RULES", "{{}}"))
-match = max((key for key in rules if line.startswith(key)), key=len, default=None)
-rule = rules[match] if match is not None else {{}}
-sys.stdout.write(rule.get("stdout", ""))
-sys.stderr.write(rule.get("stderr", ""))
-sys.exit(rule.get("code", 0))
-"""
 NO_BUS = "Failed to connect to bus: No medium found"
-
-
-class Fakes:
-    """The systemctl stand-in: set answers with `rule`, read what was run with `calls`."""
-
-    def __init__(self, log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.log, self.monkeypatch = log, monkeypatch
-        self.rules: dict[str, dict[str, Any]] = {}
-        monkeypatch.setenv("FAKE_TOOL_LOG", str(log))
-
-    def rule(self, prefix: str, code: int = 0, stdout: str = "", stderr: str = "") -> None:
-        self.rules[prefix] = {"code": code, "stdout": stdout, "stderr": stderr}
-        self.monkeypatch.setenv("FAKE_TOOL_RULES", json.dumps(self.rules))
-
-    def calls(self) -> list[list[str]]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
 
 
 @pytest.fixture
@@ -65,15 +30,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def fakes(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Fakes:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name in ("systemctl", "llamad"):
-        tool = bin_dir / name
-        tool.write_text(FAKE_TOOL.format(python=sys.executable))
-        tool.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return Fakes(tmp_path / "calls.jsonl", monkeypatch)
+    return install_fakes(tmp_path, monkeypatch, "systemctl", "llamad")
 
 
 @pytest.fixture
@@ -89,12 +46,7 @@ def unit_file(tmp_path: Path) -> Path:
 
 
 def llamactl(*argv: str) -> int:
-    """What llamactl does: register on a parser, parse, call func."""
-    parser = argparse.ArgumentParser(prog="llamactl")
-    service.register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["service", *argv, "--manager", "systemd"])
-    result: int = args.func(args)
-    return result
+    return service_llamactl("systemd", *argv)
 
 
 def parse_unit(text: str) -> dict[str, list[tuple[str, str]]]:

