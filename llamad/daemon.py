@@ -9,31 +9,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import signal
 import sys
-from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import structlog
 
 from llamad import __version__, logs, paths
 from llamad.config import ConfigError
-from llamad.control import create_app
-from llamad.controller import DaemonController
 from llamad.health import Prober, make_client
 from llamad.lock import AlreadyRunning, DaemonLock
-from llamad.metrics import Metrics
-from llamad.notify import Notifier, watchdog_loop
+from llamad.notify import Notifier
 from llamad.orphans import ChildRegistry
-from llamad.reload import Reloader
 from llamad.runtime import Runtime
 from llamad.spec import Resolved, load
 from llamad.supervisor import Supervisor
-from llamad.tcp import serve_remote
-from llamad.uds import SocketInUse, serve_unix
+from llamad.unixsock import SocketInUse, bind_unix
 
 log = structlog.get_logger("llamad.daemon")
 
@@ -44,12 +36,18 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
     """Run until `shutdown` is set (or SIGTERM/SIGINT); returns the exit code."""
     trigger = shutdown or asyncio.Event()
     services_stop = asyncio.Event()
-    bound = asyncio.Event()
     d = resolved.daemon
+    try:
+        # Before anything starts: a second llamad must learn it is the second before it
+        # touches ports and processes.
+        control_socket = bind_unix(d.socket)
+    except SocketInUse as exc:
+        log.error("daemon.socket_in_use", error=str(exc))
+        return EXIT_FATAL
     registry = ChildRegistry(d.state_dir)
-    # Before anything starts: children a SIGKILLed llamad left behind (macOS has no
-    # PDEATHSIG) would hold the ports this run needs.
+    # Children a SIGKILLed llamad left behind (macOS has no PDEATHSIG) hold our ports.
     registry.reap_leftovers()
+    notifier = Notifier.from_env()
     async with make_client() as client:
         runtime = Runtime(
             binary=resolved.binary,
@@ -61,30 +59,18 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
             rpc_binary=resolved.rpc_binary,
         )
         supervisor = Supervisor(runtime)
-        reloader = Reloader(resolved, supervisor)
-        metrics = Metrics(reloader)
-        runtime.observe_probe = metrics.observe_probe
-        controller = DaemonController(reloader, lambda: metrics.render(client))
-        app = create_app(controller, shutdown=services_stop)
-        notifier = Notifier.from_env()
-        signals = _SignalHandlers(trigger, supervisor, reloader)
+        signals = _SignalHandlers(trigger, supervisor)
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(supervisor.run(), name="supervisor")
-                control = group.create_task(
-                    serve_unix(app, d.socket, services_stop, on_bound=bound.set), name="control"
-                )
-                # Nothing starts before the socket is ours: a second llamad must not
-                # touch ports and processes before it learns it is the second.
-                await _first(bound.wait(), control)
-                group.create_task(reloader.run(services_stop), name="reload")
-                if d.remote is not None:  # fleet: the same app on TCP with tokens, and mDNS
-                    tcp = serve_remote(app, d.remote, services_stop, resolved.llama_server_version)
-                    group.create_task(tcp, name="remote")
-                group.create_task(watchdog_loop(notifier, services_stop), name="watchdog")
-                if notifier.enabled:
-                    group.create_task(_report_counts(notifier, supervisor, services_stop))
                 await supervisor.apply(resolved.instances)
+                # The web stack loads while the models do (see services.py).
+                from llamad import services
+
+                reloader = await services.start(
+                    group, resolved, supervisor, client, control_socket, services_stop, notifier
+                )
+                signals.on_hangup(reloader.request)
                 notifier.ready()
                 log.info(
                     "daemon.started",
@@ -98,47 +84,25 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
                 notifier.stopping()
                 await supervisor.shutdown()
                 services_stop.set()
-        except* SocketInUse as group_exc:
-            log.error("daemon.socket_in_use", error=str(group_exc.exceptions[0]))
-            code = EXIT_FATAL
-        else:
-            code = EXIT_OK
         finally:
             signals.remove()
-    log.info("daemon.stopped", exit_code=code)
-    return code
-
-
-async def _report_counts(notifier: Notifier, sup: Supervisor, stop: asyncio.Event) -> None:
-    """Keep systemd's STATUS= line (`systemctl status llamad`) current: counts per state."""
-    last = ""
-    while not stop.is_set():
-        counts = Counter(i.record.state.value for i in sup.instances.values())
-        text = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no instances"
-        if text != last:
-            notifier.status(text)
-            last = text
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=1.0)
-
-
-async def _first(aw: Coroutine[Any, Any, Any], task: asyncio.Task[None]) -> None:
-    waiter = asyncio.ensure_future(aw)
-    try:
-        await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
+            control_socket.close()
+    log.info("daemon.stopped", exit_code=EXIT_OK)
+    return EXIT_OK
 
 
 class _SignalHandlers:
     """SIGTERM/SIGINT set the trigger; a second SIGINT kills every child; SIGHUP reloads."""
 
-    def __init__(self, trigger: asyncio.Event, sup: Supervisor, reloader: Reloader) -> None:
+    def __init__(self, trigger: asyncio.Event, sup: Supervisor) -> None:
         self._loop = asyncio.get_running_loop()
         self._trigger, self._sup = trigger, sup
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._loop.add_signal_handler(sig, self._on_signal, sig)
-        self._loop.add_signal_handler(signal.SIGHUP, reloader.request)
+
+    def on_hangup(self, reload: Callable[[], None]) -> None:
+        """SIGHUP asks for a reload, once the reloader exists."""
+        self._loop.add_signal_handler(signal.SIGHUP, reload)
 
     def _on_signal(self, sig: signal.Signals) -> None:
         if self._trigger.is_set() and sig is signal.SIGINT:

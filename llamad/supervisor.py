@@ -88,12 +88,18 @@ class Supervisor:
         )
         for name in changes.unchanged:
             self._update_in_place(self.instances[name], specs[name])
+        starting = []
         for inst in restarting:
             inst.respec(specs[inst.spec.name])
             if wanted[inst]:
-                inst.post(Start())
+                starting.append(inst)
         for name in changes.added:
-            self._add(specs[name])
+            inst = self._add(specs[name])
+            if inst.spec.autostart:
+                starting.append(inst)
+        # Returns once every start has been taken in (its process launched, or its
+        # failure known): whatever the caller does next cannot delay a launch.
+        await asyncio.gather(*(inst.send(Start()) for inst in starting))
         return changes
 
     def _add(self, spec: InstanceSpec) -> Instance:
@@ -103,8 +109,6 @@ class Supervisor:
         task = self._group.create_task(inst.run(), name=f"instance-{spec.name}")
         self._tasks[inst] = task
         task.add_done_callback(lambda _t: self._tasks.pop(inst, None))
-        if spec.autostart:
-            inst.post(Start())
         return inst
 
     @staticmethod
