@@ -138,7 +138,7 @@ class Reloader:
 
     async def _watch(self, stop: asyncio.Event) -> None:
         # A session lasts until the set of watched directories changes. Every wake-up,
-        # including a quiet second, compares file identities: what decides is the
+        # including a quiet five seconds, compares file identities: what decides is the
         # comparison, so a change made while a session was being set up is not lost.
         while not stop.is_set():
             session = asyncio.Event()
@@ -149,10 +149,10 @@ class Reloader:
                     *self._dirs(),
                     watch_filter=lambda _change, path: Path(path) in self._watched(),
                     debounce=DEBOUNCE_MS,
-                    step=20,
+                    step=50,
                     stop_event=session,
                     recursive=False,
-                    rust_timeout=1000,
+                    rust_timeout=5000,
                     yield_on_timeout=True,
                 ):
                     await self._on_change()
