@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import signal
 import sys
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from llamad.unixsock import SocketInUse, bind_unix
 log = structlog.get_logger("llamad.daemon")
 
 EXIT_OK, EXIT_FATAL, EXIT_CONFIG = 0, 1, 2
+STARTUP_GRACE_S = 0.25
 
 
 async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> int:
@@ -64,9 +66,11 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
             async with asyncio.TaskGroup() as group:
                 group.create_task(supervisor.run(), name="supervisor")
                 await supervisor.apply(resolved.instances)
-                # The web stack loads while the models do (see services.py).
-                from llamad import services
-
+                # The web stack loads after the first readiness polls (a small model is
+                # ready by then) and in a thread, so probes keep running meanwhile.
+                # Until it serves, llamactl's connections wait in the socket's backlog.
+                await supervisor.settled(timeout=STARTUP_GRACE_S)
+                services = await asyncio.to_thread(importlib.import_module, "llamad.services")
                 reloader = await services.start(
                     group, resolved, supervisor, client, control_socket, services_stop, notifier
                 )

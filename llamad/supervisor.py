@@ -151,6 +151,14 @@ class Supervisor:
                 await asyncio.wait_for(waiter, 5)
         self._closed.set()
 
+    async def settled(self, timeout: float) -> None:
+        """Wait until no instance is starting, or `timeout` seconds."""
+        starting = [i for i in self.instances.values() if i.record.state is State.STARTING]
+        await asyncio.gather(
+            *(i.wait_until(*(s for s in State if s is not State.STARTING), timeout=timeout)
+              for i in starting)
+        )  # fmt: skip
+
     def not_ready(self, names: tuple[str, ...]) -> list[str]:
         """Which of `names` are not running (an RPC head waits for its workers)."""
         return [
