@@ -19,7 +19,7 @@ import structlog
 
 from llamad import __version__, logs, paths
 from llamad.config import ConfigError
-from llamad.health import Prober, make_client
+from llamad.health import Prober, make_client, make_transport
 from llamad.lock import AlreadyRunning, DaemonLock
 from llamad.notify import Notifier
 from llamad.orphans import ChildRegistry
@@ -50,10 +50,11 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
     # Children a SIGKILLed llamad left behind (macOS has no PDEATHSIG) hold our ports.
     registry.reap_leftovers()
     notifier = Notifier.from_env()
-    async with make_client() as client:
+    transport = make_transport()
+    async with make_client(transport) as client:
         runtime = Runtime(
             binary=resolved.binary,
-            prober=Prober(client),
+            prober=Prober(transport),
             log_dir=d.log_dir,
             log_max_bytes=d.log_max_bytes,
             log_backups=d.log_backups,

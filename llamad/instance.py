@@ -237,7 +237,10 @@ class Instance:
         if phase == "ready":
             self.post(Ready(pid))
         elif health.ok:
-            self.post(ProbeOk(pid))
+            # An OK probe only matters after failed ones; skipping the no-op event keeps
+            # an idle daemon's CPU down (one probe per instance per interval).
+            if self.record.probe_failures:
+                self.post(ProbeOk(pid))
         else:
             self.post(ProbeFailed(pid, health.error or ""))
 
