@@ -162,6 +162,15 @@ class Llamad:
 
         wait_for(answers, timeout, f"llamad answering on {self.socket}")
 
+    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run `llamactl --socket SOCKET ARGS...` against this daemon."""
+        return subprocess.run(
+            [sys.executable, "-m", "llamad.cli", "--socket", str(self.socket), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM the daemon and wait for its exit code."""
         if self.proc.poll() is None:

@@ -21,15 +21,6 @@ DAEMON_KEYS = {
 }  # fmt: skip
 
 
-def llamactl(d: Llamad, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "llamad.cli", "--socket", str(d.socket), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_status_start_stop_logs_and_failed(tmp_path: Path, tiny_model: Path) -> None:
     """Table, JSON document, exit codes 0/3, stop, start clearing failed, logs; socket perms."""
     model = tmp_path / "model.gguf"
@@ -50,7 +41,7 @@ def test_status_start_stop_logs_and_failed(tmp_path: Path, tiny_model: Path) -> 
         assert stat.S_IMODE(d.socket.stat().st_mode) == 0o600
         assert stat.S_IMODE(d.socket.parent.stat().st_mode) == 0o700
 
-        table = llamactl(d, "status")
+        table = d.ctl("status")
         assert table.returncode == 3
         header = table.stdout.splitlines()[0].split()
         assert header == [
@@ -65,9 +56,9 @@ def test_status_start_stop_logs_and_failed(tmp_path: Path, tiny_model: Path) -> 
             "RSS",
         ]
         assert "failed" in table.stdout
-        assert llamactl(d, "status", "good").returncode == 0
+        assert d.ctl("status", "good").returncode == 0
 
-        doc = json.loads(llamactl(d, "status", "--json").stdout)
+        doc = json.loads(d.ctl("status", "--json").stdout)
         assert set(doc) == {"daemon", "instances"}
         assert set(doc["daemon"]) == DAEMON_KEYS
         assert all(set(i) == STATUS_KEYS for i in doc["instances"])
@@ -77,20 +68,20 @@ def test_status_start_stop_logs_and_failed(tmp_path: Path, tiny_model: Path) -> 
         assert flaky["error"]
 
         shutil.copy(tiny_model, model)
-        started = llamactl(d, "start", "flaky")
+        started = d.ctl("start", "flaky")
         assert started.returncode == 0, started.stdout + started.stderr
         assert "flaky: running" in started.stdout
-        assert llamactl(d, "status").returncode == 0
+        assert d.ctl("status").returncode == 0
 
-        stopped = llamactl(d, "stop", "good")
+        stopped = d.ctl("stop", "good")
         assert stopped.returncode == 0
         assert d.instance("good")["state"] == "stopped"
-        assert llamactl(d, "status").returncode == 3
+        assert d.ctl("status").returncode == 3
 
-        logs = llamactl(d, "logs", "flaky", "-n", "5")
+        logs = d.ctl("logs", "flaky", "-n", "5")
         assert logs.returncode == 0
         assert len(logs.stdout.splitlines()) == 5
-        assert llamactl(d, "start", "--all").returncode == 0
+        assert d.ctl("start", "--all").returncode == 0
         assert d.stop() == 0
     down = subprocess.run(
         [sys.executable, "-m", "llamad.cli", "--socket", str(d.socket), "status"],

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -183,7 +181,7 @@ def test_invalid_then_fixed(setup: Setup) -> None:
             setup.save_atomic()
             wait_for(lambda: "ctx_sise" in (d.status()["daemon"]["config_error"] or ""), 10, "2nd")
             assert "did you mean ctx_size?" in d.status()["daemon"]["config_error"]
-            cli = _llamactl(d, "status")
+            cli = d.ctl("status")
             assert "ctx_sise" in cli.stdout + cli.stderr
             del setup.instances["a"]["ctx_sise"]
             setup.instances["a"]["ctx_size"] = 512
@@ -279,11 +277,11 @@ def test_sighup_and_llamactl_reload(setup: Setup) -> None:
         setup.add("b")
         setup.save_atomic()
         wait_serving(d, "b")
-        out = _llamactl(d, "reload")
+        out = d.ctl("reload")
         assert out.returncode == 0
         assert "unchanged: a, b" in out.stdout
         setup.save_atomic("[instances.a]\nport = 'x'\n")
-        bad = _llamactl(d, "reload")
+        bad = d.ctl("reload")
         assert bad.returncode == 2
         assert str(setup.path) in bad.stderr
         assert d.stop() == 0
@@ -355,12 +353,3 @@ def _alive(pid: int | None) -> bool:
     import psutil
 
     return pid is not None and psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
-
-
-def _llamactl(d: Llamad, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "llamad.cli", "--socket", str(d.socket), *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
