@@ -131,10 +131,11 @@ async def test_watchdog_loop_stops_promptly_with_a_long_interval(
     receiver: tuple[str, socket.socket],
 ) -> None:
     """Setting stop does not wait out a 15 s interval."""
-    path, _ = receiver
+    path, sock = receiver
     stop = asyncio.Event()
     task = asyncio.create_task(watchdog_loop(Notifier(path, watchdog_usec=30_000_000), stop))
-    await asyncio.sleep(0.05)
+    # The first ping proves the loop is inside its 15 s wait (the socket times out in 5 s).
+    assert await asyncio.to_thread(sock.recv, 64) == b"WATCHDOG=1"
     stop.set()
     await asyncio.wait_for(task, timeout=2)
 
