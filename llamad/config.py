@@ -95,7 +95,7 @@ class ConfigFile(BaseSettings):
     supervise: SuperviseSettings = SuperviseSettings()
     defaults: dict[str, Value] = {}
     instances: dict[str, InstanceTable] = {}
-    fleet: FleetSettings = FleetSettings()  # read by llamactl; validated here
+    fleet: FleetSettings = FleetSettings()  # read by llamactl; peers also serve RPC heads
 
     @classmethod
     def settings_customise_sources(

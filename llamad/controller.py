@@ -58,7 +58,9 @@ class DaemonController:
         return inst
 
     def _doc(self, inst: Instance) -> dict[str, Any]:
-        return instance_doc(inst, self._facts, self.supervisor.not_ready(inst.spec.workers))
+        spec, sup = inst.spec, self.supervisor
+        down = sup.not_ready(spec.workers) + sup.runtime.remote.not_running(spec.remote_workers)
+        return instance_doc(inst, self._facts, down)
 
     def instance(self, name: str) -> dict[str, Any]:
         """One instance's entry of the status document."""

@@ -23,6 +23,7 @@ from llamad.health import Prober, make_client, make_transport
 from llamad.lock import AlreadyRunning, DaemonLock
 from llamad.notify import Notifier
 from llamad.orphans import ChildRegistry
+from llamad.rpc_remote import RemoteWorkers
 from llamad.runtime import Runtime
 from llamad.spec import Resolved, load
 from llamad.supervisor import Supervisor
@@ -60,6 +61,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
             log_backups=d.log_backups,
             registry=registry,
             rpc_binary=resolved.rpc_binary,
+            remote=RemoteWorkers(resolved.peers),
         )
         supervisor = Supervisor(runtime)
         signals = _SignalHandlers(trigger, supervisor)

@@ -16,6 +16,7 @@ from llamad.health import Health, Phase, watch_health
 from llamad.launchspec import InstanceSpec
 from llamad.machine import step
 from llamad.process import Child, ExitInfo
+from llamad.rpc_remote import Found
 from llamad.runtime import Runtime
 from llamad.states import (
     Action,
@@ -41,7 +42,10 @@ log = structlog.get_logger("llamad.instance")
 
 
 class _SpawnNow:
-    """Private event: the workers an RPC head waited for are ready."""
+    """Private event: the workers an RPC head waited for are ready (remote ones: found)."""
+
+    def __init__(self, remote: Found) -> None:
+        self.remote = remote
 
 
 class Instance:
@@ -108,7 +112,7 @@ class Instance:
                 event, done = await self._queue.get()
                 if isinstance(event, _SpawnNow):
                     if self.record.state is State.STARTING and self.record.pid is None:
-                        await self._spawn()
+                        await self._spawn(event.remote)
                 else:
                     await self._handle(event)
                 while self._followups:
@@ -172,30 +176,36 @@ class Instance:
 
     # Process ---------------------------------------------------------------------
 
-    async def _spawn(self) -> None:
+    async def _spawn(self, remote: Found | None = None) -> None:
         spec = self.spec
         if self.child is not None:
             return
         waiting = self.runtime.not_ready(spec.workers)
-        if waiting:
+        if remote is not None and list(remote) != [f"{p}/{w}" for p, w in spec.remote_workers]:
+            remote = None  # found for the spec before a reload: look again
+        # Remote workers are only known running from a waiter's fresh look (`remote`).
+        if waiting or (spec.remote_workers and remote is None):
             if self._waiter is None or self._waiter.done():
-                self.log.mark(f"waiting for rpc workers: {', '.join(waiting)}")
+                if waiting:
+                    self.log.mark(f"waiting for rpc workers: {', '.join(waiting)}")
                 self._waiter = self._helper(self._await_workers(), f"await-{spec.name}")
             return
-        child = await self.runtime.launch(spec, self.log)
+        child = await self.runtime.launch(spec, self.log, remote)
         if isinstance(child, str):
             self._followups.append(SpawnFailed(child))
             return
         self.child = child
         self._followups.append(Spawned(child.pid))
-        self._helper(self._watch(child), f"watch-{child.pid}")
+        self._helper(self._watch(child, remote or {}), f"watch-{child.pid}")
 
     async def _await_workers(self) -> None:
-        # Polled, not subscribed: it runs only while a head waits, and 50 ms is well
-        # inside any model's load time.
-        while self.runtime.not_ready(self.spec.workers):  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-        self._queue.put_nowait((_SpawnNow(), None))
+        # Polled, not subscribed: it runs only while a head waits, and 50 ms (0.5 s for
+        # a peer) is well inside any model's load time.
+        spec = self.spec
+        remote = await self.runtime.remote.wait(
+            spec.remote_workers, lambda: not self.runtime.not_ready(spec.workers), self.log.mark
+        )
+        self._queue.put_nowait((_SpawnNow(remote), None))
 
     def _helper(self, coro: object, name: str) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
@@ -203,7 +213,10 @@ class Instance:
         task.add_done_callback(self._helpers.discard)
         return task
 
-    async def _watch(self, child: Child) -> None:
+    async def _watch(self, child: Child, remote: Found) -> None:
+        peers = self._helper(
+            self.runtime.watch_remote(lambda: self.spec, remote), f"rpc-{child.pid}"
+        )
         probes = self._helper(
             watch_health(
                 self.runtime.probe_for(self.spec),
@@ -216,6 +229,7 @@ class Instance:
             info = await child.wait()
         finally:
             probes.cancel()
+            peers.cancel()
         self.last_exit = info
         reason = self.runtime.reaped(self.spec, child, info)
         self.log.mark(f"pid {child.pid} {reason}")

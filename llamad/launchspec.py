@@ -47,11 +47,13 @@ class InstanceSpec:
     secrets: tuple[str, ...] = ()
     kind: str = "llama-server"
     workers: tuple[str, ...] = ()  # local rpc-workers this head needs ready first
+    remote_workers: tuple[tuple[str, str], ...] = ()  # (peer, worker): asked at launch
 
     @property
     def launch(self) -> tuple[object, ...]:
         """Everything that needs a new process when it changes."""
-        return (self.kind, self.host, self.port, self.model, self.settings, self.args, self.env)
+        return (self.kind, self.host, self.port, self.model, self.settings, self.args, self.env,
+                self.remote_workers)  # fmt: skip
 
     @property
     def probe_host(self) -> str:
@@ -130,9 +132,13 @@ class Resolver:
             else:
                 settings[key] = value
         workers: tuple[str, ...] = ()
+        remote: tuple[tuple[str, str], ...] = ()
         if rpc_value is not None:
             local = {n: (s.host, s.port) for n, s in specs.items() if s.kind == rpc.KIND}
-            settings["LLAMA_ARG_RPC"], workers = rpc.head_servers(rpc_value, local, problem)
+            peers = {p.name for p in self.cfg.fleet.peers}
+            servers, workers, remote = rpc.head_servers(rpc_value, local, peers, problem)
+            if servers or not remote:  # remote addresses are appended at launch
+                settings["LLAMA_ARG_RPC"] = servers
         if not any(env in settings for env in _MODEL_SOURCES):
             problem((), "model is required")
         model = Path(settings["LLAMA_ARG_MODEL"]) if "LLAMA_ARG_MODEL" in settings else None
@@ -153,7 +159,7 @@ class Resolver:
         return InstanceSpec(
             name, host, port, model, tuple(sorted(settings.items())), tuple(table.args),
             _env(table.env), table.autostart, table.watch_model, knobs, secrets,
-            workers=workers,
+            workers=workers, remote_workers=remote,
         )  # fmt: skip
 
     def _worker(self, name: str) -> InstanceSpec | None:

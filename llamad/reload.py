@@ -74,6 +74,7 @@ class Reloader:
             binary_changed = binary_changed or new.binary != old.binary
             self.supervisor.runtime.binary = new.binary
             self.supervisor.runtime.rpc_binary = new.rpc_binary
+            self.supervisor.runtime.remote.peers = new.peers
             changes = await self.supervisor.apply(new.instances)
             old_dirs = self._dirs()
             self.resolved = new

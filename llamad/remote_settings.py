@@ -69,7 +69,8 @@ class PeerSettings(BaseModel):
 
 
 class FleetSettings(BaseModel):
-    """`[fleet]`: which daemons llamactl knows about; llamad itself only validates it."""
+    """`[fleet]`: which daemons llamactl knows about; llamad uses `peers` for RPC heads'
+    `peer/worker` names."""
 
     model_config = ConfigDict(extra="forbid")
 

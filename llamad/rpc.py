@@ -4,7 +4,8 @@ A worker has no `/health`; it is ready when its port accepts a TCP connection. R
 no authentication, so a worker binds beyond loopback only with `allow_remote = true`.
 A head lists its workers in `rpc`; local worker names become `host:port` and make the
 head wait for them, and restart when one of them restarts (a head that lost a worker
-stays up, answers 200 on /health, and aborts on the next request).
+stays up, answers 200 on /health, and aborts on the next request). `peer/worker` names
+a worker on a `[fleet]` peer: the same, over the peer's control API (`rpc_remote.py`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import difflib
 import ipaddress
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +93,11 @@ def rpc_help(binary: Path) -> str:
 
 
 def head_servers(
-    value: Any, workers: dict[str, tuple[str, int]], problem: Problem
-) -> tuple[str, tuple[str, ...]]:
-    """Resolve a head's `rpc` list: (LLAMA_ARG_RPC value, local worker names it waits for)."""
-    servers, local = [], []
+    value: Any, workers: dict[str, tuple[str, int]], peers: Collection[str], problem: Problem
+) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """Resolve a head's `rpc` list: (LLAMA_ARG_RPC value so far, local worker names it
+    waits for, (peer, worker) pairs whose addresses are asked for at launch)."""
+    servers, local, remote = [], [], []
     for item in _as_list(value):
         text = str(item)
         if text in workers:
@@ -103,12 +105,17 @@ def head_servers(
             servers.append(f"{_reachable(host)}:{port}")
             local.append(text)
         elif "/" in text:
-            problem(("rpc",), f"{text!r}: peer/worker names are not supported yet; use host:port")
+            peer, _, worker = text.partition("/")
+            if peer not in peers:
+                problem(("rpc",), f"{text!r}: no [fleet] peer named {peer!r}")
+            elif not worker or "/" in worker:
+                problem(("rpc",), f"{text!r}: must be PEER/WORKER")
+            remote.append((peer, worker))
         elif ":" in text:
             servers.append(text)
         else:
             problem(("rpc",), f"{text!r} is neither a local rpc-worker nor host:port")
-    return ",".join(servers), tuple(local)
+    return ",".join(servers), tuple(local), tuple(remote)
 
 
 def _reachable(host: str) -> str:

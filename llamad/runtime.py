@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from llamad import rpc
@@ -13,6 +13,7 @@ from llamad.health import Health, Prober, health_url
 from llamad.launchspec import InstanceSpec
 from llamad.orphans import ChildRegistry
 from llamad.process import Child, ExitInfo, child_env, model_problem, port_problem
+from llamad.rpc_remote import Found, RemoteWorkers
 
 
 @dataclass
@@ -31,21 +32,31 @@ class Runtime:
     # for their workers), and a hook for every process exit (a worker's restarts its heads).
     not_ready: Callable[[tuple[str, ...]], list[str]] = lambda names: []
     on_exit: Callable[[str], None] = lambda name: None
+    # Workers on fleet peers, and the hook for one of them restarting (head, "peer/worker").
+    remote: RemoteWorkers = field(default_factory=RemoteWorkers)
+    on_remote_lost: Callable[[str, str], None] = lambda head, worker: None
 
     def open_log(self, spec: InstanceSpec) -> ChildLog:
         """The instance's output file, `log_dir/NAME.log`."""
         path = self.log_dir / f"{spec.name}.log"
         return ChildLog(path, self.log_max_bytes, self.log_backups, spec.secrets)
 
-    async def launch(self, spec: InstanceSpec, log: ChildLog) -> Child | str:
-        """Start the process for `spec`, or say why it cannot start now."""
+    async def launch(
+        self, spec: InstanceSpec, log: ChildLog, remote: Found | None = None
+    ) -> Child | str:
+        """Start the process for `spec`, or say why it cannot start now. An RPC head's
+        `remote` workers, as found running just now, follow its local ones in LLAMA_ARG_RPC."""
         problem = model_problem(spec.model) or port_problem(spec.host, spec.port)
         if problem:
             log.mark(f"not started: {problem}")
             return problem
         binary = self.rpc_binary if spec.kind == rpc.KIND else self.binary
         argv = [str(binary), *spec.args]
-        env = child_env(os.environ, dict(spec.settings), dict(spec.env))
+        settings = dict(spec.settings)
+        if remote:
+            servers = [settings.get("LLAMA_ARG_RPC", ""), *(w.address for w in remote.values())]
+            settings["LLAMA_ARG_RPC"] = ",".join(filter(None, servers))
+        env = child_env(os.environ, settings, dict(spec.env))
         try:
             child = await Child.spawn(argv, env, log.write)
         except OSError as exc:
@@ -54,6 +65,15 @@ class Runtime:
             self.registry.add(spec.name, child.pid)
         log.mark(f"started pid {child.pid}")
         return child
+
+    async def watch_remote(self, spec: Callable[[], InstanceSpec], found: Found) -> None:
+        """While a head runs (`spec` is its current one): restart it when a remote worker
+        in `found` restarts. Returns at once for a head without remote workers."""
+        await self.remote.watch(
+            found,
+            lambda: spec().knobs.health_interval,
+            lambda worker: self.on_remote_lost(spec().name, worker),
+        )
 
     def reaped(self, spec: InstanceSpec, child: Child, info: ExitInfo) -> str:
         """Book-keeping after an exit; returns the reason to show for it."""

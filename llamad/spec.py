@@ -5,7 +5,7 @@ every instance resolved against what the installed llama-server accepts (launchs
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from llamad import paths, rpc
@@ -14,6 +14,7 @@ from llamad.catalog import CatalogError, load_catalog
 from llamad.config import ConfigError, ConfigFile, read_file, where_is
 from llamad.launchspec import InstanceSpec, Resolver
 from llamad.remote import Remote, resolve_remote  # fleet: [daemon.remote]
+from llamad.rpc_remote import RemotePeer
 
 __all__ = ["ConfigError", "Daemon", "InstanceSpec", "Resolved", "check", "load", "resolve"]
 
@@ -45,6 +46,7 @@ class Resolved:
     daemon: Daemon
     instances: dict[str, InstanceSpec]
     rpc_binary: Path | None = None
+    peers: dict[str, RemotePeer] = field(default_factory=dict)  # [fleet] peers, for rpc
 
 
 def load(path: Path) -> Resolved:
@@ -65,6 +67,10 @@ def check(path: Path) -> list[str]:
 
 def _abs(value: str | None, default: Path) -> Path:
     return Path(value).expanduser().absolute() if value else default
+
+
+def _maybe(value: str | None) -> Path | None:
+    return Path(value).expanduser().absolute() if value else None
 
 
 def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
@@ -106,4 +112,14 @@ def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)
-    return Resolved(path, binary, catalog.version, daemon, instances, rpc_binary)
+    return Resolved(path, binary, catalog.version, daemon, instances, rpc_binary, _peers(cfg))
+
+
+def _peers(cfg: ConfigFile) -> dict[str, RemotePeer]:
+    """`[fleet] peers` as heads reach their remote workers; the token is read when asked,
+    and, as with llamactl, a peer without a token_file uses `[fleet] token_file`."""
+    default = cfg.fleet.token_file
+    return {
+        p.name: RemotePeer(p.name, p.url, _maybe(p.token_file or default), _maybe(p.ca_file))
+        for p in cfg.fleet.peers
+    }

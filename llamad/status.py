@@ -66,6 +66,7 @@ def instance_doc(
     }
     if spec.kind != "llama-server":
         doc["kind"] = spec.kind
-    if spec.workers:
-        doc["rpc"] = {"workers": list(spec.workers), "degraded": bool(not_running)}
+    if spec.workers or spec.remote_workers:
+        remote = [f"{peer}/{worker}" for peer, worker in spec.remote_workers]
+        doc["rpc"] = {"workers": [*spec.workers, *remote], "degraded": bool(not_running)}
     return doc

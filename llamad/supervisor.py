@@ -46,6 +46,7 @@ class Supervisor:
         self._closed = asyncio.Event()
         runtime.not_ready = self.not_ready
         runtime.on_exit = self._exited
+        runtime.on_remote_lost = self._remote_lost
 
     async def run(self) -> None:
         """Hold every instance task; returns after `shutdown()` once all have ended."""
@@ -168,14 +169,25 @@ class Supervisor:
         ]
 
     def _exited(self, name: str) -> None:
+        for head in self.instances.values():
+            if name in head.spec.workers:
+                self._restart_head(head, name)
+
+    def _remote_lost(self, name: str, worker: str) -> None:
+        # The same for a worker on a fleet peer: the head's watcher saw it restart.
+        head = self.instances.get(name)
+        if head is not None:
+            self._restart_head(head, worker)
+
+    @staticmethod
+    def _restart_head(head: Instance, worker: str) -> None:
         # A head that lost a worker stays up and answers 200, but aborts on the next
         # request: restart it, and let it wait until the worker is back.
-        for head in self.instances.values():
-            live = head.record.state in (State.RUNNING, State.STARTING) and not head.closing
-            if live and name in head.spec.workers:
-                log.warning("rpc.worker_exited", instance=head.spec.name, worker=name)
-                head.post(Stop())
-                head.post(Start())
+        if head.record.state not in (State.RUNNING, State.STARTING) or head.closing:
+            return
+        log.warning("rpc.worker_exited", instance=head.spec.name, worker=worker)
+        head.post(Stop())
+        head.post(Start())
 
     def kill_all(self) -> None:
         """SIGKILL every child now (a second SIGINT)."""
