@@ -124,6 +124,12 @@ def render(doc: dict[str, Any], colour: bool = False) -> str:
         why = problem(inst) if inst.get("state") != "running" else None
         if why:
             lines.append(f"{inst.get('name')}: {why}")
+    for inst in instances:
+        group = inst.get("rpc")
+        if group:
+            flag = " (degraded: a worker is not running)" if group.get("degraded") else ""
+            workers = ", ".join(group.get("workers") or [])
+            lines.append(f"{inst.get('name')}: rpc group with {workers}{flag}")
     return "\n".join(lines)
 
 

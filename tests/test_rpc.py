@@ -129,3 +129,18 @@ def test_head_waits_for_its_worker(tmp_path: Path, tiny_model: Path) -> None:
         head_log = (tmp_path / "state" / "logs" / "head.log").read_text()
         assert head_log.index("waiting for rpc workers: w1") < head_log.index("started pid")
         assert d.stop() == 0
+
+
+def test_table_shows_the_group_and_flags_it_when_degraded() -> None:
+    """`llamactl status` prints one line per RPC head, flagged when a worker is down."""
+    from llamad.table import render
+
+    head = {"name": "big", "state": "running", "rpc": {"workers": ["w1", "a/w"], "degraded": True}}
+    worker = {"name": "w1", "state": "backoff", "kind": "rpc-worker", "error": "exited"}
+    text = render({"daemon": {}, "instances": [head, worker]})
+    assert "big: rpc group with w1, a/w (degraded: a worker is not running)" in text
+    head["rpc"]["degraded"] = False  # type: ignore[index]
+    assert (
+        "big: rpc group with w1, a/w\n"
+        in render({"daemon": {}, "instances": [head, worker]}) + "\n"
+    )
