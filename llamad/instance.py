@@ -13,7 +13,7 @@ from collections import deque
 import structlog
 
 from llamad.health import Health, Phase, watch_health
-from llamad.launchspec import InstanceSpec
+from llamad.instancespec import InstanceSpec
 from llamad.machine import step
 from llamad.process import Child, ExitInfo
 from llamad.rpc_remote import Found

@@ -1,13 +1,9 @@
-"""What to launch for each `[instances.NAME]`: keys checked against the binary, then frozen.
-
-The resolved `InstanceSpec` is what reload compares: two specs with the same `launch`
-tuple run the same process, so an unchanged instance is never touched.
-"""
+"""What to launch for each `[instances.NAME]`: keys checked against the binary, then
+frozen into an `InstanceSpec`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +12,7 @@ from pydantic import ValidationError as PydanticError
 from llamad import rpc
 from llamad.catalog import Catalog, render
 from llamad.config import ConfigFile, InstanceTable, SuperviseSettings, Value, describe, where_is
+from llamad.instancespec import WILDCARDS, InstanceSpec
 from llamad.states import Knobs
 
 Problem = Callable[[tuple[str, ...], str], None]
@@ -26,42 +23,7 @@ _MODEL_SOURCES = (
     "LLAMA_ARG_MODEL_URL",
     "LLAMA_ARG_DOCKER_REPO",
 )
-_WILDCARDS = {"0.0.0.0", "::", ""}
 _SECRET_ENVS = {"LLAMA_API_KEY", "HF_TOKEN"}
-
-
-@dataclass(frozen=True)
-class InstanceSpec:
-    """One instance, fully resolved: what to run and how to watch it."""
-
-    name: str
-    host: str
-    port: int
-    model: Path | None
-    settings: tuple[tuple[str, str], ...]  # LLAMA_* environment, sorted
-    args: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]  # the user's extra environment, sorted
-    autostart: bool = True
-    watch_model: bool = True
-    knobs: Knobs = field(default_factory=Knobs)
-    secrets: tuple[str, ...] = ()
-    kind: str = "llama-server"
-    workers: tuple[str, ...] = ()  # local rpc-workers this head needs ready first
-    remote_workers: tuple[tuple[str, str], ...] = ()  # (peer, worker): asked at launch
-
-    @property
-    def launch(self) -> tuple[object, ...]:
-        """Everything that needs a new process when it changes."""
-        return (self.kind, self.host, self.port, self.model, self.settings, self.args, self.env,
-                self.remote_workers)  # fmt: skip
-
-    @property
-    def probe_host(self) -> str:
-        """Where to reach the server: a wildcard bind is reached on loopback."""
-        first = self.host.split(",")[0].strip()
-        if first in _WILDCARDS:
-            return "::1" if first == "::" else "127.0.0.1"
-        return first
 
 
 class Resolver:
@@ -157,10 +119,20 @@ class Resolver:
         if len(self.problems) > before or knobs is None:
             return None
         return InstanceSpec(
-            name, host, port, model, tuple(sorted(settings.items())), tuple(table.args),
-            _env(table.env), table.autostart, table.watch_model, knobs, secrets,
-            workers=workers, remote_workers=remote,
-        )  # fmt: skip
+            name=name,
+            host=host,
+            port=port,
+            model=model,
+            settings=tuple(sorted(settings.items())),
+            args=tuple(table.args),
+            env=_env(table.env),
+            autostart=table.autostart,
+            watch_model=table.watch_model,
+            knobs=knobs,
+            secrets=secrets,
+            workers=workers,
+            remote_workers=remote,
+        )
 
     def _worker(self, name: str) -> InstanceSpec | None:
         table, before = self.cfg.instances[name], len(self.problems)
@@ -170,16 +142,26 @@ class Resolver:
         if len(self.problems) > before or knobs is None:
             return None
         return InstanceSpec(
-            name, host, port, None, (), (*argv, *table.args), _env(table.env),
-            table.autostart, False, knobs, kind=rpc.KIND,
-        )  # fmt: skip
+            name=name,
+            host=host,
+            port=port,
+            model=None,
+            settings=(),
+            args=(*argv, *table.args),
+            env=_env(table.env),
+            autostart=table.autostart,
+            watch_model=False,
+            knobs=knobs,
+            kind=rpc.KIND,
+        )
 
     @staticmethod
     def _port(text: str | None, problem: Problem) -> int:
         port = int(text) if text and text.isdigit() else 0
-        if not 0 < port < 65536:
-            problem(("port",), "is required: a TCP port from 1 to 65535" if not text else
-                    f"must be a TCP port from 1 to 65535 (got {text!r})")  # fmt: skip
+        if not text:
+            problem(("port",), "is required: a TCP port from 1 to 65535")
+        elif not 0 < port < 65536:
+            problem(("port",), f"must be a TCP port from 1 to 65535 (got {text!r})")
         return port
 
     @staticmethod
@@ -222,7 +204,7 @@ class Resolver:
         seen: dict[int, list[InstanceSpec]] = {}
         for spec in specs.values():
             for other in seen.get(spec.port, []):
-                if spec.host == other.host or {spec.host, other.host} & _WILDCARDS:
+                if spec.host == other.host or {spec.host, other.host} & WILDCARDS:
                     self.problem_at("instances", spec.name)(
                         ("port",),
                         f"port {spec.port} on {spec.host} is already used by "

@@ -10,7 +10,7 @@ from pathlib import Path
 from llamad import rpc
 from llamad.childlog import ChildLog
 from llamad.health import Health, Prober, health_url
-from llamad.launchspec import InstanceSpec
+from llamad.instancespec import InstanceSpec
 from llamad.orphans import ChildRegistry
 from llamad.process import Child, ExitInfo, child_env, model_problem, port_problem
 from llamad.rpc_remote import Found, RemoteWorkers

@@ -12,7 +12,8 @@ from llamad import paths, rpc
 from llamad.binaries import find_binary, find_rpc_server
 from llamad.catalog import CatalogError, load_catalog
 from llamad.config import ConfigError, ConfigFile, read_file, where_is
-from llamad.launchspec import InstanceSpec, Resolver
+from llamad.instancespec import InstanceSpec
+from llamad.launchspec import Resolver
 from llamad.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.rpc_remote import RemotePeer
 

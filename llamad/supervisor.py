@@ -154,11 +154,9 @@ class Supervisor:
 
     async def settled(self, timeout: float) -> None:
         """Wait until no instance is starting, or `timeout` seconds."""
+        settled = [s for s in State if s is not State.STARTING]
         starting = [i for i in self.instances.values() if i.record.state is State.STARTING]
-        await asyncio.gather(
-            *(i.wait_until(*(s for s in State if s is not State.STARTING), timeout=timeout)
-              for i in starting)
-        )  # fmt: skip
+        await asyncio.gather(*(i.wait_until(*settled, timeout=timeout) for i in starting))
 
     def not_ready(self, names: tuple[str, ...]) -> list[str]:
         """Which of `names` are not running (an RPC head waits for its workers)."""
