@@ -10,7 +10,8 @@ from pathlib import Path
 
 from llamad import paths, rpc
 from llamad.binaries import find_binary, find_rpc_server
-from llamad.catalog import CatalogError, load_catalog
+from llamad.catalog import CatalogError
+from llamad.catalog_cache import load_catalog
 from llamad.config import ConfigError, ConfigFile, read_file, where_is
 from llamad.instancespec import InstanceSpec
 from llamad.launchspec import Resolver

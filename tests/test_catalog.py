@@ -17,11 +17,11 @@ from llamad.catalog import (
     CatalogError,
     Option,
     TomlScalar,
-    load_catalog,
     parse_help,
     render,
     short_key,
 )
+from llamad.catalog_cache import load_catalog
 
 # ---------------------------------------------------------------- the real binary
 
