@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from starlette.responses import JSONResponse
+
 
 class ControlError(Exception):
     """A request the daemon refuses; rendered as {"error": {"code", "message"}}."""
@@ -36,3 +41,10 @@ class InvalidConfig(ControlError):
 
     status = 422
     code = "invalid_config"
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    """The control API's error body: `{"error": {"code": ..., "message": ...}}`."""
+    from starlette.responses import JSONResponse  # the CLI imports this module; keep it light
+
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
