@@ -51,9 +51,9 @@ def readiness_delay(elapsed: float) -> float:
     return min(max(elapsed * READY_LATENESS, READY_MIN_DELAY), READY_MAX_DELAY)
 
 
-def health_url(host: str, port: int) -> str:
-    """The `/health` URL of a server bound to `host`."""
-    return f"http://[{host}]:{port}/health" if ":" in host else f"http://{host}:{port}/health"
+def server_url(host: str, port: int, path: str = "/health") -> str:
+    """`http://host:port/path`, with an IPv6 host in brackets."""
+    return f"http://[{host}]:{port}{path}" if ":" in host else f"http://{host}:{port}{path}"
 
 
 def make_transport() -> httpx.AsyncHTTPTransport:

@@ -96,7 +96,7 @@ class Resolver:
         workers: tuple[str, ...] = ()
         remote: tuple[tuple[str, str], ...] = ()
         if rpc_value is not None:
-            local = {n: (s.host, s.port) for n, s in specs.items() if s.kind == rpc.KIND}
+            local = {n: (s.probe_host, s.port) for n, s in specs.items() if s.kind == rpc.KIND}
             peers = {p.name for p in self.cfg.fleet.peers}
             servers, workers, remote = rpc.head_servers(rpc_value, local, peers, problem)
             if servers or not remote:  # remote addresses are appended at launch

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from llamad import __version__
-from llamad.health import Health
+from llamad.health import Health, server_url
 from llamad.reload import Reloader
 from llamad.states import State
 
@@ -56,9 +56,10 @@ class Metrics:
         own = generate_latest(self.registry)
         if client is None or not self.reloader.resolved.daemon.reexport_metrics:
             return own
-        texts = await asyncio.gather(*(self._fetch(client, n) for n in self._exporters()))
+        names = self._exporters()
+        texts = await asyncio.gather(*(self._fetch(client, n) for n in names))
         extra = CollectorRegistry()
-        extra.register(_Relabelled(dict(zip(self._exporters(), texts, strict=True))))
+        extra.register(_Relabelled(dict(zip(names, texts, strict=True))))
         return own + generate_latest(extra)
 
     def _exporters(self) -> list[str]:
@@ -72,12 +73,10 @@ class Metrics:
 
     async def _fetch(self, client: httpx.AsyncClient, name: str) -> str:
         spec = self.reloader.supervisor.instances[name].spec
-        host = f"[{spec.probe_host}]" if ":" in spec.probe_host else spec.probe_host
         headers = {"Authorization": f"Bearer {spec.secrets[0]}"} if spec.secrets else {}
         try:
-            resp = await client.get(
-                f"http://{host}:{spec.port}/metrics", headers=headers, timeout=2
-            )
+            url = server_url(spec.probe_host, spec.port, "/metrics")
+            resp = await client.get(url, headers=headers, timeout=2)
         except httpx.HTTPError:
             return ""
         return resp.text if resp.status_code == 200 else ""

@@ -48,6 +48,7 @@ class Reloader:
         self._lock = asyncio.Lock()
         self._wanted = asyncio.Event()
         self._rewatch = asyncio.Event()
+        self._files = self._watched()
         self._ids = self._snapshot()
         self._rolling: asyncio.Task[None] | None = None
 
@@ -80,7 +81,8 @@ class Reloader:
             self.resolved = new
             self.config_error = None
             self.reloads += 1
-            self._ids = {p: before[p] if p in before else file_id(p) for p in self._watched()}
+            self._files = self._watched()
+            self._ids = {p: before[p] if p in before else file_id(p) for p in self._files}
             if self._dirs() != old_dirs:
                 self._rewatch.set()
             report: dict[str, Any] = changes.to_dict()
@@ -132,10 +134,10 @@ class Reloader:
         return files
 
     def _dirs(self) -> list[str]:
-        return sorted({str(p.parent) for p in self._watched() if p.parent.is_dir()})
+        return sorted({str(p.parent) for p in self._files if p.parent.is_dir()})
 
     def _snapshot(self) -> dict[Path, FileId | None]:
-        return {path: file_id(path) for path in self._watched()}
+        return {path: file_id(path) for path in self._files}
 
     async def _watch(self, stop: asyncio.Event) -> None:
         # A session lasts until the set of watched directories changes. Every wake-up,
@@ -148,7 +150,7 @@ class Reloader:
             try:
                 async for _ in watchfiles.awatch(
                     *self._dirs(),
-                    watch_filter=lambda _change, path: Path(path) in self._watched(),
+                    watch_filter=lambda _change, path: Path(path) in self._files,
                     debounce=DEBOUNCE_MS,
                     # The Rust side wakes every `step` ms to check stop_event; 50 ms keeps
                     # a save's reload quick and costs little when idle.
@@ -163,7 +165,7 @@ class Reloader:
                 ender.cancel()
 
     async def _on_change(self) -> None:
-        files = self._watched()
+        files = self._files
         now = {path: file_id(path) for path in files}
         moved = {p for p, fid in now.items() if fid != self._ids.get(p) and fid is not None}
         self._ids.update(now)

@@ -102,7 +102,7 @@ def head_servers(
         text = str(item)
         if text in workers:
             host, port = workers[text]
-            servers.append(f"{_reachable(host)}:{port}")
+            servers.append(f"{host}:{port}")
             local.append(text)
         elif "/" in text:
             peer, _, worker = text.partition("/")
@@ -116,10 +116,6 @@ def head_servers(
         else:
             problem(("rpc",), f"{text!r} is neither a local rpc-worker nor host:port")
     return ",".join(servers), tuple(local), tuple(remote)
-
-
-def _reachable(host: str) -> str:
-    return "127.0.0.1" if host in ("0.0.0.0", "") else host
 
 
 async def probe_tcp(host: str, port: int, timeout: float) -> Health:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from llamad import rpc
 from llamad.childlog import ChildLog
-from llamad.health import Health, Prober, health_url
+from llamad.health import Health, Prober, server_url
 from llamad.instancespec import InstanceSpec
 from llamad.orphans import ChildRegistry
 from llamad.process import Child, ExitInfo, child_env, model_problem, port_problem
@@ -89,5 +89,5 @@ class Runtime:
         host, port = spec.probe_host, spec.port
         if spec.kind == rpc.KIND:
             return lambda timeout: rpc.probe_tcp(host, port, timeout)
-        url = health_url(host, port)
+        url = server_url(host, port)
         return lambda timeout: self.prober.probe(url, timeout)

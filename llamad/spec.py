@@ -17,11 +17,9 @@ from llamad.instancespec import InstanceSpec
 from llamad.launchspec import Resolver
 from llamad.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.rpc_remote import RemotePeer
+from llamad.unixsock import MAX_SOCKET_PATH
 
 __all__ = ["ConfigError", "Daemon", "InstanceSpec", "Resolved", "check", "load", "resolve"]
-
-# macOS allows 104 bytes in sun_path, Linux 108: keep to the smaller so a config travels.
-MAX_SOCKET_PATH = 104
 
 
 @dataclass(frozen=True)
