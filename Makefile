@@ -18,6 +18,7 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check llamad tests bench
 	$(BIN)/ruff format --check llamad tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint
 	$(BIN)/pytest

@@ -22,9 +22,9 @@ from bench import cold_start, footprint, recovery, reload, status
 from bench.common import Context, Result
 from bench.machine import BUSY_WARNING, Background, machine_info
 from bench.procs import leftover_children
-from llamad.binaries import find_binary
-from llamad.catalog_cache import load_catalog
-from llamad.tinymodel import write_tiny_model
+from llamad.backends.binaries import find_binary
+from llamad.backends.catalog_cache import load_catalog
+from llamad.daemon.tinymodel import write_tiny_model
 
 BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "cold_start": cold_start.run,

@@ -17,9 +17,9 @@ from typing import Any
 import psutil
 
 from bench.common import Context, wait_for, wait_healthy, write_config
-from llamad.client import Client, ClientError
-from llamad.process import child_env
-from llamad.spec import load
+from llamad.client.http import Client, ClientError
+from llamad.config.load import load
+from llamad.supervise.process import child_env
 
 
 def daemon_env(ctx: Context) -> dict[str, str]:

@@ -21,7 +21,7 @@ N = 16
 def llamactl() -> list[str]:
     """The console script next to this interpreter, else the module."""
     script = Path(sys.executable).parent / "llamactl"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "llamad.cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "llamad.cli.main"]
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:

@@ -1,5 +1,5 @@
 """`python -m llamad` runs the daemon, like the `llamad` command."""
 
-from llamad.daemon import main
+from llamad.daemon.main import main
 
 main()

@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from llamad.binaries import find_binary
-from llamad.tinymodel import write_tiny_model
+from llamad.backends.binaries import find_binary
+from llamad.daemon.tinymodel import write_tiny_model
 
 
 @pytest.fixture(scope="session")

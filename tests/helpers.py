@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from llamad.client import Client, ClientError
+from llamad.client.http import Client, ClientError
 
 FAKE_SERVER = Path(__file__).with_name("fake_llama_server.py")
 
@@ -165,7 +165,7 @@ class Llamad:
     def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run `llamactl --socket SOCKET ARGS...` against this daemon."""
         return subprocess.run(
-            [sys.executable, "-m", "llamad.cli", "--socket", str(self.socket), *args],
+            [sys.executable, "-m", "llamad.cli.main", "--socket", str(self.socket), *args],
             capture_output=True,
             text=True,
             timeout=60,
@@ -209,7 +209,7 @@ def import_probe(argv: list[str], heavy: tuple[str, ...]) -> subprocess.Complete
     """`llamactl argv` in a fresh interpreter; its last line of stdout is the JSON
     [exit code, the names in `heavy` that it imported]."""
     probe = (
-        "import sys, json; from llamad.cli import run; "
+        "import sys, json; from llamad.cli.main import run; "
         f"code = run({argv!r}); "
         f"print(json.dumps([code, [m for m in {heavy!r} if m in sys.modules]]))"
     )

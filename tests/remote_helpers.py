@@ -17,11 +17,11 @@ import pytest
 from helpers import Llamad, free_port, short_dir, write_config
 from stand_ins import ServerThread
 
-from llamad.auth import BearerAuth
-from llamad.cli import run
-from llamad.control import create_app
-from llamad.errors import UnknownInstance
-from llamad.tcp import serve_tcp
+from llamad.api.app import create_app
+from llamad.api.auth import BearerAuth
+from llamad.api.errors import UnknownInstance
+from llamad.api.tcp import serve_tcp
+from llamad.cli.main import run
 
 ADMIN = "admin-token-" + "a" * 24
 READ = "read-token-" + "b" * 24

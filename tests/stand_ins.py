@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from llamad import service
+from llamad.service import install as service
 
 FAKE_TOOL = """#!{python}
 import json, os, sys

@@ -1,0 +1,112 @@
+"""The control API: a Starlette app over a Controller, independent of the transport.
+
+`serve_unix` (from llamad.uds) puts it on the control socket; the same app can be served
+on TCP. Every error leaves as `{"error": {"code": ..., "message": ...}}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from llamad.api.errors import ControlError, error_response
+from llamad.api.logstream import LogStream, tail_offset
+from llamad.api.uds import SocketInUse, serve_unix
+
+__all__ = ["Controller", "SocketInUse", "create_app", "serve_unix", "tail_offset"]
+
+log = logging.getLogger("llamad.control")
+
+DEFAULT_LINES = 100
+MAX_LINES = 1_000_000
+
+
+class Controller(Protocol):
+    """What the daemon exposes to the control API."""
+
+    def status(self) -> dict[str, Any]: ...
+    def instance(self, name: str) -> dict[str, Any]: ...
+    async def start(self, name: str) -> dict[str, Any]: ...
+    async def stop(self, name: str) -> dict[str, Any]: ...
+    async def restart(self, name: str) -> dict[str, Any]: ...
+    async def reload(self) -> dict[str, Any]: ...
+    def log_file(self, name: str) -> Path: ...
+    async def metrics(self) -> bytes: ...
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _guarded(endpoint: Endpoint) -> Endpoint:
+    # Handled here rather than by Starlette's ServerErrorMiddleware, which re-raises after
+    # answering and would print every refused command as a traceback.
+    async def wrapper(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except ControlError as exc:
+            return error_response(exc.status, exc.code, exc.message)
+        except Exception:
+            log.exception("control API: %s %s failed", request.method, request.url.path)
+            return error_response(500, "internal", "internal error in llamad; see its log")
+
+    return wrapper
+
+
+def create_app(controller: Controller, *, shutdown: asyncio.Event | None = None) -> Starlette:
+    """The control API over `controller`; log followers end when `shutdown` is set."""
+
+    async def status(request: Request) -> Response:
+        return JSONResponse(controller.status())
+
+    async def instance(request: Request) -> Response:
+        return JSONResponse(controller.instance(request.path_params["name"]))
+
+    def command(verb: str) -> Endpoint:
+        async def run(request: Request) -> Response:
+            method = getattr(controller, verb)
+            return JSONResponse(await method(request.path_params["name"]))
+
+        return run
+
+    async def reload(request: Request) -> Response:
+        return JSONResponse(await controller.reload())
+
+    async def logs(request: Request) -> Response:
+        raw = request.query_params.get("lines", str(DEFAULT_LINES))
+        if not raw.isdigit() or int(raw) > MAX_LINES:
+            raise ControlError(f"lines must be a whole number from 0 to {MAX_LINES}, not {raw!r}")
+        follow = request.query_params.get("follow", "0").lower() in ("1", "true", "yes")
+        path = controller.log_file(request.path_params["name"])
+        return LogStream(path, int(raw), follow, shutdown)
+
+    async def metrics(request: Request) -> Response:
+        body = await controller.metrics()
+        return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        return error_response(
+            exc.status_code, codes.get(exc.status_code, "bad_request"), exc.detail
+        )
+
+    routes = [
+        Route("/v1/status", _guarded(status), methods=["GET"]),
+        Route("/v1/instances/{name}", _guarded(instance), methods=["GET"]),
+        Route("/v1/instances/{name}/logs", _guarded(logs), methods=["GET"]),
+        Route("/v1/reload", _guarded(reload), methods=["POST"]),
+        Route("/metrics", _guarded(metrics), methods=["GET"]),
+    ]
+    for verb in ("start", "stop", "restart"):
+        path = f"/v1/instances/{{name}}/{verb}"
+        routes.append(Route(path, _guarded(command(verb)), methods=["POST"]))
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})

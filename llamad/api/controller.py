@@ -1,0 +1,103 @@
+"""The running daemon as the control API sees it: status, commands and reload."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from llamad import __version__
+from llamad.api.errors import Conflict, InvalidConfig, UnknownInstance
+from llamad.api.status import ProcessFacts, instance_doc
+from llamad.common.clock import utcnow
+from llamad.config.load import ConfigError
+from llamad.lifecycle.states import Restart, Start, Stop
+from llamad.supervise.instance import Instance
+from llamad.supervise.reload import Reloader
+
+
+class DaemonController:
+    """Implements `control.Controller` over the supervisor; also owns config reloads."""
+
+    def __init__(self, reloader: Reloader, metrics: Callable[[], Awaitable[bytes]]) -> None:
+        self.reloader = reloader
+        self._metrics = metrics
+        self.supervisor = reloader.supervisor
+        self.started_at = utcnow()
+        self._t0 = time.monotonic()
+        self._facts = ProcessFacts()
+
+    # Views ------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """The whole status document."""
+        r = self.reloader.resolved
+        insts = list(self.supervisor.instances.values())
+        self._facts.forget_except({i.child.pid for i in insts if i.child is not None})
+        return {
+            "daemon": {
+                "pid": os.getpid(),
+                "version": __version__,
+                "config_path": str(r.path),
+                "config_error": self.reloader.config_error,
+                "started_at": self.started_at,
+                "uptime_s": round(time.monotonic() - self._t0, 3),
+                "llama_server": str(r.binary),
+                "llama_server_version": r.llama_server_version,
+            },
+            "instances": [self._doc(i) for i in insts],
+        }
+
+    def _get(self, name: str) -> Instance:
+        inst = self.supervisor.instances.get(name)
+        if inst is None:
+            raise UnknownInstance(name)
+        if inst.closing:
+            raise Conflict(f"instance {name!r} is being removed")
+        return inst
+
+    def _doc(self, inst: Instance) -> dict[str, Any]:
+        spec, sup = inst.spec, self.supervisor
+        down = sup.not_ready(spec.workers) + sup.runtime.remote.not_running(spec.remote_workers)
+        return instance_doc(inst, self._facts, down)
+
+    def instance(self, name: str) -> dict[str, Any]:
+        """One instance's entry of the status document."""
+        return self._doc(self._get(name))
+
+    def log_file(self, name: str) -> Path:
+        """Where the instance's output goes."""
+        return self._get(name).log.path
+
+    # Commands --------------------------------------------------------------------
+
+    async def start(self, name: str) -> dict[str, Any]:
+        """Start (or clear FAILED); returns once the instance has taken the command in."""
+        inst = self._get(name)
+        await inst.send(Start())
+        return self._doc(inst)
+
+    async def stop(self, name: str) -> dict[str, Any]:
+        """Stop gracefully; returns once the instance has taken the command in."""
+        inst = self._get(name)
+        await inst.send(Stop())
+        return self._doc(inst)
+
+    async def restart(self, name: str) -> dict[str, Any]:
+        """Restart; coalesced with a start already under way."""
+        inst = self._get(name)
+        await inst.send(Restart())
+        return self._doc(inst)
+
+    async def metrics(self) -> bytes:
+        """Prometheus exposition text."""
+        return await self._metrics()
+
+    async def reload(self) -> dict[str, Any]:
+        """Re-read the config file and apply what changed; an invalid file changes nothing."""
+        try:
+            return await self.reloader.reload()
+        except ConfigError as exc:
+            raise InvalidConfig("\n".join(exc.lines)) from None

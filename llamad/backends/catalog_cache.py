@@ -1,0 +1,129 @@
+"""Reading the installed binary's catalogue: `--help` and `--version`, cached per binary.
+
+The cache is keyed by the binary's path, resolved target, size and mtime, so only the
+first start after an upgrade pays for the subprocess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from llamad.backends.binaries import CatalogError
+from llamad.backends.catalog import Catalog, parse_help
+from llamad.backends.options import Option
+
+SCHEMA = 1  # bump when Option or the parser changes, so stale caches are re-read
+TIMEOUT = 10.0
+
+
+def load_catalog(binary: Path, cache_dir: Path) -> Catalog:
+    """The catalogue of `binary`, from the cache when the binary is unchanged."""
+    path = Path(os.path.abspath(binary.expanduser()))
+    key = _cache_key(path)
+    digest = hashlib.sha1(str(path).encode(), usedforsecurity=False).hexdigest()[:16]
+    cache = cache_dir / f"catalog-{digest}.json"
+    cached = _read_cache(cache, key)
+    if cached is not None:
+        return cached
+    helped = _run(path, "--help")
+    if helped.returncode != 0:
+        detail = (helped.stderr.strip().splitlines() or [f"exit {helped.returncode}"])[-1]
+        raise CatalogError(f"{path} --help failed: {detail[:200]}")
+    options = parse_help(helped.stdout if helped.stdout.strip() else helped.stderr)
+    if not any(o.env for o in options):
+        raise CatalogError(f"{path} --help lists no options with an env name: not llama-server?")
+    catalog = Catalog(options, _version(path))
+    # A binary replaced while we ran it must not get its new key paired with old output.
+    if _cache_key(path) == key:
+        _write_cache(cache, key, catalog)
+    return catalog
+
+
+def _cache_key(path: Path) -> list[Any]:
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise CatalogError(f"llama-server not found: {path}") from exc
+    if not stat.S_ISREG(st.st_mode) or not os.access(path, os.X_OK):
+        raise CatalogError(f"llama-server is not an executable file: {path}")
+    # The resolved target catches a symlink re-pointed by a package upgrade (Homebrew).
+    target = str(path.resolve())
+    return [SCHEMA, str(path), target, st.st_size, st.st_mtime_ns]
+
+
+def _run(path: Path, arg: str) -> subprocess.CompletedProcess[str]:
+    # llama.cpp applies LLAMA_* env vars before it looks at argv, so a stray one in our own
+    # environment could make even --help fail.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_")}
+    try:
+        return subprocess.run(
+            [str(path), arg],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=TIMEOUT,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise CatalogError(f"{path} {arg} timed out after {TIMEOUT:g} s") from exc
+    except OSError as exc:
+        raise CatalogError(f"cannot run {path}: {exc.strerror or exc}") from exc
+
+
+def _version(path: Path) -> str:
+    try:
+        done = _run(path, "--version")
+    except CatalogError:
+        return "unknown"  # the options matter; a missing version only hides a label
+    lines = [ln.strip() for ln in (done.stderr + "\n" + done.stdout).splitlines() if ln.strip()]
+    return next((ln for ln in lines if ln.startswith("version:")), lines[0] if lines else "unknown")
+
+
+def _read_cache(cache: Path, key: list[Any]) -> Catalog | None:
+    try:
+        data = json.loads(cache.read_text(encoding="utf-8"))
+        if data["key"] != key:
+            return None
+        options = tuple(_row(*row) for row in data["options"])
+        if not isinstance(data["version"], str):
+            return None
+        return Catalog(options, data["version"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # missing, corrupt or foreign: read the binary again
+
+
+def _row(flags: Any, env: Any, value: Any, negatable: Any) -> Option:
+    # Only a hand-edited file could parse yet hold wrong types; a TypeError means re-read.
+    texts = [*flags, *(t for t in (env, value) if t is not None)]
+    ok = isinstance(flags, list) and isinstance(negatable, bool)
+    if not ok or not all(isinstance(t, str) for t in texts):
+        raise TypeError("malformed cache row")
+    return Option(tuple(flags), env, value, negatable)
+
+
+def _write_cache(cache: Path, key: list[Any], catalog: Catalog) -> None:
+    rows = [[o.flags, o.env, o.value, o.negatable] for o in catalog.options]
+    data = {"key": key, "version": catalog.version, "options": rows}
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=cache.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(data, out)
+            os.replace(tmp, cache)  # readers see the old file or the new one, never half
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError:
+        pass  # an unwritable cache only costs one --help run per start

@@ -1,0 +1,137 @@
+"""Health probes: `GET /health` through one shared httpx client.
+
+llama-server answers 503 while loading and 200 once ready; only `/health` means ready
+(`/v1/models` answers 200 during the load).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import httpx
+
+from llamad.common.clock import utcnow
+from llamad.lifecycle.states import Knobs
+
+Phase = Literal["loading", "ready", "live"]
+
+# Readiness is polled densely at first and more sparsely as a load drags on: the wait is
+# late by at most this fraction of the load time, never by more than the cap.
+READY_LATENESS = 0.05
+READY_MIN_DELAY = 0.02
+READY_MAX_DELAY = 0.5
+
+
+@dataclass(frozen=True)
+class Health:
+    """The last probe of an instance: an attribute beside its state, not a state."""
+
+    ok: bool
+    status: int | None
+    latency_ms: float
+    checked_at: str
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """The `health` object of the status document."""
+        return {
+            "ok": self.ok,
+            "status": self.status,
+            "latency_ms": round(self.latency_ms, 2),
+            "checked_at": self.checked_at,
+        }
+
+
+def readiness_delay(elapsed: float) -> float:
+    """Seconds to wait before the next readiness poll, `elapsed` seconds into a load."""
+    return min(max(elapsed * READY_LATENESS, READY_MIN_DELAY), READY_MAX_DELAY)
+
+
+def server_url(host: str, port: int, path: str = "/health") -> str:
+    """`http://host:port/path`, with an IPv6 host in brackets."""
+    return f"http://[{host}]:{port}{path}" if ":" in host else f"http://{host}:{port}{path}"
+
+
+def make_transport() -> httpx.AsyncHTTPTransport:
+    """The one connection pool every probe shares (keep-alive to each server)."""
+    # Probes are plain HTTP on this host; building the default TLS context (loading the
+    # CA bundle) would cost ~50 ms of every start for nothing.
+    return httpx.AsyncHTTPTransport(
+        verify=False, limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    )
+
+
+def make_client(transport: httpx.AsyncHTTPTransport) -> httpx.AsyncClient:
+    """A client over that pool, for the rest (metrics re-export): no proxies, no env."""
+    return httpx.AsyncClient(transport=transport, trust_env=False, follow_redirects=False)
+
+
+class Prober:
+    """Runs single probes; the pacing belongs to the instance that asks."""
+
+    def __init__(self, transport: httpx.AsyncHTTPTransport) -> None:
+        # Straight to the transport: a probe needs none of the client's cookies, auth,
+        # redirects or hooks, and skipping them saves a third of an idle daemon's CPU.
+        self._transport = transport
+
+    async def probe(self, url: str, timeout: float) -> Health:
+        """One `GET /health`: ok only on 200."""
+        t0 = time.perf_counter()
+        request = httpx.Request(
+            "GET", url, extensions={"timeout": httpx.Timeout(timeout).as_dict()}
+        )
+        try:
+            resp = await self._transport.handle_async_request(request)
+            try:
+                await resp.aread()
+            finally:
+                await resp.aclose()
+        except httpx.TimeoutException:
+            return self._result(False, None, t0, f"no answer within {timeout:g}s")
+        except httpx.HTTPError as exc:
+            return self._result(False, None, t0, _short(exc))
+        if resp.status_code == 200:
+            return self._result(True, 200, t0, None)
+        return self._result(False, resp.status_code, t0, f"HTTP {resp.status_code}")
+
+    @staticmethod
+    def _result(ok: bool, status: int | None, t0: float, error: str | None) -> Health:
+        return Health(ok, status, (time.perf_counter() - t0) * 1000, utcnow(), error)
+
+
+def _short(exc: httpx.HTTPError) -> str:
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused"
+    return f"{type(exc).__name__}: {exc}"[:200] or type(exc).__name__
+
+
+async def watch_health(
+    probe: Callable[[float], Awaitable[Health]],
+    knobs: Callable[[], Knobs],
+    report: Callable[[Health, Phase], None],
+) -> None:
+    """Probe one process (`probe(timeout)`) for as long as it lives: readiness first, then liveness.
+
+    `report(health, phase)` gets every result: "loading" until the first 200, which is
+    "ready", then "live". `knobs` is read before every probe so a reload applies at once.
+    """
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    # Readiness: poll densely while the model loads; a 503 just means "loading".
+    while True:
+        health = await probe(min(knobs().health_timeout, 2.0))
+        report(health, "ready" if health.ok else "loading")
+        if health.ok:
+            break
+        await asyncio.sleep(readiness_delay(loop.time() - started))
+    # Liveness: one probe per interval on a fixed cadence, so a hang is caught within
+    # health_interval * unhealthy_after + health_timeout.
+    tick = loop.time()
+    while True:
+        tick = max(tick + knobs().health_interval, loop.time())
+        await asyncio.sleep(tick - loop.time())
+        report(await probe(knobs().health_timeout), "live")

@@ -1,0 +1,133 @@
+"""llama.cpp RPC: `rpc-worker` instances (ggml-rpc-server) and the heads that use them.
+
+A worker has no `/health`; it is ready when its port accepts a TCP connection. RPC has
+no authentication, so a worker binds beyond loopback only with `allow_remote = true`.
+A head lists its workers in `rpc`; local worker names become `host:port` and make the
+head wait for them, and restart when one of them restarts (a head that lost a worker
+stays up, answers 200 on /health, and aborts on the next request). `peer/worker` names
+a worker on a `[fleet]` peer: the same, over the peer's control API (`rpc_remote.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import ipaddress
+import subprocess
+import time
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any
+
+from llamad.backends.probes import Health
+from llamad.common.clock import utcnow
+
+KIND = "rpc-worker"
+# Keys of an rpc-worker table besides llamad's own (args, env, autostart, supervise).
+WORKER_KEYS = ("host", "port", "device", "cache", "threads", "mem", "allow_remote")
+
+Problem = Callable[[tuple[str, ...], str], None]
+
+
+def worker_args(
+    keys: dict[str, Any], rpc_help: str, problem: Problem
+) -> tuple[str, int, list[str]]:
+    """(host, port, argv tail) for ggml-rpc-server, from an rpc-worker table's keys."""
+    for key in keys:
+        if key not in WORKER_KEYS:
+            close = difflib.get_close_matches(key, WORKER_KEYS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            problem((key,), f"unknown key {key!r} for an rpc-worker{hint}")
+    host = str(keys.get("host", "127.0.0.1"))
+    port = keys.get("port")
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        problem(("port",), "is required: a TCP port from 1 to 65535")
+        port = 0
+    if not _loopback(host) and keys.get("allow_remote") is not True:
+        problem(
+            ("host",),
+            f"{host} is beyond loopback and RPC has no authentication; "
+            "set allow_remote = true only on a private network",
+        )
+    argv = ["--host", host, "--port", str(port)]
+    if "device" in keys:
+        argv += ["--device", ",".join(map(str, _as_list(keys["device"])))]
+    if "threads" in keys:
+        argv += ["--threads", str(keys["threads"])]
+    if keys.get("cache") is True:
+        argv.append("--cache")
+    if "mem" in keys:
+        if "--mem" not in rpc_help:
+            problem(("mem",), "this ggml-rpc-server has no --mem option")
+        argv += ["--mem", str(keys["mem"])]
+    return host, port, argv
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def rpc_help(binary: Path) -> str:
+    """ggml-rpc-server's `--help`, to check the options a worker table uses."""
+    try:
+        run = subprocess.run(
+            [str(binary), "--help"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return run.stdout + run.stderr
+
+
+def head_servers(
+    value: Any, workers: dict[str, tuple[str, int]], peers: Collection[str], problem: Problem
+) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """Resolve a head's `rpc` list: (LLAMA_ARG_RPC value so far, local worker names it
+    waits for, (peer, worker) pairs whose addresses are asked for at launch)."""
+    servers, local, remote = [], [], []
+    for item in _as_list(value):
+        text = str(item)
+        if text in workers:
+            host, port = workers[text]
+            servers.append(f"{host}:{port}")
+            local.append(text)
+        elif "/" in text:
+            peer, _, worker = text.partition("/")
+            if peer not in peers:
+                problem(("rpc",), f"{text!r}: no [fleet] peer named {peer!r}")
+            elif not worker or "/" in worker:
+                problem(("rpc",), f"{text!r}: must be PEER/WORKER")
+            remote.append((peer, worker))
+        elif ":" in text:
+            servers.append(text)
+        else:
+            problem(("rpc",), f"{text!r} is neither a local rpc-worker nor host:port")
+    return ",".join(servers), tuple(local), tuple(remote)
+
+
+async def probe_tcp(host: str, port: int, timeout: float) -> Health:
+    """A worker's health: does its port accept a connection?"""
+    t0 = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(host, port)
+    except (OSError, TimeoutError) as exc:
+        error = "no answer" if isinstance(exc, TimeoutError) else "connection refused"
+        return Health(False, None, (time.perf_counter() - t0) * 1000, utcnow(), error)
+    writer.close()
+    # A worker serves one client at a time; let it see the close before the head connects.
+    await writer.wait_closed()
+    return Health(True, None, (time.perf_counter() - t0) * 1000, utcnow(), None)

@@ -1,0 +1,56 @@
+"""One instance, fully resolved: what to run and how to watch it.
+
+Reload compares these: two specs with the same `launch` tuple run the same process, so
+an unchanged instance is never touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llamad.lifecycle.states import Knobs
+
+WILDCARDS = {"0.0.0.0", "::", ""}
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """One instance, fully resolved: what to run and how to watch it."""
+
+    name: str
+    host: str
+    port: int
+    model: Path | None
+    settings: tuple[tuple[str, str], ...]  # LLAMA_* environment, sorted
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]  # the user's extra environment, sorted
+    autostart: bool = True
+    watch_model: bool = True
+    knobs: Knobs = field(default_factory=Knobs)
+    secrets: tuple[str, ...] = ()
+    kind: str = "llama-server"
+    workers: tuple[str, ...] = ()  # local rpc-workers this head needs ready first
+    remote_workers: tuple[tuple[str, str], ...] = ()  # (peer, worker): asked at launch
+
+    @property
+    def launch(self) -> tuple[object, ...]:
+        """Everything that needs a new process when it changes."""
+        return (
+            self.kind,
+            self.host,
+            self.port,
+            self.model,
+            self.settings,
+            self.args,
+            self.env,
+            self.remote_workers,
+        )
+
+    @property
+    def probe_host(self) -> str:
+        """Where to reach the server: a wildcard bind is reached on loopback."""
+        first = self.host.split(",")[0].strip()
+        if first in WILDCARDS:
+            return "::1" if first == "::" else "127.0.0.1"
+        return first

@@ -1,0 +1,1 @@
+"""`llamactl`: the command line, standard library only."""

@@ -1,0 +1,182 @@
+"""What each llamactl command does, against the local daemon or (--host) a peer.
+
+Only the standard library is imported on the way to `status`; see `cli.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+from llamad import __version__
+from llamad.client.http import APIError, AuthError, Client, ClientError, find_socket
+from llamad.common import paths
+
+# typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+POLL_S = 0.05
+# A start that finds the instance failed may be looked at before llamad has acted on it.
+FAILED_GRACE_S = 1.0
+
+
+def err(message: str) -> None:
+    """Print `llamactl: message` on stderr."""
+    print(f"llamactl: {message}", file=sys.stderr)
+
+
+def client_for(args: argparse.Namespace, timeout: float = 10.0) -> Client:
+    """The local daemon through its socket, or with --host NAME a peer over HTTP(S)."""
+    if not args.host:
+        return Client(find_socket(args.socket, args.config), timeout=timeout)
+    from dataclasses import replace
+
+    from llamad.fleet.peers import find_peer, load_fleet  # only for --host: keep `status` lean
+
+    fleet = load_fleet(args.config)
+    peer = find_peer(args.host, fleet)
+    if args.token_file:  # the command line wins over the config, for this one host
+        peer = replace(peer, token_file=Path(args.token_file).expanduser())
+    elif peer.token_file is None:
+        peer = replace(peer, token_file=fleet.token_file)
+    if args.ca_file:
+        peer = replace(peer, ca_file=Path(args.ca_file).expanduser())
+    return peer.client(timeout)
+
+
+def status(args: argparse.Namespace) -> int:
+    """`llamactl status [NAME...]`: the table (or --json); 3 if one is not running."""
+    doc = client_for(args).call("GET", "/v1/status")
+    instances = doc.get("instances") or []
+    if args.names:
+        known = {inst.get("name") for inst in instances}
+        missing = [name for name in args.names if name not in known]
+        for name in missing:
+            err(f"no instance named {name!r}")
+        if missing:
+            return 1
+        doc = {**doc, "instances": [i for i in instances if i.get("name") in args.names]}
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        from llamad.cli import table
+
+        print(table.render(doc, colour=table.use_colour(sys.stdout)))
+    return 0 if all(i.get("state") == "running" for i in doc["instances"]) else 3
+
+
+def control(args: argparse.Namespace) -> int:
+    """`start`, `stop` and `restart`: send the command, then wait for its outcome."""
+    verb, client = args.command, client_for(args)
+    names = list(args.names)
+    if args.all:
+        names = [i["name"] for i in client.call("GET", "/v1/status").get("instances") or []]
+    elif not names:
+        err(f"{verb}: name at least one instance, or use --all")
+        return 2
+    ok, pending, old_pids = True, {}, {}
+    for name in dict.fromkeys(names):
+        path = f"/v1/instances/{quote(name, safe='')}"
+        try:
+            if verb == "restart":
+                old_pids[name] = client.call("GET", path).get("pid")
+            doc = client.call("POST", f"{path}/{verb}")
+        except AuthError:
+            raise  # the host refused us, not this instance: say it once
+        except APIError as exc:
+            print(f"{name}: {exc.message}")
+            ok = False
+            continue
+        if args.no_wait:
+            print(f"{name}: {verb} requested (now {doc.get('state')})")
+        else:
+            pending[name] = (path, doc)
+    from llamad.cli import table
+
+    started, seen_other = time.monotonic(), set()
+    while pending:
+        for name, (_, doc) in list(pending.items()):
+            if doc.get("state") != "failed":
+                seen_other.add(name)
+            final = name in seen_other or time.monotonic() - started > FAILED_GRACE_S
+            result = table.outcome(verb, doc, old_pids.get(name), final)
+            if result:
+                print(result[1], flush=True)
+                ok = ok and result[0]
+                del pending[name]
+        if pending and time.monotonic() - started >= args.timeout:
+            for _, doc in pending.values():
+                print(table.timed_out(doc))
+            return 1
+        if pending:
+            time.sleep(POLL_S)
+            pending = {n: (p, client.call("GET", p)) for n, (p, _) in pending.items()}
+    return 0 if ok else 1
+
+
+def reload(args: argparse.Namespace) -> int:
+    """`llamactl reload`: what changed; 2 when the daemon finds the file invalid."""
+    try:
+        report = client_for(args, timeout=120.0).call("POST", "/v1/reload")
+    except APIError as exc:
+        if exc.status != 422 or isinstance(exc, AuthError):
+            raise
+        print(exc.message, file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        from llamad.cli.table import reload_lines
+
+        print("\n".join(reload_lines(report)))
+    return 0
+
+
+def logs(args: argparse.Namespace) -> int:
+    """`llamactl logs NAME [-n N] [-f]`: an instance's output, optionally followed."""
+    query = f"lines={args.lines}&follow={int(args.follow)}"
+    path = f"/v1/instances/{quote(args.name, safe='')}/logs?{query}"
+    out = sys.stdout.buffer
+    try:
+        # No read timeout while following: a quiet log is not a dead daemon.
+        with client_for(args).stream(path, timeout=None if args.follow else 10.0) as chunks:
+            for chunk in chunks:
+                out.write(chunk)
+                out.flush()
+    except KeyboardInterrupt:
+        return 0  # Ctrl-C is how one stops following
+    return 0
+
+
+def validate(args: argparse.Namespace) -> int:
+    """`llamactl validate`: the daemon's own checks on a config file, no daemon needed."""
+    path = Path(args.config).expanduser() if args.config else paths.default_config()
+    if not path.is_file():
+        err(f"{path}: no such file")
+        return 2
+    from llamad.config.load import check  # pydantic and friends: paid for by this command only
+
+    problems = check(path)
+    for line in problems:
+        print(line, file=sys.stderr)
+    if problems:
+        return 2
+    print(f"{path}: ok")
+    return 0
+
+
+def version(args: argparse.Namespace) -> int:
+    """`llamactl version`: ours, and the daemon's when one answers."""
+    print(f"llamactl {__version__}")
+    try:
+        daemon = client_for(args, timeout=2.0).call("GET", "/v1/status").get("daemon") or {}
+    except ClientError:
+        return 0  # the daemon is optional here
+    server = str(daemon.get("llama_server_version") or "unknown").removeprefix("version: ")
+    print(f"llamad {daemon.get('version')} (pid {daemon.get('pid')}), llama-server {server}")
+    return 0

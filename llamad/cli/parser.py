@@ -1,0 +1,103 @@
+"""llamactl's command line: the argparse tree, without the code that runs the commands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from llamad.cli import commands
+
+# typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+VERBS = {
+    "start": "start instances and wait until they are running",
+    "stop": "stop instances and wait until they have stopped",
+    "restart": "restart instances and wait until a new process runs",
+}
+SOCKET_HELP = "control socket (default: $LLAMAD_SOCKET, else the config's, else the default)"
+CONFIG_HELP = "llamad.toml (default: $LLAMAD_CONFIG or ~/.config/llamad/llamad.toml)"
+HOST_HELP = "talk to this peer instead: a name from [fleet] peers (or Tailscale), or a URL"
+TOKEN_HELP = "bearer token file for --host (and for peers that have none of their own)"
+CA_HELP = "CA certificate to trust for an https peer (e.g. its self-signed cert)"
+DESCRIPTION = "Control a running llamad (or a fleet of them): status, start and stop, logs."
+EPILOG = (
+    "exit codes: 0 ok, 1 failed, 2 usage/invalid config, 3 not running, "
+    "4 no llamad (fleet status: some host could not be queried)"
+)
+
+
+def _connection_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument("--socket", metavar="PATH", default=default, help=SOCKET_HELP)
+    parser.add_argument("--config", metavar="FILE", default=default, help=CONFIG_HELP)
+    parser.add_argument("--host", metavar="NAME", default=default, help=HOST_HELP)
+    parser.add_argument("--token-file", metavar="FILE", default=default, help=TOKEN_HELP)
+    parser.add_argument("--ca-file", metavar="FILE", default=default, help=CA_HELP)
+
+
+def _fleet(sub: Any, common: argparse.ArgumentParser) -> None:
+    text = "every known llamad at once: [fleet] peers, Tailscale, mDNS"
+    fleet = sub.add_parser("fleet", parents=[common], help=text, description=text)
+    fleet.set_defaults(func=_fleet_status, json=False, timeout=None, discover=False)
+    fleet.set_defaults(mdns_interface=None)
+    verbs = fleet.add_subparsers(dest="fleet_command", metavar="COMMAND")
+    text = "status of every host; exit 3 if an instance is not running, 4 if a host is not"
+    p = verbs.add_parser("status", parents=[common], help=text, description=text)
+    p.add_argument("--json", action="store_true", help="hosts, their status and version skew")
+    p.add_argument("--timeout", type=float, metavar="S", help="per host (default [fleet] or 2)")
+    p.add_argument("--discover", action="store_true", help="also browse mDNS for ~1 s")
+    p.add_argument("--mdns-interface", metavar="ADDR", help="browse only on this address")
+
+
+def _fleet_status(args: argparse.Namespace) -> int:
+    from llamad.cli.fleet_status import fleet_status  # threads and peers: only for this command
+
+    return fleet_status(args)
+
+
+def build_parser(service: bool) -> argparse.ArgumentParser:
+    """The llamactl parser; `service` pulls in llamad.service's sub-commands (may raise)."""
+    parser = argparse.ArgumentParser(prog="llamactl", description=DESCRIPTION, epilog=EPILOG)
+    _connection_options(parser, None)
+    parser.add_argument("--version", action="store_true", help="print versions and exit")
+    parser.set_defaults(names=[], json=False, func=commands.status)
+    # Also accepted after the command. SUPPRESS keeps a sub-parser from resetting a value
+    # given before it; these must be actions of their own, as parents share action objects.
+    common = argparse.ArgumentParser(add_help=False)
+    _connection_options(common, argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="(default: status)")
+
+    def add(name: str, func: Any, text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=text, description=text)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("status", commands.status, "show instances; exit 3 if a selected one is not running")
+    p.add_argument("names", nargs="*", metavar="NAME", help="only these instances")
+    p.add_argument("--json", action="store_true", help="print llamad's status document")
+    for verb, text in VERBS.items():
+        p = add(verb, commands.control, text)
+        p.add_argument("names", nargs="*", metavar="NAME")
+        p.add_argument("--all", action="store_true", help="every configured instance")
+        p.add_argument("--no-wait", action="store_true", help="return once llamad has the command")
+        p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="wait at most S s")
+    p = add("reload", commands.reload, "re-read the config file and apply what changed")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p = add("logs", commands.logs, "print an instance's log (llama-server's output)")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("-n", "--lines", type=int, default=100, metavar="N", help="last N lines (100)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    add("validate", commands.validate, "check a config file; needs no running llamad")
+    add("version", commands.version, "print llamactl's version, and llamad's if it is running")
+    _fleet(sub, common)
+    if service:
+        # import_module consults sys.modules, so a stand-in registered there is honoured.
+        service_module = importlib.import_module("llamad.service.install")
+
+        service_module.register(sub)
+    else:
+        # A placeholder keeps other commands from importing the service code; run() swaps it.
+        sub.add_parser("service", add_help=False, help="run llamad under launchd or systemd")
+    return parser

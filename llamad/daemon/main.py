@@ -1,0 +1,189 @@
+"""`llamad`: the foreground daemon. Never forks; launchd or systemd keeps it alive.
+
+The shape follows hypercorn's asyncio runner: a TaskGroup holds the supervisor, the
+control server and the reload watcher; a shutdown trigger (SIGTERM/SIGINT, or one a test
+injects) stops every instance with deadlines, then the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from llamad import __version__
+from llamad.backends.probes import Prober, make_client, make_transport
+from llamad.common import paths
+from llamad.common.unixsock import SocketInUse, bind_unix
+from llamad.config.load import Resolved, load
+from llamad.config.schema import ConfigError
+from llamad.daemon import logs
+from llamad.daemon.lock import AlreadyRunning, DaemonLock
+from llamad.daemon.notify import Notifier
+from llamad.fleet.remote_workers import RemoteWorkers
+from llamad.supervise.orphans import ChildRegistry
+from llamad.supervise.runtime import Runtime
+from llamad.supervise.supervisor import Supervisor
+
+log = structlog.get_logger("llamad.daemon")
+
+EXIT_OK, EXIT_FATAL, EXIT_CONFIG = 0, 1, 2
+STARTUP_GRACE_S = 0.25
+
+
+async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> int:
+    """Run until `shutdown` is set (or SIGTERM/SIGINT); returns the exit code."""
+    trigger = shutdown or asyncio.Event()
+    services_stop = asyncio.Event()
+    d = resolved.daemon
+    try:
+        # Before anything starts: a second llamad must learn it is the second before it
+        # touches ports and processes.
+        control_socket = bind_unix(d.socket)
+    except SocketInUse as exc:
+        log.error("daemon.socket_in_use", error=str(exc))
+        return EXIT_FATAL
+    registry = ChildRegistry(d.state_dir)
+    # Children a SIGKILLed llamad left behind (macOS has no PDEATHSIG) hold our ports.
+    registry.reap_leftovers()
+    notifier = Notifier.from_env()
+    transport = make_transport()
+    async with make_client(transport) as client:
+        runtime = Runtime(
+            binary=resolved.binary,
+            prober=Prober(transport),
+            log_dir=d.log_dir,
+            log_max_bytes=d.log_max_bytes,
+            log_backups=d.log_backups,
+            registry=registry,
+            rpc_binary=resolved.rpc_binary,
+            remote=RemoteWorkers(resolved.peers),
+        )
+        supervisor = Supervisor(runtime)
+        signals = _SignalHandlers(trigger, supervisor)
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(supervisor.run(), name="supervisor")
+                await supervisor.apply(resolved.instances)
+                # The web stack loads after the first readiness polls (a small model is
+                # ready by then) and in a thread, so probes keep running meanwhile.
+                # Until it serves, llamactl's connections wait in the socket's backlog.
+                await supervisor.settled(timeout=STARTUP_GRACE_S)
+                services = await asyncio.to_thread(
+                    importlib.import_module, "llamad.daemon.services"
+                )
+                reloader = await services.start(
+                    group, resolved, supervisor, client, control_socket, services_stop, notifier
+                )
+                signals.on_hangup(reloader.request)
+                notifier.ready()
+                log.info(
+                    "daemon.started",
+                    config=str(resolved.path),
+                    socket=str(d.socket),
+                    instances=len(resolved.instances),
+                    llama_server=str(resolved.binary),
+                )
+                await trigger.wait()
+                log.info("daemon.stopping")
+                notifier.stopping()
+                await supervisor.shutdown()
+                services_stop.set()
+        finally:
+            signals.remove()
+            control_socket.close()
+    log.info("daemon.stopped", exit_code=EXIT_OK)
+    return EXIT_OK
+
+
+class _SignalHandlers:
+    """SIGTERM/SIGINT set the trigger; a second SIGINT kills every child; SIGHUP reloads."""
+
+    def __init__(self, trigger: asyncio.Event, sup: Supervisor) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._trigger, self._sup = trigger, sup
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def on_hangup(self, reload: Callable[[], None]) -> None:
+        """SIGHUP asks for a reload, once the reloader exists."""
+        self._loop.add_signal_handler(signal.SIGHUP, reload)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self._trigger.is_set() and sig is signal.SIGINT:
+            log.warning("daemon.forced", signal=sig.name)
+            self._sup.kill_all()
+            return
+        log.info("daemon.signal", signal=sig.name)
+        self._trigger.set()
+
+    def remove(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            self._loop.remove_signal_handler(sig)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line of `llamad`."""
+    p = argparse.ArgumentParser(
+        prog="llamad",
+        description="Keep the llama-server instances listed in a TOML file always on. "
+        "Runs in the foreground; launchd or systemd keeps it alive.",
+    )
+    p.add_argument(
+        "--config",
+        type=Path,
+        help="config file (default: $LLAMAD_CONFIG, else ~/.config/llamad/llamad.toml)",
+    )
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="run the built-in demo: two instances of a generated tiny model on "
+        "127.0.0.1:18081 and :18082",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=("auto", "console", "json"),
+        default="auto",
+        help="daemon log format on stderr (default: console on a TTY, JSON otherwise)",
+    )
+    p.add_argument("--version", action="version", version=f"llamad {__version__}")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the `llamad` command."""
+    sys.exit(run(argv))
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Load the config, then serve; exit 2 for a bad config, 1 for a fatal error."""
+    args = parse_args(argv)
+    if args.demo:
+        from llamad.daemon.demo import demo_config
+
+        try:
+            path = demo_config()
+        except RuntimeError as exc:
+            print(f"llamad: {exc}", file=sys.stderr)
+            return EXIT_FATAL
+    else:
+        path = args.config or paths.default_config()
+    try:
+        resolved = load(path)
+    except ConfigError as exc:
+        for line in exc.lines:
+            print(f"llamad: {line}", file=sys.stderr)
+        return EXIT_CONFIG
+    logs.configure(resolved.daemon.log_level, args.log_format)
+    try:
+        with DaemonLock(resolved.daemon.state_dir):
+            return asyncio.run(serve(resolved))
+    except AlreadyRunning as exc:
+        print(f"llamad: {exc}", file=sys.stderr)
+        return EXIT_FATAL

@@ -1,0 +1,1 @@
+"""Other llamads: peers from `[fleet]`, mDNS/Tailscale discovery, and RPC workers on peers."""

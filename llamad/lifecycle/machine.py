@@ -1,0 +1,231 @@
+"""The instance lifecycle as one pure function: `step(record, event) -> (record, actions)`.
+
+Nothing here touches a process, a clock or a random source; the caller passes `now` and
+`jitter` in and carries the actions out. That keeps every transition testable as a table row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from llamad.lifecycle.states import (
+    Action,
+    Arm,
+    Event,
+    Exited,
+    Failed,
+    Knobs,
+    ProbeFailed,
+    ProbeOk,
+    Ready,
+    Record,
+    Restart,
+    RestartScheduled,
+    Signal,
+    Spawn,
+    Spawned,
+    SpawnFailed,
+    Start,
+    State,
+    Stop,
+    Timer,
+)
+
+Step = tuple[Record, list[Action]]
+
+
+def step(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float = 0.0) -> Step:
+    """Apply `event` to `rec` and return the new record and the actions to carry out.
+
+    `now` is a monotonic time in seconds; `jitter` in [-1, 1] scales the backoff delay by
+    `1 + knobs.backoff_jitter * jitter`. Stale timers (token != rec.timer) and events about
+    a process other than `rec.pid` are ignored: the record comes back unchanged, no actions.
+    """
+    if isinstance(event, Timer) and event.token != rec.timer:
+        return rec, []
+    if isinstance(event, Exited | Ready | ProbeOk | ProbeFailed) and event.pid != rec.pid:
+        return rec, []
+    return _HANDLERS[rec.state](rec, event, now, knobs, max(-1.0, min(1.0, jitter)))
+
+
+def _arm(rec: Record, delay: float) -> tuple[Record, Arm]:
+    """Bump the timer token so any timer armed before this one arrives stale."""
+    rec = replace(rec, timer=rec.timer + 1)
+    return rec, Arm(token=rec.timer, delay=delay)
+
+
+def _spawn(rec: Record, knobs: Knobs) -> Step:
+    rec, arm = _arm(replace(rec, state=State.STARTING, pid=None), knobs.start_timeout)
+    return rec, [Spawn(), arm]
+
+
+def _fresh_start(rec: Record, knobs: Knobs) -> Step:
+    """A person asked for a start: forget past failures, including the flap guard's."""
+    rec = replace(rec, failures=0, restart_times=(), probe_failures=0, error=None)
+    return _spawn(replace(rec, then=State.STOPPED), knobs)
+
+
+def _terminate(rec: Record, knobs: Knobs, then: State) -> Step:
+    rec, arm = _arm(replace(rec, state=State.STOPPING, then=then), knobs.stop_timeout)
+    return rec, [Signal("TERM"), arm]
+
+
+def _because(cause: str | None, detail: str | None, default: str) -> str:
+    """Why the process went away: what we knew before it exited, plus what the exit said."""
+    if cause and detail:
+        return f"{cause}; {detail}"
+    return cause or detail or default
+
+
+def _retry(
+    rec: Record, now: float, knobs: Knobs, jitter: float, reason: str, immediate: bool
+) -> Step:
+    """Decide on an automatic restart, unless the flap guard says the instance is hopeless."""
+    recent = tuple(t for t in rec.restart_times if now - t < knobs.restart_window)
+    if len(recent) >= knobs.max_restarts:
+        # * -> FAILED: too many restarts inside the window; retrying would only flap.
+        error = (
+            f"{reason}; gave up after {knobs.max_restarts} restarts in {knobs.restart_window:g}s"
+        )
+        rec = replace(rec, state=State.FAILED, pid=None, restart_times=recent, error=error)
+        return rec, [Failed(reason=error)]
+    rec = replace(rec, restart_times=(*recent, now), restarts=rec.restarts + 1, error=reason)
+    attempt = len(rec.restart_times)
+    if immediate:
+        # RUNNING -> STARTING: a healthy run earns one restart without waiting.
+        rec, actions = _spawn(rec, knobs)
+        return rec, [RestartScheduled(0.0, attempt, reason), *actions]
+    # STARTING -> BACKOFF: repeated failed starts wait exponentially longer. The exponent is
+    # capped so a long failure streak (a huge max_restarts) cannot overflow the float.
+    base = min(knobs.backoff_initial * 2 ** min(rec.failures - 1, 64), knobs.backoff_max)
+    delay = base * (1 + knobs.backoff_jitter * jitter)
+    rec, arm = _arm(replace(rec, state=State.BACKOFF), delay)
+    return rec, [RestartScheduled(delay, attempt, reason), arm]
+
+
+def _stopped(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) -> Step:
+    if isinstance(event, Start | Restart):
+        # STOPPED -> STARTING
+        return _fresh_start(rec, knobs)
+    return rec, []
+
+
+def _starting(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) -> Step:
+    timeout_error = f"not ready within {knobs.start_timeout:g}s"
+    match event:
+        case Spawned(pid=pid):
+            # STARTING -> STARTING: now there is a process to probe and to signal.
+            return replace(rec, pid=pid), []
+        case SpawnFailed(reason=reason):
+            # STARTING -> BACKOFF/FAILED
+            rec = replace(rec, failures=rec.failures + 1, pid=None)
+            return _retry(rec, now, knobs, jitter, reason, immediate=False)
+        case Ready():
+            # STARTING -> RUNNING: a healthy server wipes the slate of consecutive failures.
+            return replace(rec, state=State.RUNNING, failures=0, probe_failures=0, error=None), []
+        case Exited(reason=detail):
+            # STARTING -> BACKOFF/FAILED; a start deadline we enforced outranks the exit status.
+            cause = rec.error if rec.error == timeout_error else None
+            reason = _because(cause, detail, "exited while starting")
+            rec = replace(rec, failures=rec.failures + 1, pid=None)
+            return _retry(rec, now, knobs, jitter, reason, immediate=False)
+        case Timer() if rec.pid is None:
+            # STARTING -> BACKOFF/FAILED: the launch never reported back, so no Exited will come.
+            rec = replace(rec, failures=rec.failures + 1)
+            return _retry(rec, now, knobs, jitter, timeout_error, immediate=False)
+        case Timer():
+            # STARTING -> STARTING: the Exited that the kill causes does the retry.
+            return replace(rec, error=timeout_error), [Signal("KILL")]
+        case Stop() if rec.pid is None:
+            # STARTING -> STOPPED: nothing to signal.
+            return replace(rec, state=State.STOPPED, error=None), []
+        case Stop():
+            # STARTING -> STOPPING
+            return _terminate(rec, knobs, then=State.STOPPED)
+    # Start/Restart while starting are coalesced into the start already under way.
+    return rec, []
+
+
+def _running(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) -> Step:
+    match event:
+        case ProbeOk():
+            # RUNNING -> RUNNING: only consecutive failures mean unhealthy.
+            return replace(rec, probe_failures=0), []
+        case ProbeFailed(reason=detail):
+            n = rec.probe_failures + 1
+            rec = replace(rec, probe_failures=n)
+            if n != knobs.unhealthy_after:
+                # RUNNING -> RUNNING: not yet unhealthy, or already killed and awaiting Exited.
+                return rec, []
+            # RUNNING -> RUNNING: a hung server is not trusted to stop gracefully.
+            error = f"unhealthy: {n} failed probes" + (f" ({detail})" if detail else "")
+            return replace(rec, error=error), [Signal("KILL")]
+        case Exited(reason=detail):
+            # RUNNING -> STARTING/FAILED: a crash after a healthy run restarts at once.
+            reason = _because(rec.error, detail, "exited")
+            rec = replace(rec, pid=None, probe_failures=0, failures=0)
+            return _retry(rec, now, knobs, jitter, reason, immediate=True)
+        case Stop():
+            # RUNNING -> STOPPING
+            return _terminate(rec, knobs, then=State.STOPPED)
+        case Restart():
+            # RUNNING -> STOPPING: admin restarts are not counted in `restarts`.
+            return _terminate(rec, knobs, then=State.STARTING)
+    return rec, []
+
+
+def _backoff(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) -> Step:
+    match event:
+        case Timer():
+            # BACKOFF -> STARTING: the delay is over; keep the error visible until RUNNING.
+            return _spawn(rec, knobs)
+        case Start() | Restart():
+            # BACKOFF -> STARTING: a person acted, so skip the wait and forget the failures.
+            return _fresh_start(rec, knobs)
+        case Stop():
+            # BACKOFF -> STOPPED: no process to stop; the armed timer is ignored in STOPPED.
+            return replace(rec, state=State.STOPPED, error=None), []
+    return rec, []
+
+
+def _stopping(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) -> Step:
+    match event:
+        case Exited():
+            then, rec = rec.then, replace(rec, pid=None, then=State.STOPPED, error=None)
+            if then is State.STARTING:
+                # STOPPING -> STARTING: a requested restart is a fresh run, not a failure.
+                return _spawn(replace(rec, failures=0, probe_failures=0), knobs)
+            # STOPPING -> STOPPED
+            return replace(rec, state=State.STOPPED), []
+        case Timer():
+            # STOPPING -> STOPPING: stop_timeout passed without an exit; force it.
+            return rec, [Signal("KILL")]
+        case Start() | Restart():
+            # STOPPING -> STOPPING: start again once the old process is gone.
+            return replace(rec, then=State.STARTING), []
+        case Stop():
+            # STOPPING -> STOPPING: a later stop overrides a pending restart.
+            return replace(rec, then=State.STOPPED), []
+    return rec, []
+
+
+def _failed(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) -> Step:
+    match event:
+        case Start() | Restart():
+            # FAILED -> STARTING: only a person clears FAILED, and they get a clean slate.
+            return _fresh_start(rec, knobs)
+        case Stop():
+            # FAILED -> STOPPED: the person has seen the failure; stop showing it.
+            return replace(rec, state=State.STOPPED, error=None), []
+    return rec, []
+
+
+_HANDLERS: dict[State, Callable[[Record, Event, float, Knobs, float], Step]] = {
+    State.STOPPED: _stopped,
+    State.STARTING: _starting,
+    State.RUNNING: _running,
+    State.BACKOFF: _backoff,
+    State.STOPPING: _stopping,
+    State.FAILED: _failed,
+}

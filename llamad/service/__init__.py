@@ -1,0 +1,1 @@
+"""`llamactl service`: install llamad under launchd or systemd, standard library only."""

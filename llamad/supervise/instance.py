@@ -1,0 +1,277 @@
+"""One supervised instance: a task that reads its event queue and carries out the machine's actions.
+
+The task is the only writer of the instance's record. Process exits, probe results,
+timers and commands all arrive as events on the one queue, so they are seen in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+
+import structlog
+
+from llamad.backends.probes import Health, Phase, watch_health
+from llamad.backends.spec import InstanceSpec
+from llamad.fleet.remote_workers import Found
+from llamad.lifecycle.machine import step
+from llamad.lifecycle.states import (
+    Action,
+    Arm,
+    Event,
+    Exited,
+    Failed,
+    ProbeFailed,
+    ProbeOk,
+    Ready,
+    Record,
+    RestartScheduled,
+    Signal,
+    Spawn,
+    Spawned,
+    SpawnFailed,
+    State,
+    Stop,
+    Timer,
+)
+from llamad.supervise.process import Child, ExitInfo
+from llamad.supervise.runtime import Runtime
+
+log = structlog.get_logger("llamad.instance")
+
+
+class _SpawnNow:
+    """Private event: the workers an RPC head waited for are ready (remote ones: found)."""
+
+    def __init__(self, remote: Found) -> None:
+        self.remote = remote
+
+
+class Instance:
+    """A llama-server the daemon keeps running; `run()` is its task."""
+
+    def __init__(self, spec: InstanceSpec, runtime: Runtime) -> None:
+        self.spec = spec
+        self.runtime = runtime
+        self.record = Record()
+        self.child: Child | None = None
+        self.health: Health | None = None
+        self.last_exit: ExitInfo | None = None
+        self.log = runtime.open_log(spec)
+        self._queue: asyncio.Queue[tuple[Event | _SpawnNow, asyncio.Future[None] | None]] = (
+            asyncio.Queue()
+        )
+        self._waiter: asyncio.Task[None] | None = None
+        self._followups: deque[Event] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._helpers: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self.changed = asyncio.Event()
+
+    # Commands ------------------------------------------------------------------
+
+    def post(self, event: Event) -> None:
+        """Queue an event for the instance task."""
+        self._queue.put_nowait((event, None))
+
+    async def send(self, event: Event) -> None:
+        """Queue an event and wait until the task has taken it in."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((event, done))
+        await done
+
+    def close(self) -> None:
+        """Stop the process and end the task once it is stopped (removal, shutdown)."""
+        self._closing = True
+        self.post(Stop())
+
+    def kill_now(self) -> None:
+        """SIGKILL the process group at once: a forced shutdown."""
+        if self.child is not None:
+            self.child.signal("KILL")
+
+    def respec(self, spec: InstanceSpec) -> None:
+        """Take a new spec. Knobs apply at once; a new launch needs a stop first."""
+        if spec.secrets != self.spec.secrets:
+            self.log.close()
+            self.log = self.runtime.open_log(spec)
+        self.spec = spec
+
+    @property
+    def closing(self) -> bool:
+        """True once the instance is on its way out of the daemon."""
+        return self._closing
+
+    # The task ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Process events until closed and stopped; on cancellation, leave no child behind."""
+        try:
+            while not (self._closing and self.record.state is State.STOPPED):
+                event, done = await self._queue.get()
+                if isinstance(event, _SpawnNow):
+                    if self.record.state is State.STARTING and self.record.pid is None:
+                        await self._spawn(event.remote)
+                else:
+                    await self._handle(event)
+                while self._followups:
+                    await self._handle(self._followups.popleft())
+                if done is not None and not done.done():
+                    done.set_result(None)
+        finally:
+            self.kill_now()
+            self._disarm()
+            for task in list(self._helpers):
+                task.cancel()
+            self.log.close()
+
+    async def _handle(self, event: Event) -> None:
+        loop = asyncio.get_running_loop()
+        before = self.record
+        self.record, actions = step(
+            before, event, loop.time(), self.spec.knobs, random.uniform(-1.0, 1.0)
+        )
+        if self.record.state is not before.state:
+            log.info(
+                "instance.state_changed",
+                instance=self.spec.name,
+                **{"from": before.state.value},
+                to=self.record.state.value,
+                pid=self.record.pid or before.pid,
+                error=self.record.error,
+            )
+        if isinstance(event, Exited) and self.child is not None and self.child.pid == event.pid:
+            self.child = None
+        for action in actions:
+            await self._do(action)
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    async def _do(self, action: Action) -> None:
+        match action:
+            case Spawn():
+                await self._spawn()
+            case Signal(name=name):
+                if self.child is not None:
+                    self.child.signal(name)
+            case Arm(token=token, delay=delay):
+                self._disarm()
+                self._timer = asyncio.get_running_loop().call_later(delay, self.post, Timer(token))
+            case RestartScheduled(delay=delay, attempt=attempt, reason=reason):
+                log.warning(
+                    "instance.restart_scheduled",
+                    instance=self.spec.name,
+                    delay_s=round(delay, 3),
+                    attempt=attempt,
+                    reason=reason,
+                )
+            case Failed(reason=reason):
+                log.error("instance.failed", instance=self.spec.name, reason=reason)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # Process ---------------------------------------------------------------------
+
+    async def _spawn(self, remote: Found | None = None) -> None:
+        spec = self.spec
+        if self.child is not None:
+            return
+        waiting = self.runtime.not_ready(spec.workers)
+        if remote is not None and list(remote) != [f"{p}/{w}" for p, w in spec.remote_workers]:
+            remote = None  # found for the spec before a reload: look again
+        # Remote workers are only known running from a waiter's fresh look (`remote`).
+        if waiting or (spec.remote_workers and remote is None):
+            if self._waiter is None or self._waiter.done():
+                if waiting:
+                    self.log.mark(f"waiting for rpc workers: {', '.join(waiting)}")
+                self._waiter = self._helper(self._await_workers(), f"await-{spec.name}")
+            return
+        child = await self.runtime.launch(spec, self.log, remote)
+        if isinstance(child, str):
+            self._followups.append(SpawnFailed(child))
+            return
+        self.child = child
+        self._followups.append(Spawned(child.pid))
+        self._helper(self._watch(child, remote or {}), f"watch-{child.pid}")
+
+    async def _await_workers(self) -> None:
+        # Polled, not subscribed: it runs only while a head waits, and 50 ms (0.5 s for
+        # a peer) is well inside any model's load time.
+        spec = self.spec
+        remote = await self.runtime.remote.wait(
+            spec.remote_workers, lambda: not self.runtime.not_ready(spec.workers), self.log.mark
+        )
+        self._queue.put_nowait((_SpawnNow(remote), None))
+
+    def _helper(self, coro: object, name: str) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
+        self._helpers.add(task)
+        task.add_done_callback(self._helpers.discard)
+        return task
+
+    async def _watch(self, child: Child, remote: Found) -> None:
+        peers = self._helper(
+            self.runtime.watch_remote(lambda: self.spec, remote), f"rpc-{child.pid}"
+        )
+        probes = self._helper(
+            watch_health(
+                self.runtime.probe_for(self.spec),
+                lambda: self.spec.knobs,
+                lambda health, phase: self._report(child.pid, health, phase),
+            ),
+            f"probe-{child.pid}",
+        )
+        try:
+            info = await child.wait()
+        finally:
+            probes.cancel()
+            peers.cancel()
+        self.last_exit = info
+        reason = self.runtime.reaped(self.spec, child, info)
+        self.log.mark(f"pid {child.pid} {reason}")
+        log.info(
+            "instance.exited",
+            instance=self.spec.name,
+            pid=child.pid,
+            code=info.code,
+            signal=info.signal,
+        )
+        self.post(Exited(child.pid, self.log.redact(reason)))
+
+    def _report(self, pid: int, health: Health, phase: Phase) -> None:
+        self.health = health
+        if self.runtime.observe_probe is not None:
+            self.runtime.observe_probe(self.spec.name, health)
+        if phase == "loading":
+            return  # a 503 or a refused connection while loading is not news
+        if phase == "ready":
+            self.post(Ready(pid))
+        elif health.ok:
+            # An OK probe only matters after failed ones; skipping the no-op event keeps
+            # an idle daemon's CPU down (one probe per instance per interval).
+            if self.record.probe_failures:
+                self.post(ProbeOk(pid))
+        else:
+            self.post(ProbeFailed(pid, health.error or ""))
+
+    # Views ---------------------------------------------------------------------
+
+    async def wait_until(self, *states: State, timeout: float) -> bool:
+        """Wait until the record is in one of `states`; False on timeout."""
+        try:
+            async with asyncio.timeout(timeout):
+                while self.record.state not in states:
+                    await self.changed.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def uptime(self) -> float | None:
+        """Seconds since the current process started, if there is one."""
+        if self.child is None:
+            return None
+        return asyncio.get_running_loop().time() - self.child.started

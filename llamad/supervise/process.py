@@ -1,0 +1,164 @@
+"""One llama-server child: launch it in its own process group, pump its output, reap it."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import ctypes
+import errno
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from llamad.common.clock import utcnow
+
+TAIL_LINES = 50
+_CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    """How a child ended, as the status document shows it."""
+
+    code: int | None
+    signal: str | None
+    at: str
+    stderr_tail: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """A short human reason, e.g. 'killed by SIGKILL' or 'exited with code 1: <last line>'."""
+        what = f"killed by {self.signal}" if self.signal else f"exited with code {self.code}"
+        last = next((ln for ln in reversed(self.stderr_tail) if ln.strip()), "")
+        return f"{what}: {last.strip()[:200]}" if last and self.code else what
+
+    def to_dict(self) -> dict[str, object]:
+        """The `last_exit` object of the status document."""
+        return {
+            "code": self.code,
+            "signal": self.signal,
+            "at": self.at,
+            "stderr_tail": self.stderr_tail,
+        }
+
+
+def child_env(base: Mapping[str, str], *layers: Mapping[str, str]) -> dict[str, str]:
+    """The daemon's environment minus inherited LLAMA_* (the child would obey them), plus layers."""
+    env = {k: v for k, v in base.items() if not k.startswith("LLAMA_")}
+    for layer in layers:
+        env.update(layer)
+    return env
+
+
+def _die_with_parent() -> None:
+    # PR_SET_PDEATHSIG = 1: the kernel SIGKILLs the child when llamad dies, even by SIGKILL.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)
+
+
+class Child:
+    """A running llama-server (or rpc worker) process and its output pump."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, write: Callable[[str], None]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.started = asyncio.get_running_loop().time()
+        self._write = write
+        self._pump = asyncio.create_task(self._read_output(), name=f"pump-{proc.pid}")
+
+    @classmethod
+    async def spawn(
+        cls, argv: list[str], env: dict[str, str], write: Callable[[str], None]
+    ) -> Child:
+        """Launch `argv` in a new session so signals reach its whole process group."""
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+        return cls(proc, write)
+
+    async def _read_output(self) -> None:
+        assert self.proc.stdout is not None
+        partial = b""
+        while chunk := await self.proc.stdout.read(_CHUNK):
+            *lines, partial = (partial + chunk).split(b"\n")
+            for raw in lines:
+                self._line(raw)
+        if partial:
+            self._line(partial)
+
+    def _line(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", "replace").rstrip("\r")
+        self.tail.append(line)
+        self._write(line)
+
+    def signal(self, name: str) -> None:
+        """Signal the child's process group; a child already gone is fine."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, getattr(signal, f"SIG{name}"))
+
+    async def wait(self) -> ExitInfo:
+        """Wait for the exit (reaped by asyncio, so no zombie) and the last of its output."""
+        code = await self.proc.wait()
+        try:
+            # Output still in the pipe belongs to the tail; a grandchild holding the pipe
+            # open must not keep the exit from being reported.
+            await asyncio.wait_for(asyncio.shield(self._pump), 0.5)
+        except TimeoutError:
+            self._pump.cancel()
+        if code < 0:
+            return ExitInfo(None, signal.Signals(-code).name, utcnow(), list(self.tail))
+        return ExitInfo(code, None, utcnow(), list(self.tail))
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why `port` can't be bound on `host` right now, naming the holder when psutil can."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        # As llama-server does: without it, TIME_WAIT left by our own probes reads as taken.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return f"port {port} in use by {port_owner(port)}"
+            if exc.errno == errno.EADDRNOTAVAIL:
+                return f"cannot bind {host}:{port}: address not available on this host"
+            return f"cannot bind {host}:{port}: {exc.strerror}"
+    return None
+
+
+def port_owner(port: int) -> str:
+    """'pid 4242 (python3)' for the listener on `port`, or a vaguer phrase when unknown."""
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):
+        return "another process"
+    for conn in conns:
+        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
+            if conn.pid is None:
+                return "another process"
+            try:
+                return f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
+            except psutil.Error:
+                return f"pid {conn.pid}"
+    return "another process"
+
+
+def model_problem(model: Path | None) -> str | None:
+    """A model file that went missing since the config was checked."""
+    if model is not None and not model.is_file():
+        return f"model file not found: {model}"
+    return None

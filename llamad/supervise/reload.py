@@ -1,0 +1,193 @@
+"""Config reloads: triggered by a save, SIGHUP or the API; one at a time; surgical.
+
+The watcher also notices a model file replaced on disk (that instance restarts) and the
+llama-server binary changing after an upgrade (every instance restarts, one at a time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import structlog
+import watchfiles
+
+from llamad.config.load import ConfigError, Resolved, load
+from llamad.lifecycle.states import Restart, State
+from llamad.supervise.supervisor import Supervisor
+
+log = structlog.get_logger("llamad.reload")
+
+# watchfiles waits 1.6 s by default; a reload should follow a save within a second.
+DEBOUNCE_MS = 100
+
+FileId = tuple[int, int, int]
+
+
+def file_id(path: Path) -> FileId | None:
+    """(inode, size, mtime) of what `path` points at; None when it is missing."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class Reloader:
+    """Owns the current config; re-reads it and applies the difference."""
+
+    def __init__(self, resolved: Resolved, supervisor: Supervisor) -> None:
+        self.resolved = resolved
+        self.supervisor = supervisor
+        self.config_error: str | None = None
+        self.reloads = 0
+        self._lock = asyncio.Lock()
+        self._wanted = asyncio.Event()
+        self._rewatch = asyncio.Event()
+        self._files = self._watched()
+        self._ids = self._snapshot()
+        self._rolling: asyncio.Task[None] | None = None
+
+    def request(self) -> None:
+        """Ask for a reload soon; a burst of requests yields one reload of the final file."""
+        self._wanted.set()
+
+    async def reload(self, binary_changed: bool = False) -> dict[str, Any]:
+        """Re-read the config and apply what changed; an invalid file changes nothing."""
+        async with self._lock:
+            old = self.resolved
+            # Identities from before the read: a save that lands while we reload is then
+            # still news to the watcher, not mistaken for what we just applied.
+            before = self._snapshot()
+            try:
+                new = await asyncio.to_thread(load, old.path)
+            except Exception as exc:  # a ConfigError; nothing must crash a running daemon
+                lines = getattr(exc, "lines", None) or [f"{old.path}: {exc}"]
+                self.config_error = "; ".join(lines)
+                log.error("config.rejected", path=str(old.path), errors=lines)
+                raise ConfigError(lines) from None
+            if new.daemon != old.daemon:
+                log.warning("config.daemon_restart_needed", path=str(new.path))
+            binary_changed = binary_changed or new.binary != old.binary
+            self.supervisor.runtime.binary = new.binary
+            self.supervisor.runtime.rpc_binary = new.rpc_binary
+            self.supervisor.runtime.remote.peers = new.peers
+            changes = await self.supervisor.apply(new.instances)
+            old_dirs = self._dirs()
+            self.resolved = new
+            self.config_error = None
+            self.reloads += 1
+            self._files = self._watched()
+            self._ids = {p: before[p] if p in before else file_id(p) for p in self._files}
+            if self._dirs() != old_dirs:
+                self._rewatch.set()
+            report: dict[str, Any] = changes.to_dict()
+            if binary_changed:
+                # A new llama.cpp build: every instance restarts, never all at once.
+                report["rolling_restart"] = list(changes.unchanged)
+                self._start_rolling()
+            log.info("config.reloaded", path=str(new.path), **report)
+            return report
+
+    def _start_rolling(self) -> None:
+        if self._rolling is not None:
+            self._rolling.cancel()
+        self._rolling = asyncio.create_task(self.supervisor.restart_one_by_one())
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve reload requests and watch files until `stop` is set."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._serve_requests(stop))
+            group.create_task(self._watch(stop))
+        if self._rolling is not None:
+            self._rolling.cancel()
+
+    async def _serve_requests(self, stop: asyncio.Event) -> None:
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                wanted = asyncio.ensure_future(self._wanted.wait())
+                await asyncio.wait({wanted, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                wanted.cancel()
+                if stop.is_set():
+                    return
+                self._wanted.clear()
+                # An invalid file is logged and shown in status; the next good save clears it.
+                with contextlib.suppress(ConfigError):
+                    await self.reload()
+        finally:
+            stopping.cancel()
+
+    # Watching files ------------------------------------------------------------------
+
+    def _watched(self) -> dict[Path, str]:
+        """Every file whose change matters, with what it is: config, binary or model."""
+        r = self.resolved
+        files = {r.path: "config", r.binary: "binary", Path(os.path.realpath(r.binary)): "binary"}
+        for spec in r.instances.values():
+            if spec.watch_model and spec.model is not None:
+                files.setdefault(spec.model, "model")
+        return files
+
+    def _dirs(self) -> list[str]:
+        return sorted({str(p.parent) for p in self._files if p.parent.is_dir()})
+
+    def _snapshot(self) -> dict[Path, FileId | None]:
+        return {path: file_id(path) for path in self._files}
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        # A session lasts until the set of watched directories changes. Every wake-up,
+        # including a quiet five seconds, compares file identities: what decides is the
+        # comparison, so a change made while a session was being set up is not lost.
+        while not stop.is_set():
+            session = asyncio.Event()
+            self._rewatch.clear()
+            ender = asyncio.create_task(_first_of(stop, self._rewatch, then=session))
+            try:
+                async for _ in watchfiles.awatch(
+                    *self._dirs(),
+                    watch_filter=lambda _change, path: Path(path) in self._files,
+                    debounce=DEBOUNCE_MS,
+                    # The Rust side wakes every `step` ms to check stop_event; 50 ms keeps
+                    # a save's reload quick and costs little when idle.
+                    step=50,
+                    stop_event=session,
+                    recursive=False,
+                    rust_timeout=5000,
+                    yield_on_timeout=True,
+                ):
+                    await self._on_change()
+            finally:
+                ender.cancel()
+
+    async def _on_change(self) -> None:
+        files = self._files
+        now = {path: file_id(path) for path in files}
+        moved = {p for p, fid in now.items() if fid != self._ids.get(p) and fid is not None}
+        self._ids.update(now)
+        kinds = {files.get(p) for p in moved}
+        if "binary" in kinds:
+            log.info("binary.changed", path=str(self.resolved.binary))
+            with contextlib.suppress(ConfigError):
+                await self.reload(binary_changed=True)
+        elif "config" in kinds:
+            self.request()
+        for spec in self.resolved.instances.values():
+            inst = self.supervisor.instances.get(spec.name)
+            live = inst is not None and inst.record.state not in (State.STOPPED, State.STOPPING)
+            if live and inst is not None and spec.model in moved and spec.watch_model:
+                log.info("model.changed", instance=spec.name, model=str(spec.model))
+                inst.post(Restart())
+
+
+async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+        then.set()

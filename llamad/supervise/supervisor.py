@@ -1,0 +1,193 @@
+"""The set of instances: one task each in a TaskGroup, and applying a new set of specs."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import structlog
+
+from llamad.config.load import InstanceSpec
+from llamad.lifecycle.states import Restart, Start, State, Stop
+from llamad.supervise.instance import Instance
+from llamad.supervise.runtime import Runtime
+
+log = structlog.get_logger("llamad.supervisor")
+
+
+@dataclass
+class Changes:
+    """What applying new specs did, by instance name."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, list[str]]:
+        """The reload report served by `POST /v1/reload`."""
+        return {
+            "added": self.added,
+            "changed": self.changed,
+            "removed": self.removed,
+            "unchanged": self.unchanged,
+        }
+
+
+class Supervisor:
+    """Owns the instances; `run()` holds their tasks until `shutdown()`."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.instances: dict[str, Instance] = {}
+        self._tasks: dict[Instance, asyncio.Task[None]] = {}
+        self._group: asyncio.TaskGroup | None = None
+        self._started = asyncio.Event()
+        self._closed = asyncio.Event()
+        runtime.not_ready = self.not_ready
+        runtime.on_exit = self._exited
+        runtime.on_remote_lost = self._remote_lost
+
+    async def run(self) -> None:
+        """Hold every instance task; returns after `shutdown()` once all have ended."""
+        async with asyncio.TaskGroup() as group:
+            self._group = group
+            self._started.set()
+            await self._closed.wait()
+        self._group = None
+
+    async def apply(self, specs: dict[str, InstanceSpec]) -> Changes:
+        """Make the running set match `specs`, touching only what differs.
+
+        What goes away or changes is stopped first, so a port handed from one instance
+        to another (a swap, a rename) is free before anything binds it.
+        """
+        await self._started.wait()
+        changes = Changes()
+        for name, inst in self.instances.items():
+            new = specs.get(name)
+            if new is None:
+                changes.removed.append(name)
+            elif new.launch != inst.spec.launch:
+                changes.changed.append(name)
+            else:
+                changes.unchanged.append(name)
+        changes.added = [n for n in specs if n not in self.instances]
+        retiring = [self.instances.pop(n) for n in changes.removed]
+        for inst in retiring:
+            inst.close()
+        restarting = [self.instances[n] for n in changes.changed]
+        # A changed instance comes back if it was live (a failed one is tried again with its
+        # new spec) or if it should autostart; one a person stopped stays stopped otherwise.
+        wanted = {
+            i: i.record.state is not State.STOPPED or specs[i.spec.name].autostart
+            for i in restarting
+        }
+        await asyncio.gather(
+            *(self._tasks[i] for i in retiring if i in self._tasks),
+            *(self._stop(i) for i in restarting),
+        )
+        for name in changes.unchanged:
+            self._update_in_place(self.instances[name], specs[name])
+        starting = []
+        for inst in restarting:
+            inst.respec(specs[inst.spec.name])
+            if wanted[inst]:
+                starting.append(inst)
+        for name in changes.added:
+            inst = self._add(specs[name])
+            if inst.spec.autostart:
+                starting.append(inst)
+        # Returns once every start has been taken in (its process launched, or its
+        # failure known): whatever the caller does next cannot delay a launch.
+        await asyncio.gather(*(inst.send(Start()) for inst in starting))
+        return changes
+
+    def _add(self, spec: InstanceSpec) -> Instance:
+        assert self._group is not None, "apply() before run()"
+        inst = Instance(spec, self.runtime)
+        self.instances[spec.name] = inst
+        task = self._group.create_task(inst.run(), name=f"instance-{spec.name}")
+        self._tasks[inst] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(inst, None))
+        return inst
+
+    @staticmethod
+    def _update_in_place(inst: Instance, spec: InstanceSpec) -> None:
+        # Supervise knobs are read live by the probes and the machine: no restart needed.
+        if spec == inst.spec:
+            return
+        inst.respec(spec)
+        if spec.autostart and inst.record.state is State.STOPPED:
+            inst.post(Start())
+
+    @staticmethod
+    async def _stop(inst: Instance) -> None:
+        await inst.send(Stop())
+        await inst.wait_until(State.STOPPED, timeout=inst.spec.knobs.stop_timeout + 5)
+
+    async def restart_one_by_one(self) -> None:
+        """Restart every live instance in turn, each healthy before the next (a new binary)."""
+        for inst in list(self.instances.values()):
+            if inst.record.state in (State.STOPPED, State.FAILED) or inst.closing:
+                continue
+            await inst.send(Restart())
+            await inst.wait_until(
+                State.RUNNING, State.FAILED, timeout=inst.spec.knobs.start_timeout
+            )
+
+    async def shutdown(self) -> None:
+        """Stop every instance in parallel within its stop_timeout, then end `run()`."""
+        await self._started.wait()
+        for inst in self.instances.values():
+            inst.close()
+        tasks = list(self._tasks.values())
+        if tasks:
+            budget = max(i.spec.knobs.stop_timeout for i in self.instances.values()) + 5
+            waiter = asyncio.gather(*tasks, return_exceptions=True)
+            done, _ = await asyncio.wait([waiter], timeout=budget)
+            if waiter not in done:
+                # Past every stop budget: nothing may outlive the daemon.
+                self.kill_all()
+                await asyncio.wait_for(waiter, 5)
+        self._closed.set()
+
+    async def settled(self, timeout: float) -> None:
+        """Wait until no instance is starting, or `timeout` seconds."""
+        settled = [s for s in State if s is not State.STARTING]
+        starting = [i for i in self.instances.values() if i.record.state is State.STARTING]
+        await asyncio.gather(*(i.wait_until(*settled, timeout=timeout) for i in starting))
+
+    def not_ready(self, names: tuple[str, ...]) -> list[str]:
+        """Which of `names` are not running (an RPC head waits for its workers)."""
+        return [
+            n
+            for n in names
+            if (i := self.instances.get(n)) is None or i.record.state is not State.RUNNING
+        ]
+
+    def _exited(self, name: str) -> None:
+        for head in self.instances.values():
+            if name in head.spec.workers:
+                self._restart_head(head, name)
+
+    def _remote_lost(self, name: str, worker: str) -> None:
+        # The same for a worker on a fleet peer: the head's watcher saw it restart.
+        head = self.instances.get(name)
+        if head is not None:
+            self._restart_head(head, worker)
+
+    @staticmethod
+    def _restart_head(head: Instance, worker: str) -> None:
+        # A head that lost a worker stays up and answers 200, but aborts on the next
+        # request: restart it, and let it wait until the worker is back.
+        if head.record.state not in (State.RUNNING, State.STARTING) or head.closing:
+            return
+        log.warning("rpc.worker_exited", instance=head.spec.name, worker=worker)
+        head.post(Stop())
+        head.post(Start())
+
+    def kill_all(self) -> None:
+        """SIGKILL every child now (a second SIGINT)."""
+        for inst in self.instances.values():
+            inst.kill_now()

@@ -1,0 +1,100 @@
+"""mDNS/DNS-SD: the TXT record always; advertise and browse where loopback multicast works."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import wait_for
+from remote_helpers import READ, fleet_config, llamactl, remote_daemon, scratch_dir, write_token
+
+from llamad import __version__
+from llamad.fleet.discovery import SERVICE_TYPE, Found, browse, build_txt, parse_txt
+
+PROBE_GROUP = "239.255.42.99"  # organisation-local scope, not mDNS's own group
+
+
+def test_txt_record_round_trip() -> None:
+    txt = build_txt("0.1.0", "version: 4321 (abcdef)", tls=True)
+    assert txt == {"v": "0.1.0", "llama": "4321 (abcdef)", "tls": "1"}
+    raw = {k.encode(): v.encode() for k, v in txt.items()}
+    found = parse_txt(f"studio:7777.{SERVICE_TYPE}", "192.0.2.7", 7777, raw)
+    assert found == Found("studio:7777", "192.0.2.7", 7777, "0.1.0", "4321 (abcdef)", True)
+    assert found.url == "https://192.0.2.7:7777"
+    plain = parse_txt("x", "fe80::1", 7777, {b"v": b"0.1.0", b"tls": b"0", b"junk": None})
+    assert (plain.url, plain.llama, plain.tls) == ("http://[fe80::1]:7777", None, False)
+    long = build_txt("0.1.0", "x" * 400, tls=False)["llama"]
+    assert len(("llama=" + long).encode()) == 255  # one TXT string holds at most 255 bytes
+
+
+def _loopback_multicast_works() -> str | None:
+    """None when a datagram sent to a group on 127.0.0.1 comes back; else why not."""
+    group = socket.inet_aton(PROBE_GROUP)
+    with contextlib.ExitStack() as stack:
+        rx = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+        tx = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+        try:
+            rx.bind((PROBE_GROUP, 0))  # only what is sent to the group; no host address
+            rx.setsockopt(
+                socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, group + socket.inet_aton("127.0.0.1")
+            )
+            rx.settimeout(1.0)
+            tx.bind(("127.0.0.1", 0))
+            tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+            tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+            tx.sendto(b"llamad-probe", (PROBE_GROUP, rx.getsockname()[1]))
+            data, _ = rx.recvfrom(64)
+        except OSError as exc:
+            return f"multicast on loopback does not work here ({exc})"
+    return None if data == b"llamad-probe" else "multicast on loopback delivered something else"
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    with scratch_dir() as path:
+        yield path
+
+
+@pytest.mark.timeout(60)
+def test_advertise_and_browse_on_loopback(
+    tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], base: Path
+) -> None:
+    pytest.importorskip("zeroconf", reason="zeroconf is not installed")
+    why = _loopback_multicast_works()
+    if why:
+        pytest.skip(why)
+    daemon, url = remote_daemon(base, tiny_model, advertise=True)
+    try:
+
+        def advertised() -> bool:
+            failed = daemon.events("discovery.failed")
+            if failed:
+                pytest.skip(f"mDNS advertising failed here: {failed[0].get('error')}")
+            return bool(daemon.events("discovery.advertising"))
+
+        wait_for(advertised, 10, "the daemon to advertise")
+        port = int(url.rsplit(":", 1)[1])
+        found = [f for f in browse(1.0, "127.0.0.1") if f.port == port]
+        assert len(found) == 1
+        assert (found[0].url, found[0].version, found[0].tls) == (url, __version__, False)
+        assert found[0].llama  # llama-server's build, as the daemon read it
+
+        # llamactl: --discover adds it to the fleet; the token still comes from the user.
+        token = str(write_token(tmp_path / "read.tok", READ))
+        config = str(fleet_config(tmp_path / "c.toml", {}))
+        argv = ["--config", config, "fleet", "status", "--json", "--discover"]
+        argv += ["--mdns-interface", "127.0.0.1", "--token-file", token]
+        code, out, err = llamactl(capsys, *argv)
+        hosts = [h for h in json.loads(out)["hosts"] if h["url"] == url]
+        assert (code, err) == (0, "")
+        assert [(h["source"], h["host"], h["reachable"]) for h in hosts] == [
+            ("mdns", found[0].name, True)
+        ]
+    finally:
+        assert daemon.stop() == 0
+    # The goodbye went out: nothing answers for it any more.
+    assert not [f for f in browse(0.5, "127.0.0.1") if f.port == port]
