@@ -28,6 +28,18 @@ _NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
 # renders as nothing: random weights could otherwise emit a lone 0x80.. byte, and the
 # server rejects its own output as invalid UTF-8.
 _EMITTABLE = frozenset([0x09, 0x0A, *range(0x20, 0x7F)])
+# Fill-in-the-middle markers for /infill: three of the never-emitted control bytes (token id
+# is 3 + byte), so the vocabulary and the weights stay as they were.
+FIM_PRE, FIM_SUF, FIM_MID = 3 + 0x01, 3 + 0x02, 3 + 0x03
+
+# A ChatML template that mentions tools, so Ollama's /api/show can report the "tools"
+# capability the way it does for real chat models.
+CHAT_TEMPLATE = (
+    "{%- if tools %}<|im_start|>system\nTools: {{ tools | tojson }}<|im_end|>\n{% endif %}"
+    "{%- for message in messages %}<|im_start|>{{ message.role }}\n"
+    "{{ message.content }}<|im_end|>\n{% endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def _vocab() -> tuple[list[str], list[float], list[int]]:
@@ -76,6 +88,7 @@ def write_tiny_model(path: Path, seed: int = 0) -> Path:
     try:
         w = gguf.GGUFWriter(tmp, "llama")
         w.add_name("llamad tiny random llama")
+        w.add_basename("llamad-tiny")
         w.add_file_type(0)  # ALL_F32
         w.add_context_length(N_CTX)
         w.add_embedding_length(N_EMBD)
@@ -95,6 +108,10 @@ def write_tiny_model(path: Path, seed: int = 0) -> Path:
         w.add_eos_token_id(2)
         w.add_add_bos_token(True)
         w.add_add_space_prefix(False)  # keep "Hello" as 5 bytes, not "▁Hello"
+        w.add_chat_template(CHAT_TEMPLATE)
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_PRE_ID, FIM_PRE)
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_SUF_ID, FIM_SUF)
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_MID_ID, FIM_MID)
 
         # numpy shapes are (rows, cols) = GGUF's ne reversed: a weight maps cols -> rows.
         w.add_tensor("token_embd.weight", rand(len(tokens), N_EMBD))

@@ -1,0 +1,169 @@
+"""What a GGUF file's header says about its model: the one reader of GGUF metadata in llamad.
+
+The header is read once with `gguf.GGUFReader` and cached by path, size and mtime, so the
+gateway's listings and memory estimates never parse a multi-gigabyte file twice. Only the
+numbers and strings that llamad uses are kept; the reader (and its memory map) is dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Token ids that mark fill-in-the-middle support, by the role llama-server gives them.
+_FIM_KEYS = ("fim_pre", "fim_suf", "fim_mid")
+
+
+@dataclass(frozen=True)
+class GGUFMeta:
+    """A model's header facts. Numbers the file lacks are None."""
+
+    path: Path
+    size_bytes: int
+    mtime_ns: int
+    architecture: str
+    name: str | None = None
+    basename: str | None = None
+    size_label: str | None = None
+    context_length: int | None = None
+    block_count: int | None = None
+    embedding_length: int | None = None
+    head_count: int | None = None
+    head_count_kv: int | None = None
+    key_length: int | None = None
+    value_length: int | None = None
+    file_type: int | None = None
+    parameter_count: int = 0
+    chat_template: str | None = None
+    pooling_type: int | None = None
+    fim_token_ids: dict[str, int] = field(default_factory=dict)
+    # The texts of the end-of-sequence and end-of-turn tokens: what generation stops on.
+    stop_tokens: tuple[str, ...] = ()
+    # Every scalar key/value of the header (arrays such as the vocabulary left out).
+    scalars: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def quantization(self) -> str:
+        """The file type as llama.cpp names it (e.g. "Q4_K_M", "F16"), or "unknown"."""
+        import gguf
+
+        if self.file_type is None:
+            return "unknown"
+        try:
+            name = gguf.LlamaFileType(self.file_type).name
+        except ValueError:
+            return "unknown"
+        return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+
+    @property
+    def has_fim(self) -> bool:
+        """Whether the model has the prefix, suffix and middle tokens that /infill needs."""
+        return all(k in self.fim_token_ids for k in _FIM_KEYS)
+
+    @property
+    def head_dims(self) -> tuple[int | None, int | None]:
+        """Key and value lengths per head, falling back to embedding / heads as llama.cpp does."""
+        fallback = None
+        if self.embedding_length and self.head_count:
+            fallback = self.embedding_length // self.head_count
+        return (self.key_length or fallback, self.value_length or fallback)
+
+
+_cache: dict[tuple[Path, int, int], GGUFMeta] = {}
+_lock = threading.Lock()
+
+
+def read_gguf_meta(path: Path) -> GGUFMeta:
+    """The header facts of the GGUF file at `path` (cached until the file changes).
+
+    Raises OSError when the file cannot be read and ValueError when it is not a GGUF file.
+    """
+    path = Path(path).expanduser()
+    st = path.stat()
+    key = (path, st.st_size, st.st_mtime_ns)
+    with _lock:
+        cached = _cache.get(key)
+    if cached is not None:
+        return cached
+    meta = _parse(path, st.st_size, st.st_mtime_ns)
+    with _lock:
+        # One entry per path: a rewritten model replaces the stale one.
+        for old in [k for k in _cache if k[0] == path]:
+            del _cache[old]
+        _cache[key] = meta
+    return meta
+
+
+def _parse(path: Path, size: int, mtime_ns: int) -> GGUFMeta:
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(path, "r")
+    except (ValueError, IndexError, KeyError) as exc:  # what the reader raises on garbage
+        raise ValueError(f"{path}: not a readable GGUF file ({exc})") from exc
+
+    scalars: dict[str, Any] = {}
+    for name, fld in reader.fields.items():
+        if name.startswith("GGUF.") or not fld.types:
+            continue
+        if fld.types[0] == gguf.GGUFValueType.ARRAY:
+            continue
+        scalars[name] = fld.contents()
+
+    arch = str(scalars.get("general.architecture", "unknown"))
+
+    def num(key: str) -> int | None:
+        value = scalars.get(key.format(arch=arch))
+        return int(value) if isinstance(value, int | float) else None
+
+    def text(key: str) -> str | None:
+        value = scalars.get(key)
+        return value if isinstance(value, str) else None
+
+    fim = {
+        role: int(scalars[f"tokenizer.ggml.{role}_token_id"])
+        for role in (*_FIM_KEYS, "fim_pad", "fim_rep", "fim_sep")
+        if f"tokenizer.ggml.{role}_token_id" in scalars
+    }
+    stops: list[str] = []
+    vocab = reader.fields.get("tokenizer.ggml.tokens")
+    for key in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"):
+        token_id = scalars.get(key)
+        if vocab is not None and isinstance(token_id, int) and 0 <= token_id < len(vocab.data):
+            text_ = str(vocab.contents(token_id))
+            if text_ not in stops:
+                stops.append(text_)
+    params = sum(int(t.n_elements) for t in reader.tensors)
+    return GGUFMeta(
+        path=path,
+        size_bytes=size,
+        mtime_ns=mtime_ns,
+        architecture=arch,
+        name=text("general.name"),
+        basename=text("general.basename"),
+        size_label=text("general.size_label"),
+        context_length=num("{arch}.context_length"),
+        block_count=num("{arch}.block_count"),
+        embedding_length=num("{arch}.embedding_length"),
+        head_count=num("{arch}.attention.head_count"),
+        head_count_kv=num("{arch}.attention.head_count_kv"),
+        key_length=num("{arch}.attention.key_length"),
+        value_length=num("{arch}.attention.value_length"),
+        file_type=num("general.file_type"),
+        parameter_count=params,
+        chat_template=text("tokenizer.chat_template"),
+        pooling_type=num("{arch}.pooling_type"),
+        fim_token_ids=fim,
+        stop_tokens=tuple(stops),
+        scalars=scalars,
+    )
+
+
+def parameter_size(count: int) -> str:
+    """A parameter count the way Ollama prints it: "7.6B", "494.03M", "1.2K"."""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.2f}".rstrip("0").rstrip(".") + unit
+    return str(count)

@@ -1,0 +1,1 @@
+"""The gateway: one HTTP endpoint in front of every configured model."""

@@ -1,0 +1,145 @@
+"""Running a planned request and answering in Ollama's shape: NDJSON chunks or one object."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from llamad.gateway.ollama.durations import done_fields, rfc3339
+from llamad.gateway.ollama.port import Gateway, ModelView
+from llamad.gateway.ollama.requests import Plan
+from llamad.gateway.ollama.stream import Events, Piece, stream_error
+from llamad.gateway.ollama.upstream import Exchange, sse_events
+
+NDJSON = "application/x-ndjson"
+
+# Renders a piece (and whether it is the last) as one Ollama object, without durations.
+Render = Callable[[Piece, bool], dict[str, Any]]
+
+
+def chat_renderer(model: str) -> Render:
+    """Chunks of /api/chat: `message` with content, thinking and tool calls."""
+
+    def render(piece: Piece, done: bool) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": piece.content}
+        if piece.thinking:
+            message["thinking"] = piece.thinking
+        if piece.tool_calls:
+            message["tool_calls"] = piece.tool_calls
+        return {
+            "model": model,
+            "created_at": rfc3339(time.time()),
+            "message": message,
+            "done": done,
+        }
+
+    return render
+
+
+def generate_renderer(model: str) -> Render:
+    """Chunks of /api/generate: `response` (and `thinking`)."""
+
+    def render(piece: Piece, done: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "model": model,
+            "created_at": rfc3339(time.time()),
+            "response": piece.content,
+            "done": done,
+        }
+        if piece.thinking:
+            out["thinking"] = piece.thinking
+        return out
+
+    return render
+
+
+def _line(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode() + b"\n"
+
+
+def _final(render: Render, piece: Piece, events: Events, ex: Exchange) -> dict[str, Any]:
+    return render(piece, True) | done_fields(
+        reason=events.reason,
+        timings=events.timings,
+        usage=events.usage,
+        total_seconds=ex.elapsed(),
+        load_seconds=ex.load_seconds,
+    )
+
+
+async def answer(
+    *,
+    gateway: Gateway,
+    client: httpx.AsyncClient,
+    view: ModelView,
+    keep_alive: float | None,
+    plan: Plan,
+    render: Render,
+    stream: bool,
+) -> Response:
+    """Lease the model, send the plan upstream, and answer streamed or whole.
+
+    Errors before the first byte (unknown model, failed load, llama-server refusing the
+    request) answer with their status; an error mid-stream becomes a last `{"error"}` line,
+    as Ollama does.
+    """
+    ex = Exchange()
+    try:
+        await ex.lease(gateway, view, keep_alive)
+        response = await ex.post_stream(client, plan.path, plan.body)
+    except BaseException:
+        await ex.close()
+        raise
+    events = plan.events()
+    if not stream:
+        whole = Piece()
+        try:
+            async for event in sse_events(response):
+                if (message := stream_error(event)) is not None:
+                    return JSONResponse({"error": message}, status_code=500)
+                whole.extend(events.feed(event))
+            whole.extend(events.finish())
+        finally:
+            await ex.close()
+        return JSONResponse(_final(render, whole, events, ex))
+
+    async def lines() -> AsyncIterator[bytes]:
+        try:
+            async for event in sse_events(response):
+                if (message := stream_error(event)) is not None:
+                    yield _line({"error": message})
+                    return
+                piece = events.feed(event)
+                if piece:
+                    yield _line(render(piece, False))
+            tail = events.finish()
+            if tail:
+                yield _line(render(tail, False))
+            yield _line(_final(render, Piece(), events, ex))
+        finally:
+            # Also on client disconnect: closing the upstream stops llama-server generating.
+            await ex.close()
+
+    return StreamingResponse(lines(), media_type=NDJSON)
+
+
+async def load_only(
+    gateway: Gateway, view: ModelView, keep_alive: float | None, render: Render
+) -> Response:
+    """An empty prompt or message list: load the model (or, with keep_alive 0, unload it)."""
+    ex = Exchange()
+    if keep_alive == 0:
+        await gateway.unload(view.name)
+        reason = "unload"
+    else:
+        try:
+            await ex.lease(gateway, view, keep_alive)
+        finally:
+            await ex.close()
+        reason = "load"
+    return JSONResponse(render(Piece(), True) | {"done_reason": reason})

@@ -1,0 +1,58 @@
+"""/api/embed and the legacy /api/embeddings, through llama-server's /v1/embeddings."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from llamad.gateway.ollama.errors import OllamaError
+from llamad.gateway.ollama.port import Gateway, ModelView
+from llamad.gateway.ollama.upstream import Exchange
+
+
+async def embeddings(
+    gateway: Gateway,
+    client: httpx.AsyncClient,
+    view: ModelView,
+    keep_alive: float | None,
+    inputs: list[str],
+    extra: dict[str, Any],
+) -> tuple[list[list[float]], int, Exchange]:
+    """The embedding of each input, the prompt token count, and the finished exchange."""
+    ex = Exchange()
+    try:
+        await ex.lease(gateway, view, keep_alive)
+        response = await ex.post_stream(
+            client, "/v1/embeddings", {"model": view.name, "input": inputs, **extra}
+        )
+        raw = await response.aread()
+    finally:
+        await ex.close()
+    try:
+        doc = json.loads(raw)
+        rows = sorted(doc["data"], key=lambda row: row.get("index", 0))
+        vectors = [list(row["embedding"]) for row in rows]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise OllamaError(502, f"llama-server sent no embeddings: {raw[:200]!r}") from exc
+    tokens = int((doc.get("usage") or {}).get("prompt_tokens", 0))
+    return vectors, tokens, ex
+
+
+def embed_inputs(value: object) -> list[str]:
+    """`input` of /api/embed: a string or a list of strings."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise OllamaError(400, "'input' must be a string or a list of strings")
+
+
+def dimensions(value: object) -> dict[str, Any]:
+    """`dimensions` passed on when given (llama-server may refuse it)."""
+    if value is None:
+        return {}
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return {"dimensions": value}
+    raise OllamaError(400, "'dimensions' must be a positive integer")

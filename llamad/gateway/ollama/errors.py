@@ -1,0 +1,80 @@
+"""Ollama's error shape, `{"error": "..."}`, and reading a request body into a dict."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+
+class OllamaError(Exception):
+    """A request the Ollama layer refuses, with the status Ollama itself would answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    """Ollama's error body: `{"error": message}`."""
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def from_gateway(exc: Exception) -> OllamaError | None:
+    """The gateway's refusal (unknown model, failed load, full queue...) in Ollama's terms.
+
+    The gateway's errors carry an HTTP `.status` and a message; anything else is not a
+    refusal but a bug, and the caller lets it propagate.
+    """
+    status = getattr(exc, "status", None)
+    if not isinstance(status, int) or isinstance(exc, OllamaError):
+        return None
+    message = getattr(exc, "message", None)
+    return OllamaError(status, message if isinstance(message, str) else str(exc))
+
+
+def not_found(name: str) -> OllamaError:
+    """What Ollama answers for a model it does not have."""
+    return OllamaError(404, f'model "{name}" not found')
+
+
+async def read_body(request: Request, *, allow_empty: bool = False) -> dict[str, Any]:
+    """The request's JSON object; 400 when it is not valid JSON or not an object."""
+    raw = await request.body()
+    if not raw.strip():
+        if allow_empty:
+            return {}
+        raise OllamaError(400, "missing request body")
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise OllamaError(400, f"invalid JSON in request body: {exc}") from exc
+    if not isinstance(body, dict):
+        raise OllamaError(400, "request body must be a JSON object")
+    return body
+
+
+def field(
+    body: dict[str, Any], key: str, kind: type | tuple[type, ...], default: Any = None
+) -> Any:
+    """`body[key]` checked against `kind` (None counts as absent); 400 on a wrong type."""
+    value = body.get(key)
+    if value is None:
+        return default
+    # bool is an int in Python; JSON true is never a number here.
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise OllamaError(400, f"{key!r} has the wrong type: {json.dumps(value)}")
+    if not isinstance(value, kind):
+        raise OllamaError(400, f"{key!r} has the wrong type: {json.dumps(value)[:80]}")
+    return value
+
+
+def model_name(body: dict[str, Any]) -> str:
+    """The requested model (`model`, or the older `name`); 400 when missing."""
+    name = field(body, "model", str) or field(body, "name", str)
+    if not name:
+        raise OllamaError(400, "model is required")
+    return str(name)

@@ -1,0 +1,115 @@
+"""Leasing a model from the gateway and streaming one request to its llama-server.
+
+An `Exchange` holds the lease and the open upstream response together, so a streamed
+answer keeps the model counted in flight until its last byte (or the client's disconnect)
+and then releases both, in that order.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from llamad.gateway.ollama.errors import OllamaError, from_gateway, not_found
+from llamad.gateway.ollama.port import Gateway, ModelView, Upstream
+
+
+def resolve(gateway: Gateway, name: str) -> ModelView:
+    """The model for an Ollama name: the name itself, an alias, or either with `:latest`."""
+    view = gateway.find(name)
+    if view is None and name.endswith(":latest"):
+        view = gateway.find(name.removesuffix(":latest"))
+    if view is None:
+        raise not_found(name)
+    return view
+
+
+@dataclass
+class Exchange:
+    """One leased request: when it began, how long the load took, and what to close."""
+
+    started: float = field(default_factory=time.monotonic)
+    load_seconds: float = 0.0
+    stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+    upstream: Upstream | None = None
+
+    async def lease(self, gateway: Gateway, view: ModelView, keep_alive: float | None) -> Upstream:
+        """Lease the model (loading it if needed); gateway refusals become OllamaErrors."""
+        began = time.monotonic()
+        try:
+            self.upstream = await self.stack.enter_async_context(
+                gateway.lease(view.name, keep_alive=keep_alive)
+            )
+        except Exception as exc:
+            refusal = from_gateway(exc)
+            if refusal is None:
+                raise
+            raise refusal from exc
+        self.load_seconds = time.monotonic() - began
+        return self.upstream
+
+    async def post_stream(
+        self, client: httpx.AsyncClient, path: str, body: dict[str, Any]
+    ) -> httpx.Response:
+        """POST `body` to the leased llama-server and return the open streaming response.
+
+        An error status from llama-server becomes an OllamaError with its message.
+        """
+        assert self.upstream is not None, "lease() first"
+        request = client.build_request(
+            "POST",
+            self.upstream.base_url.rstrip("/") + path,
+            json=body,
+            headers=dict(self.upstream.headers),
+        )
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise OllamaError(502, f"llama-server did not answer: {exc}") from exc
+        self.stack.push_async_callback(response.aclose)
+        if response.status_code >= 400:
+            await response.aread()
+            raise OllamaError(response.status_code, upstream_message(response.content))
+        return response
+
+    def elapsed(self) -> float:
+        """Seconds since the request began."""
+        return time.monotonic() - self.started
+
+    async def close(self) -> None:
+        """Close the upstream response, then release the lease."""
+        await self.stack.aclose()
+
+
+def upstream_message(raw: bytes) -> str:
+    """The message of a llama-server error body (OpenAI-shaped), or the body itself."""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace").strip() or "llama-server error"
+    err = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(err, dict):
+        return str(err.get("message", err))
+    return str(err or doc)
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of a server-sent event stream, up to `[DONE]`."""
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield event
