@@ -19,7 +19,7 @@ _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 def parse_keep_alive(value: object) -> float | None:
     """Seconds from a keep_alive value: a number of seconds or a Go duration string.
 
-    None means "not given". Negative means never unload (math.inf); 0 means unload now.
+    None means "not given". Negative means never unload (always -1.0); 0 means unload now.
     Raises OllamaError (400) for anything else.
     """
     if value is None:
@@ -34,7 +34,9 @@ def parse_keep_alive(value: object) -> float | None:
         raise OllamaError(400, f"keep_alive must be a duration or seconds, not {value!r}")
     if math.isnan(seconds):
         raise OllamaError(400, "keep_alive must be a number")
-    return math.inf if seconds < 0 else seconds
+    if math.isinf(seconds) and seconds > 0:
+        raise OllamaError(400, "keep_alive must be finite (a negative value keeps the model)")
+    return -1.0 if seconds < 0 else seconds
 
 
 def _parse_go_duration(text: str) -> float:

@@ -12,15 +12,17 @@ from starlette.responses import JSONResponse
 class OllamaError(Exception):
     """A request the Ollama layer refuses, with the status Ollama itself would answer."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.retry_after = retry_after
 
 
-def error_response(status: int, message: str) -> JSONResponse:
-    """Ollama's error body: `{"error": message}`."""
-    return JSONResponse({"error": message}, status_code=status)
+def error_response(status: int, message: str, retry_after: float | None = None) -> JSONResponse:
+    """Ollama's error body: `{"error": message}` (with Retry-After when the gateway gave one)."""
+    headers = {"Retry-After": str(max(1, round(retry_after)))} if retry_after else None
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 def from_gateway(exc: Exception) -> OllamaError | None:
@@ -33,7 +35,12 @@ def from_gateway(exc: Exception) -> OllamaError | None:
     if not isinstance(status, int) or isinstance(exc, OllamaError):
         return None
     message = getattr(exc, "message", None)
-    return OllamaError(status, message if isinstance(message, str) else str(exc))
+    retry_after = getattr(exc, "retry_after", None)
+    return OllamaError(
+        status,
+        message if isinstance(message, str) else str(exc),
+        float(retry_after) if isinstance(retry_after, int | float) else None,
+    )
 
 
 def not_found(name: str) -> OllamaError:

@@ -4,8 +4,8 @@ The gateway satisfies these structurally; the Ollama layer imports nothing of it
 side can change its internals freely.
 
 keep_alive, as passed to `lease`: seconds of idle time after this request before the model
-may be unloaded; 0 unloads it as soon as nothing is in flight; `math.inf` never unloads it;
-None leaves the model's configured idle timeout alone.
+may be unloaded; 0 unloads it as soon as nothing is in flight; a negative value never
+unloads it; None leaves the model's configured idle timeout alone.
 """
 
 from __future__ import annotations

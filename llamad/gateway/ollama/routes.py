@@ -41,7 +41,7 @@ def _guarded(endpoint: Endpoint) -> Endpoint:
         try:
             return await endpoint(request)
         except OllamaError as exc:
-            return error_response(exc.status, exc.message)
+            return error_response(exc.status, exc.message, exc.retry_after)
         except Exception:
             log.exception("ollama.request_failed", method=request.method, path=request.url.path)
             return error_response(500, "internal error in llamad's Ollama API; see its log")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -33,6 +32,17 @@ class UnknownModel(Exception):
     def __init__(self, name: str) -> None:
         super().__init__(f"model {name!r} not found")
         self.message = f"model {name!r} not found"
+
+
+class LoadFailed(Exception):
+    """What the real gateway raises when a model cannot start: status and Retry-After."""
+
+    status = 503
+    retry_after = 5.0
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"model {name!r} failed to load: exit 1")
+        self.message = f"model {name!r} failed to load: exit 1"
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,7 @@ class Slot:
     in_flight: int = 0
     keep_alive: float | None = None
     leases: list[float | None] = field(default_factory=list)
+    fails: bool = False
 
 
 class DoubleGateway:
@@ -82,8 +93,15 @@ class DoubleGateway:
         self.slots: dict[str, Slot] = {}
         self._lock = asyncio.Lock()
 
-    def add(self, name: str, *, aliases: tuple[str, ...] = (), on_demand: bool = False) -> None:
-        """Configure a model (not started yet)."""
+    def add(
+        self,
+        name: str,
+        *,
+        aliases: tuple[str, ...] = (),
+        on_demand: bool = False,
+        fails: bool = False,
+    ) -> None:
+        """Configure a model (not started yet); one that `fails` never loads."""
         view = View(
             name=name,
             aliases=aliases,
@@ -97,7 +115,7 @@ class DoubleGateway:
             ctx_size=2048,
             mmproj=False,
         )
-        self.slots[name] = Slot(view)
+        self.slots[name] = Slot(view, fails=fails)
 
     def models(self) -> list[View]:
         return [s.view for s in self.slots.values()]
@@ -163,6 +181,8 @@ class DoubleGateway:
             raise UnknownModel(name)
         slot = self.slots[view.name]
         slot.leases.append(keep_alive)
+        if slot.fails:
+            raise LoadFailed(name)
         async with self._lock:
             if slot.proc is None:
                 await self.start(view.name)
@@ -174,7 +194,7 @@ class DoubleGateway:
         finally:
             slot.in_flight -= 1
             ka = slot.keep_alive
-            expires = None if ka is None or math.isinf(ka) else time.time() + ka
+            expires = None if ka is None or ka < 0 else time.time() + ka
             slot.view = replace(slot.view, expires_at=expires)
             if ka == 0 and slot.in_flight == 0:
                 await self.unload(view.name)

@@ -127,7 +127,7 @@ def test_keep_alive_duration_and_load_only(client: ollama.Client, gateway: Doubl
     assert "lazy:latest" in [m.model for m in client.ps().models]
     # Negative keeps it forever; an empty prompt with keep_alive 0 unloads it.
     client.generate("lazy", prompt="", keep_alive=-1)
-    assert gateway.slots["lazy"].leases[-1] == float("inf")
+    assert gateway.slots["lazy"].leases[-1] == -1.0
     unloaded = client.generate("lazy", prompt="", keep_alive=0)
     assert unloaded.done_reason == "unload"
     assert not gateway.slots["lazy"].view.loaded

@@ -7,7 +7,7 @@ import re
 
 import httpx
 import pytest
-from ollama_double import OllamaServer
+from ollama_double import DoubleGateway, OllamaServer
 
 # OllamaKit (Enchanted) fails to decode a model without any of these.
 OLLAMAKIT_TAG_FIELDS = {"name", "digest", "size", "modified_at", "details"}
@@ -90,6 +90,17 @@ def test_unknown_model_is_404(server: OllamaServer, route: str) -> None:
     r = httpx.post(server.url + route, json={"model": "nope", "prompt": "x", "input": "x"})
     assert r.status_code == 404
     assert r.json() == {"error": 'model "nope" not found'}
+
+
+def test_gateway_refusal_keeps_its_status_and_retry_after(
+    server: OllamaServer, gateway: DoubleGateway
+) -> None:
+    gateway.add("broken", on_demand=True, fails=True)
+    body = {"model": "broken:latest", "messages": [{"role": "user", "content": "Hi"}]}
+    r = httpx.post(server.url + "/api/chat", json=body)
+    assert r.status_code == 503
+    assert r.headers["retry-after"] == "5"
+    assert r.json() == {"error": "model 'broken' failed to load: exit 1"}
 
 
 @pytest.mark.parametrize("route", ["/api/chat", "/api/generate", "/api/show", "/api/embed"])
