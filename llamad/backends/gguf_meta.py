@@ -1,8 +1,8 @@
 """What a GGUF file's header says about its model: the one reader of GGUF metadata in llamad.
 
-The header is read once with `gguf.GGUFReader` and cached by path, size and mtime, so the
-gateway's listings and memory estimates never parse a multi-gigabyte file twice. Only the
-numbers and strings that llamad uses are kept; the reader (and its memory map) is dropped.
+The header is scanned once (`gguf_header`, with the `gguf` package's constants) and cached
+by path, size and mtime, so the gateway's listings and memory estimates never parse a
+multi-gigabyte file twice. Only the numbers and strings that llamad uses are kept.
 """
 
 from __future__ import annotations
@@ -87,7 +87,10 @@ def read_gguf_meta(path: Path) -> GGUFMeta:
         cached = _cache.get(key)
     if cached is not None:
         return cached
-    meta = _parse(path, st.st_size, st.st_mtime_ns)
+    try:
+        meta = _parse(path, st.st_size, st.st_mtime_ns)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a readable GGUF file ({exc})") from exc
     with _lock:
         # One entry per path: a rewritten model replaces the stale one.
         for old in [k for k in _cache if k[0] == path]:
@@ -97,26 +100,18 @@ def read_gguf_meta(path: Path) -> GGUFMeta:
 
 
 def _parse(path: Path, size: int, mtime_ns: int) -> GGUFMeta:
-    import gguf
+    # Imported here: gguf brings numpy, which only callers that read headers should pay for.
+    from llamad.backends.gguf_header import array_string, scan
 
-    try:
-        reader = gguf.GGUFReader(path, "r")
-    except (ValueError, IndexError, KeyError) as exc:  # what the reader raises on garbage
-        raise ValueError(f"{path}: not a readable GGUF file ({exc})") from exc
-
-    scalars: dict[str, Any] = {}
-    for name, fld in reader.fields.items():
-        if name.startswith("GGUF.") or not fld.types:
-            continue
-        if fld.types[0] == gguf.GGUFValueType.ARRAY:
-            continue
-        scalars[name] = fld.contents()
-
+    header = scan(path)
+    scalars = header.scalars
     arch = str(scalars.get("general.architecture", "unknown"))
 
     def num(key: str) -> int | None:
         value = scalars.get(key.format(arch=arch))
-        return int(value) if isinstance(value, int | float) else None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return int(value)
 
     def text(key: str) -> str | None:
         value = scalars.get(key)
@@ -128,14 +123,13 @@ def _parse(path: Path, size: int, mtime_ns: int) -> GGUFMeta:
         if f"tokenizer.ggml.{role}_token_id" in scalars
     }
     stops: list[str] = []
-    vocab = reader.fields.get("tokenizer.ggml.tokens")
+    vocab = header.arrays.get("tokenizer.ggml.tokens")
     for key in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"):
         token_id = scalars.get(key)
-        if vocab is not None and isinstance(token_id, int) and 0 <= token_id < len(vocab.data):
-            text_ = str(vocab.contents(token_id))
-            if text_ not in stops:
-                stops.append(text_)
-    params = sum(int(t.n_elements) for t in reader.tensors)
+        if vocab is not None and isinstance(token_id, int):
+            token = array_string(path, vocab, token_id)
+            if token is not None and token not in stops:
+                stops.append(token)
     return GGUFMeta(
         path=path,
         size_bytes=size,
@@ -152,7 +146,7 @@ def _parse(path: Path, size: int, mtime_ns: int) -> GGUFMeta:
         key_length=num("{arch}.attention.key_length"),
         value_length=num("{arch}.attention.value_length"),
         file_type=num("general.file_type"),
-        parameter_count=params,
+        parameter_count=sum(header.tensor_elements),
         chat_template=text("tokenizer.chat_template"),
         pooling_type=num("{arch}.pooling_type"),
         fim_token_ids=fim,

@@ -55,3 +55,44 @@ def test_not_a_gguf_file_is_a_value_error(tmp_path: Path) -> None:
 )
 def test_parameter_size_as_ollama_prints_it(count: int, text: str) -> None:
     assert parameter_size(count) == text
+
+
+def test_header_scan_agrees_with_gguf_reader(tmp_path: Path) -> None:
+    import gguf
+    import numpy as np
+
+    path = tmp_path / "vocab.gguf"
+    w = gguf.GGUFWriter(path, "qwen2")
+    w.add_block_count(3)
+    w.add_head_count_kv(2)
+    w.add_file_type(15)
+    w.add_float32("qwen2.rope.freq_base", 1e6)
+    w.add_token_list([f"tok{i}" for i in range(5000)])
+    w.add_token_merges([f"a{i} b{i}" for i in range(3000)])
+    w.add_eos_token_id(4999)
+    w.add_tensor("a", np.zeros((3, 5), dtype=np.float32))
+    w.add_tensor("b", np.zeros((7,), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+    meta = read_gguf_meta(path)
+    reader = gguf.GGUFReader(path)
+    expected = {
+        name: f.contents()
+        for name, f in reader.fields.items()
+        if not name.startswith("GGUF.") and f.types[0] != gguf.GGUFValueType.ARRAY
+    }
+    assert meta.scalars == expected
+    assert meta.parameter_count == sum(int(t.n_elements) for t in reader.tensors) == 22
+    assert meta.stop_tokens == ("tok4999",)
+    assert (meta.architecture, meta.block_count, meta.head_count_kv) == ("qwen2", 3, 2)
+    assert meta.quantization == "Q4_K_M"
+
+
+def test_truncated_header_is_a_value_error(tiny_model: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(tiny_model.read_bytes()[:200])
+    with pytest.raises(ValueError, match="not a readable GGUF file"):
+        read_gguf_meta(cut)

@@ -1,0 +1,130 @@
+"""A fast scan of a GGUF file's header: scalar key/values, tensor shapes, and array positions.
+
+`gguf.GGUFReader` builds two numpy views per string of every array: for a 152k-token
+vocabulary plus its merges that is over half a million objects, tens of seconds on a busy
+machine, while /api/tags must answer within Raycast's 10 s. This scan keeps the scalars,
+steps over arrays, and notes where each array starts so one entry can be fetched later.
+The value type numbers and the magic come from the `gguf` package.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gguf
+
+_T = gguf.GGUFValueType
+# struct codes of the fixed-size value types.
+_FIXED = {
+    _T.UINT8: "B", _T.INT8: "b", _T.UINT16: "H", _T.INT16: "h", _T.UINT32: "I",
+    _T.INT32: "i", _T.FLOAT32: "f", _T.BOOL: "?", _T.UINT64: "Q", _T.INT64: "q",
+    _T.FLOAT64: "d",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ArrayRef:
+    """Where an array value sits: its item type, length and first item's offset."""
+
+    item_type: int
+    count: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class Header:
+    """A GGUF header: scalar values, arrays by reference, and each tensor's element count."""
+
+    scalars: dict[str, Any]
+    arrays: dict[str, ArrayRef]
+    tensor_elements: list[int]
+
+
+class _Cursor:
+    def __init__(self, buf: mmap.mmap, order: str) -> None:
+        self.buf, self.order, self.pos = buf, order, 0
+
+    def fixed(self, code: str) -> Any:
+        (value,) = struct.unpack_from(self.order + code, self.buf, self.pos)
+        self.pos += struct.calcsize(code)
+        return value
+
+    def string(self) -> str:
+        n = self.fixed("Q")
+        raw = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return raw.decode("utf-8", "replace")
+
+    def skip_strings(self, count: int) -> None:
+        code = self.order + "Q"
+        for _ in range(count):
+            (n,) = struct.unpack_from(code, self.buf, self.pos)
+            self.pos += 8 + n
+
+    def value(self, vtype: int) -> Any:
+        if vtype == _T.STRING:
+            return self.string()
+        return self.fixed(_FIXED[_T(vtype)])
+
+
+def scan(path: Path) -> Header:
+    """Scan the header of the GGUF file at `path`; ValueError when it is not one."""
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        try:
+            return _scan(buf)
+        except (struct.error, KeyError, IndexError) as exc:
+            raise ValueError(f"truncated or corrupt GGUF header ({exc})") from exc
+
+
+def _scan(buf: mmap.mmap) -> Header:
+    (magic,) = struct.unpack_from("<I", buf, 0)
+    if magic != gguf.GGUF_MAGIC:
+        raise ValueError("no GGUF magic")
+    (version,) = struct.unpack_from("<I", buf, 4)
+    # A big-endian file shows its version byte-swapped (llama.cpp writes versions < 65536).
+    cur = _Cursor(buf, "<" if version & 0xFFFF else ">")
+    cur.pos = 8
+    n_tensors, n_kv = cur.fixed("Q"), cur.fixed("Q")
+    scalars: dict[str, Any] = {}
+    arrays: dict[str, ArrayRef] = {}
+    for _ in range(n_kv):
+        key = cur.string()
+        vtype = cur.fixed("I")
+        if vtype != _T.ARRAY:
+            scalars[key] = cur.value(vtype)
+            continue
+        item, count = cur.fixed("I"), cur.fixed("Q")
+        arrays[key] = ArrayRef(item, count, cur.pos)
+        if item == _T.STRING:
+            cur.skip_strings(count)
+        elif item == _T.ARRAY:
+            raise ValueError(f"{key}: nested arrays are not supported")
+        else:
+            cur.pos += count * struct.calcsize(_FIXED[_T(item)])
+    elements = []
+    for _ in range(n_tensors):
+        cur.string()
+        dims = [cur.fixed("Q") for _ in range(cur.fixed("I"))]
+        cur.fixed("I")  # ggml type
+        cur.fixed("Q")  # data offset
+        count = 1
+        for d in dims:
+            count *= d
+        elements.append(count)
+    return Header(scalars, arrays, elements)
+
+
+def array_string(path: Path, ref: ArrayRef, index: int) -> str | None:
+    """Item `index` of a string array (e.g. one token's text), or None when out of range."""
+    if ref.item_type != _T.STRING or not 0 <= index < ref.count:
+        return None
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        (version,) = struct.unpack_from("<I", buf, 4)
+        cur = _Cursor(buf, "<" if version & 0xFFFF else ">")
+        cur.pos = ref.offset
+        cur.skip_strings(index)
+        return cur.string()
