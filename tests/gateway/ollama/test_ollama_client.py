@@ -131,3 +131,26 @@ def test_keep_alive_duration_and_load_only(client: ollama.Client, gateway: Doubl
     unloaded = client.generate("lazy", prompt="", keep_alive=0)
     assert unloaded.done_reason == "unload"
     assert not gateway.slots["lazy"].view.loaded
+
+
+def test_llama_server_takes_every_translated_field(client: ollama.Client) -> None:
+    # Each Ollama field below becomes a llama-server parameter; a refusal would be a 4xx.
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    options = {"temperature": 0.2, "top_k": 5, "top_p": 0.9, "min_p": 0.01, "seed": 7}
+    options |= {"repeat_penalty": 1.1, "stop": ["\n\n"], "num_predict": 8, "num_ctx": 99999}
+    for fmt in ("json", schema):
+        reply = client.chat(
+            "tiny",
+            messages=[{"role": "system", "content": "json"}, {"role": "user", "content": "go"}],
+            format=fmt,
+            think=False,
+            options=options,
+        )
+        assert reply.done
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    reply = client.chat(
+        "tiny", messages=[{"role": "user", "content": "x"}], tools=tools, options={"num_predict": 4}
+    )
+    assert reply.done
+    gen = client.generate("tiny", prompt="x", system="be brief", format="json", options=options)
+    assert gen.done
