@@ -10,7 +10,7 @@ unloads it; None leaves the model's configured idle timeout alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Protocol
@@ -62,7 +62,7 @@ class Gateway(Protocol):
     timeout); each carries `.status` (an HTTP status) and a message.
     """
 
-    def models(self) -> list[ModelView]: ...
+    def models(self) -> Sequence[ModelView]: ...
     def find(self, name: str) -> ModelView | None: ...
     def lease(
         self, name: str, *, keep_alive: float | None = None
