@@ -141,6 +141,8 @@ class DoubleGateway:
                 "--embeddings",
                 "--pooling",
                 "mean",
+                # Generation that lasts (num_predict -1): the tiny model writes past its context.
+                "--context-shift",
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

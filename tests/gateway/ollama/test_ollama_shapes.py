@@ -7,6 +7,7 @@ import re
 
 import httpx
 import pytest
+from helpers import wait_for
 from ollama_double import DoubleGateway, OllamaServer
 
 # OllamaKit (Enchanted) fails to decode a model without any of these.
@@ -144,3 +145,24 @@ def test_model_store_routes_answer_501(server: OllamaServer, method: str, path: 
     assert r.status_code == 501
     if method != "HEAD":
         assert "llamad.toml" in r.json()["error"]
+
+
+def test_client_disconnect_mid_stream_stops_generation(
+    server: OllamaServer, gateway: DoubleGateway
+) -> None:
+    slot = gateway.slots["tiny"]
+
+    def generating() -> bool:
+        slots = httpx.get(f"http://127.0.0.1:{slot.port}/slots").json()
+        return any(s["is_processing"] for s in slots)
+
+    body = {"model": "tiny", "prompt": "go", "options": {"num_predict": -1}}
+    with httpx.stream("POST", server.url + "/api/generate", json=body) as r:
+        lines = r.iter_lines()
+        for _ in range(3):
+            assert not json.loads(next(lines))["done"]
+        assert generating()
+        assert slot.in_flight == 1
+    # Closing the client's stream released the lease and stopped llama-server generating.
+    wait_for(lambda: slot.in_flight == 0, 10, "the lease released")
+    wait_for(lambda: not generating(), 10, "llama-server idle")
