@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
+import structlog
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from llamad.gateway.ollama.durations import done_fields, rfc3339
@@ -15,6 +16,8 @@ from llamad.gateway.ollama.port import Gateway, ModelView
 from llamad.gateway.ollama.requests import Plan
 from llamad.gateway.ollama.stream import Events, Piece, stream_error
 from llamad.gateway.ollama.upstream import Exchange, sse_events
+
+log = structlog.get_logger("llamad.gateway.ollama")
 
 NDJSON = "application/x-ndjson"
 
@@ -131,15 +134,18 @@ async def answer(
 async def load_only(
     gateway: Gateway, view: ModelView, keep_alive: float | None, render: Render
 ) -> Response:
-    """An empty prompt or message list: load the model (or, with keep_alive 0, unload it)."""
-    ex = Exchange()
-    if keep_alive == 0:
+    """An empty prompt or message list: load the model, or with keep_alive 0 unload it.
+
+    Only on-demand models unload: an always-on instance stays up whatever an app asks.
+    """
+    if keep_alive == 0 and view.on_demand:
         await gateway.unload(view.name)
-        reason = "unload"
-    else:
-        try:
-            await ex.lease(gateway, view, keep_alive)
-        finally:
-            await ex.close()
-        reason = "load"
-    return JSONResponse(render(Piece(), True) | {"done_reason": reason})
+        return JSONResponse(render(Piece(), True) | {"done_reason": "unload"})
+    if keep_alive == 0:
+        log.info("ollama.unload_ignored", model=view.name, reason="always-on instance")
+    ex = Exchange()
+    try:
+        await ex.lease(gateway, view, None if keep_alive == 0 else keep_alive)
+    finally:
+        await ex.close()
+    return JSONResponse(render(Piece(), True) | {"done_reason": "load"})

@@ -154,3 +154,11 @@ def test_llama_server_takes_every_translated_field(client: ollama.Client) -> Non
     assert reply.done
     gen = client.generate("tiny", prompt="x", system="be brief", format="json", options=options)
     assert gen.done
+
+
+def test_keep_alive_zero_leaves_an_always_on_model_up(
+    client: ollama.Client, gateway: DoubleGateway
+) -> None:
+    reply = client.generate("tiny", prompt="", keep_alive=0)
+    assert reply.done_reason == "load"
+    assert gateway.slots["tiny"].view.loaded
