@@ -75,6 +75,17 @@ _cache: dict[tuple[Path, int, int], GGUFMeta] = {}
 _lock = threading.Lock()
 
 
+def cached_gguf_meta(path: Path) -> GGUFMeta | None:
+    """The header facts if they are cached for the file as it is now (no reading, no wait)."""
+    path = Path(path).expanduser()
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    with _lock:
+        return _cache.get((path, st.st_size, st.st_mtime_ns))
+
+
 def read_gguf_meta(path: Path) -> GGUFMeta:
     """The header facts of the GGUF file at `path` (cached until the file changes).
 

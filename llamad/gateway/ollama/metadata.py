@@ -1,7 +1,9 @@
 """The model descriptions of /api/tags, /api/show and /api/ps, read from GGUF headers.
 
-Headers are read in a worker thread (the first read of a large file takes a moment) and
-cached by `gguf_meta`; nothing here waits on a model load.
+Headers are read in worker threads and cached by `gguf_meta`; nothing here waits on a
+model load. A listing waits at most LISTING_BUDGET for headers read the first time (Raycast
+gives up at 10 s): the rest go on reading and show their details on the next call, while
+names, sizes and digests come from the file's stat and never change in between.
 """
 
 from __future__ import annotations
@@ -9,17 +11,28 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
 
-from llamad.backends.gguf_meta import GGUFMeta, parameter_size, read_gguf_meta
+from llamad.backends.gguf_meta import (
+    GGUFMeta,
+    cached_gguf_meta,
+    parameter_size,
+    read_gguf_meta,
+)
 from llamad.gateway.ollama.durations import NEVER, rfc3339
 from llamad.gateway.ollama.port import ModelView
 
 log = structlog.get_logger("llamad.gateway.ollama")
 
 LATEST = ":latest"
+LISTING_BUDGET = 3.0
+
+# Header reads that outlived a listing's budget; held here so they finish into the cache.
+_pending: set[asyncio.Task[GGUFMeta | None]] = set()
 
 
 def tagged(name: str) -> str:
@@ -31,6 +44,9 @@ async def header(view: ModelView) -> GGUFMeta | None:
     """The model's GGUF header facts, or None when it has no readable local file."""
     if view.model_path is None:
         return None
+    cached = cached_gguf_meta(view.model_path)
+    if cached is not None:
+        return cached
     try:
         return await asyncio.to_thread(read_gguf_meta, view.model_path)
     except (OSError, ValueError) as exc:
@@ -40,12 +56,35 @@ async def header(view: ModelView) -> GGUFMeta | None:
         return None
 
 
-def digest(view: ModelView, meta: GGUFMeta | None) -> str:
-    """A stable sha256 per model: its name and its file's identity (not its bytes, which
-    would mean hashing gigabytes)."""
+async def headers(
+    views: Sequence[ModelView], budget: float = LISTING_BUDGET
+) -> list[GGUFMeta | None]:
+    """The headers of `views`, None for those not read within `budget` seconds."""
+    tasks = [asyncio.ensure_future(header(v)) for v in views]
+    await asyncio.sleep(0)  # cached headers finish here without a thread
+    if tasks and not all(t.done() for t in tasks):
+        await asyncio.wait(tasks, timeout=budget)
+    for task in tasks:
+        if not task.done():
+            _pending.add(task)
+            task.add_done_callback(_pending.discard)
+    return [t.result() if t.done() else None for t in tasks]
+
+
+def _stat(view: ModelView) -> os.stat_result | None:
+    try:
+        return os.stat(view.model_path.expanduser()) if view.model_path is not None else None
+    except OSError:
+        return None
+
+
+def digest(view: ModelView) -> str:
+    """A stable sha256 per model: its name and its file's identity (path, size, mtime), not
+    its bytes, which would mean hashing gigabytes."""
     ident = [view.name, str(view.model_path)]
-    if meta is not None:
-        ident += [str(meta.size_bytes), str(meta.mtime_ns)]
+    st = _stat(view)
+    if st is not None:
+        ident += [str(st.st_size), str(st.st_mtime_ns)]
     return hashlib.sha256("\0".join(ident).encode()).hexdigest()
 
 
@@ -67,10 +106,14 @@ def details(meta: GGUFMeta | None) -> dict[str, Any]:
     }
 
 
-def _size(view: ModelView, meta: GGUFMeta | None) -> int:
-    if meta is not None:
-        return meta.size_bytes
-    return view.size_bytes or 0
+def _file_size(view: ModelView) -> int:
+    st = _stat(view)
+    return st.st_size if st is not None else view.size_bytes or 0
+
+
+def _modified_at(view: ModelView) -> str:
+    st = _stat(view)
+    return rfc3339(st.st_mtime_ns / 1e9 if st is not None else 0.0)
 
 
 def tag_entry(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
@@ -79,9 +122,9 @@ def tag_entry(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
     return {
         "name": name,
         "model": name,
-        "modified_at": rfc3339(meta.mtime_ns / 1e9 if meta else 0.0),
-        "size": _size(view, meta),
-        "digest": digest(view, meta),
+        "modified_at": _modified_at(view),
+        "size": _file_size(view),
+        "digest": digest(view),
         "details": details(meta),
     }
 
@@ -89,14 +132,14 @@ def tag_entry(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
 def ps_entry(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
     """One loaded model of /api/ps."""
     name = tagged(view.name)
-    size = view.size_bytes or _size(view, meta)
+    size = view.size_bytes or _file_size(view)
     return {
         "name": name,
         "model": name,
         "size": size,
         # llama-server does not say how much sits in VRAM; Ollama's clients only show it.
         "size_vram": size,
-        "digest": digest(view, meta),
+        "digest": digest(view),
         "details": details(meta),
         "expires_at": rfc3339(view.expires_at if view.expires_at is not None else NEVER),
         "context_length": view.ctx_size or (meta.context_length if meta else 0) or 0,
@@ -159,5 +202,5 @@ def show(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
         "details": details(meta),
         "model_info": info,
         "capabilities": capabilities(view, meta),
-        "modified_at": rfc3339(meta.mtime_ns / 1e9 if meta else 0.0),
+        "modified_at": _modified_at(view),
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -67,14 +66,14 @@ class OllamaAPI:
     async def tags(self, request: Request) -> Response:
         """GET /api/tags: every routable model, from headers only (never waits on a load)."""
         views = self.gateway.models()
-        metas = await asyncio.gather(*(metadata.header(v) for v in views))
+        metas = await metadata.headers(views)
         models = [metadata.tag_entry(v, m) for v, m in zip(views, metas, strict=True)]
         return JSONResponse({"models": models})
 
     async def ps(self, request: Request) -> Response:
         """GET /api/ps: the loaded models with their expiry."""
         views = [v for v in self.gateway.models() if v.loaded]
-        metas = await asyncio.gather(*(metadata.header(v) for v in views))
+        metas = await metadata.headers(views)
         models = [metadata.ps_entry(v, m) for v, m in zip(views, metas, strict=True)]
         return JSONResponse({"models": models})
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+import shutil
+from pathlib import Path
 
+import pytest
+from ollama_double import View
+
+from llamad.gateway.ollama import metadata
 from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
 from llamad.gateway.ollama.errors import OllamaError
 from llamad.gateway.ollama.requests import chat_plan, generate_plan, openai_message
@@ -135,3 +141,17 @@ def test_chat_events_carry_thinking_and_completion_events_the_stop_type() -> Non
     events.feed({"content": "", "stop": True, "stop_type": "limit", "tokens_evaluated": 5})
     assert events.reason == "length"
     assert events.usage == {"prompt_tokens": 5}
+
+
+async def test_a_listing_does_not_wait_past_its_budget(tmp_path: Path, tiny_model: Path) -> None:
+    model = Path(shutil.copy(tiny_model, tmp_path / "fresh.gguf"))  # not in the cache yet
+    view = View("fresh", (), model, "running", True, False, 0.0, None, None, None, False)
+    assert await metadata.headers([view], budget=0) == [None]
+    entry = metadata.tag_entry(view, None)
+    assert entry["details"]["family"] == "unknown"
+    # The read went on in the background and fills the cache; the digest never changed.
+    await asyncio.gather(*metadata._pending)
+    (meta,) = await metadata.headers([view], budget=0)
+    assert meta is not None
+    assert metadata.tag_entry(view, meta)["digest"] == entry["digest"]
+    assert metadata.tag_entry(view, meta)["details"]["family"] == "llama"
