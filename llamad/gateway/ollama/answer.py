@@ -12,6 +12,7 @@ import structlog
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from llamad.gateway.ollama.durations import done_fields, rfc3339
+from llamad.gateway.ollama.errors import OllamaError
 from llamad.gateway.ollama.port import Gateway, ModelView
 from llamad.gateway.ollama.requests import Plan
 from llamad.gateway.ollama.stream import Events, Piece, stream_error
@@ -91,24 +92,26 @@ async def answer(
     request) answer with their status; an error mid-stream becomes a last `{"error"}` line,
     as Ollama does.
     """
+    body = plan.body
+    if not stream:
+        # One upstream document instead of a stream: the readers take both shapes.
+        body = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
     ex = Exchange()
     try:
         await ex.lease(gateway, view, keep_alive)
-        response = await ex.post_stream(client, plan.path, plan.body)
+        response = await ex.post_stream(client, plan.path, body)
     except BaseException:
         await ex.close()
         raise
     events = plan.events()
     if not stream:
-        whole = Piece()
         try:
-            async for event in sse_events(response):
-                if (message := stream_error(event)) is not None:
-                    return JSONResponse({"error": message}, status_code=500)
-                whole.extend(events.feed(event))
-            whole.extend(events.finish())
+            whole = events.feed(json.loads(await response.aread()))
+        except ValueError as exc:
+            raise OllamaError(502, f"llama-server sent no JSON: {exc}") from exc
         finally:
             await ex.close()
+        whole.extend(events.finish())
         return JSONResponse(_final(render, whole, events, ex))
 
     async def lines() -> AsyncIterator[bytes]:

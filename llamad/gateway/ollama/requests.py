@@ -101,8 +101,7 @@ def _chat_extras(body: dict[str, Any], model: str) -> dict[str, Any]:
 
 
 def _stream_opts() -> dict[str, Any]:
-    # Always stream upstream: `stream: false` is assembled here, and the last chunk
-    # carries the usage and timings that the final Ollama object reports.
+    # The last chunk then carries the usage and timings that Ollama's last object reports.
     return {"stream": True, "stream_options": {"include_usage": True}}
 
 

@@ -1,7 +1,8 @@
 """Reading llama-server's streamed events into pieces of an Ollama answer.
 
 Two dialects come back: OpenAI chat chunks (from /v1/chat/completions) and llama.cpp's own
-completion events (from /completion and /infill). Both are reduced to `Piece`s (text,
+completion events (from /completion and /infill), streamed or as one document (which reads
+like a single last chunk). Both are reduced to `Piece`s (text,
 thinking, tool calls) plus the finish reason, timings and usage of the last event; the
 routes render pieces in /api/chat's or /api/generate's shape.
 """
