@@ -63,7 +63,7 @@ def _resolve_prctl() -> Callable[[int, int], int] | None:
         return None
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     prctl.argtypes, prctl.restype = [ctypes.c_int, ctypes.c_ulong], ctypes.c_int
-    return prctl  # type: ignore[no-any-return]
+    return prctl
 
 
 _PRCTL = _resolve_prctl()
