@@ -96,7 +96,7 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
         # import_module consults sys.modules, so a stand-in registered there is honoured.
         service_module = importlib.import_module("llamad.service.install")
 
-        service_module.register(sub)
+        service_module.register(sub, [common])
     else:
         # A placeholder keeps other commands from importing the service code; run() swaps it.
         sub.add_parser("service", add_help=False, help="run llamad under launchd or systemd")

@@ -23,6 +23,7 @@ from llamad.api.app import create_app, serve_unix
 from llamad.api.errors import InvalidConfig, UnknownInstance
 from llamad.cli import table
 from llamad.cli.main import run
+from llamad.cli.parser import build_parser
 from llamad.client.http import find_socket
 from llamad.config import load as spec
 
@@ -343,8 +344,8 @@ def test_service_is_loaded_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> N
         seen.append(args.what)
         return 7
 
-    def register(sub: Any) -> None:
-        p = sub.add_parser("service")
+    def register(sub: Any, parents: list[Any]) -> None:
+        p = sub.add_parser("service", parents=parents)
         p.add_argument("what")
         p.set_defaults(func=handle)
 
@@ -433,3 +434,34 @@ def test_table_units_and_colour(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_problem_line_from_last_exit() -> None:
     last = {"code": None, "signal": "SIGKILL", "at": "t", "stderr_tail": ["loading", "oom", ""]}
     assert table.problem(inst("a", "backoff", last_exit=last)) == "killed by SIGKILL: oom"
+
+
+# Every command path, with what it needs besides the global options.
+COMMAND_PATHS = [
+    ["status"],
+    ["start", "a"],
+    ["stop", "a"],
+    ["restart", "a"],
+    ["reload"],
+    ["logs", "a"],
+    ["validate"],
+    ["version"],
+    ["fleet"],
+    ["fleet", "status"],
+    ["service", "install"],
+    ["service", "uninstall"],
+    ["service", "status"],
+    ["service", "restart"],
+]
+
+
+@pytest.mark.parametrize("path", COMMAND_PATHS, ids=" ".join)
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_global_options_before_or_after_every_command(path: list[str], where: str) -> None:
+    """`--config`, `--socket`, `--host`, `--token-file`, `--ca-file` go on either side."""
+    options = ["--config", "c.toml", "--socket", "s.sock", "--host", "h"]
+    options += ["--token-file", "t", "--ca-file", "ca.pem"]
+    argv = [*options, *path] if where == "before" else [*path, *options]
+    args = build_parser(service=True).parse_args(argv)
+    assert (args.config, args.socket, args.host) == ("c.toml", "s.sock", "h")
+    assert (args.token_file, args.ca_file) == ("t", "ca.pem")
