@@ -28,6 +28,7 @@ log = logging.getLogger("llamad.control")
 
 DEFAULT_LINES = 100
 MAX_LINES = 1_000_000
+MAX_WAIT_S = 3600
 
 
 class Controller(Protocol):
@@ -35,9 +36,9 @@ class Controller(Protocol):
 
     def status(self) -> dict[str, Any]: ...
     def instance(self, name: str) -> dict[str, Any]: ...
-    async def start(self, name: str) -> dict[str, Any]: ...
-    async def stop(self, name: str) -> dict[str, Any]: ...
-    async def restart(self, name: str) -> dict[str, Any]: ...
+    async def start(self, name: str, wait: float | None = None) -> dict[str, Any]: ...
+    async def stop(self, name: str, wait: float | None = None) -> dict[str, Any]: ...
+    async def restart(self, name: str, wait: float | None = None) -> dict[str, Any]: ...
     async def reload(self) -> dict[str, Any]: ...
     def log_file(self, name: str) -> Path: ...
     async def metrics(self) -> bytes: ...
@@ -61,6 +62,19 @@ def _guarded(endpoint: Endpoint) -> Endpoint:
     return wrapper
 
 
+def _wait_seconds(raw: str | None) -> float | None:
+    """`?wait=S`: how long a command may hold the request for its outcome."""
+    if raw is None:
+        return None
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = -1.0
+    if not 0 <= wait <= MAX_WAIT_S:  # also refuses nan and inf
+        raise ControlError(f"wait must be a number of seconds from 0 to {MAX_WAIT_S}, not {raw!r}")
+    return wait
+
+
 def create_app(controller: Controller, *, shutdown: asyncio.Event | None = None) -> Starlette:
     """The control API over `controller`; log followers end when `shutdown` is set."""
 
@@ -73,7 +87,8 @@ def create_app(controller: Controller, *, shutdown: asyncio.Event | None = None)
     def command(verb: str) -> Endpoint:
         async def run(request: Request) -> Response:
             method = getattr(controller, verb)
-            return JSONResponse(await method(request.path_params["name"]))
+            wait = _wait_seconds(request.query_params.get("wait"))
+            return JSONResponse(await method(request.path_params["name"], wait))
 
         return run
 

@@ -77,13 +77,13 @@ class FakeController:
         doc["state"] = state
         return doc
 
-    async def start(self, name: str) -> dict[str, Any]:
+    async def start(self, name: str, wait: float | None = None) -> dict[str, Any]:
         return await self._command("start", name, "starting")
 
-    async def stop(self, name: str) -> dict[str, Any]:
+    async def stop(self, name: str, wait: float | None = None) -> dict[str, Any]:
         return await self._command("stop", name, "stopping")
 
-    async def restart(self, name: str) -> dict[str, Any]:
+    async def restart(self, name: str, wait: float | None = None) -> dict[str, Any]:
         return await self._command("restart", name, "starting")
 
     async def reload(self) -> dict[str, Any]:
@@ -180,6 +180,9 @@ async def test_reload_report_and_invalid_config(served: Served) -> None:
         ("GET", "/v1/nothing/here", 404, "not_found"),
         ("GET", "/v1/instances/qwen/start", 405, "method_not_allowed"),
         ("GET", "/v1/instances/qwen/logs?lines=-1", 400, "bad_request"),
+        ("POST", "/v1/instances/qwen/start?wait=soon", 400, "bad_request"),
+        ("POST", "/v1/instances/qwen/stop?wait=-1", 400, "bad_request"),
+        ("POST", "/v1/instances/qwen/restart?wait=inf", 400, "bad_request"),
     ],
 )
 async def test_error_shapes(served: Served, method: str, path: str, status: int, code: str) -> None:
