@@ -7,11 +7,11 @@ on TCP. Every error leaves as `{"error": {"code": ..., "message": ...}}`.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -24,7 +24,7 @@ from llamad.api.uds import SocketInUse, serve_unix
 
 __all__ = ["Controller", "SocketInUse", "create_app", "serve_unix", "tail_offset"]
 
-log = logging.getLogger("llamad.control")
+log = structlog.get_logger("llamad.control")
 
 DEFAULT_LINES = 100
 MAX_LINES = 1_000_000
@@ -56,7 +56,7 @@ def _guarded(endpoint: Endpoint) -> Endpoint:
         except ControlError as exc:
             return error_response(exc.status, exc.code, exc.message)
         except Exception:
-            log.exception("control API: %s %s failed", request.method, request.url.path)
+            log.exception("control.request_failed", method=request.method, path=request.url.path)
             return error_response(500, "internal", "internal error in llamad; see its log")
 
     return wrapper
