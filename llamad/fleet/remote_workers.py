@@ -10,7 +10,6 @@ or (when already running) keeps running while the peer is away.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import httpx
 import structlog
 
 from llamad.backends import rpc
+from llamad.common.hosts import is_loopback, is_wildcard
 from llamad.common.tokenfile import TokenFileError, read_token
 
 log = structlog.get_logger("llamad.rpc")
@@ -175,11 +175,7 @@ def _worker(doc: dict[str, object], peer_url: str) -> Worker | str:
 
 
 def _specific(host: str) -> bool:
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return host not in ("", "localhost")
-    return not (ip.is_loopback or ip.is_unspecified)
+    return not (is_loopback(host) or is_wildcard(host))
 
 
 @lru_cache(maxsize=16)
