@@ -11,7 +11,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,14 +46,6 @@ class ExitInfo:
             "at": self.at,
             "stderr_tail": self.stderr_tail,
         }
-
-
-def child_env(base: Mapping[str, str], *layers: Mapping[str, str]) -> dict[str, str]:
-    """The daemon's environment minus inherited LLAMA_* (the child would obey them), plus layers."""
-    env = {k: v for k, v in base.items() if not k.startswith("LLAMA_")}
-    for layer in layers:
-        env.update(layer)
-    return env
 
 
 def _resolve_prctl() -> Callable[[int, int], int] | None:
