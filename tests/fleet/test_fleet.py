@@ -266,4 +266,5 @@ def test_llamactl_and_llamad_refuse_the_same_fleet_table(
     assert len(lines) == 1
     where, _, said = lines[0].partition(": ")
     assert said == problem
-    assert where.startswith(f"{config}:") and where.rsplit(":", 1)[1].isdigit()  # file:line
+    file, _, line = where.rpartition(":")
+    assert (file, line.isdigit()) == (str(config), True)  # file:line
