@@ -35,9 +35,15 @@ class ArrayRef:
     offset: int
 
 
+# Numeric arrays up to this length are read whole: per-layer values such as head_count_kv
+# on models whose layers differ.
+SMALL_ARRAY = 1024
+
+
 @dataclass(frozen=True)
 class Header:
-    """A GGUF header: scalar values, arrays by reference, and each tensor's element count."""
+    """A GGUF header: scalar values (and small numeric arrays as lists), arrays by
+    reference, and each tensor's element count."""
 
     scalars: dict[str, Any]
     arrays: dict[str, ArrayRef]
@@ -104,7 +110,10 @@ def _scan(buf: mmap.mmap) -> Header:
         elif item == _T.ARRAY:
             raise ValueError(f"{key}: nested arrays are not supported")
         else:
-            cur.pos += count * struct.calcsize(_FIXED[_T(item)])
+            code = _FIXED[_T(item)]
+            if count <= SMALL_ARRAY:
+                scalars[key] = list(struct.unpack_from(f"{cur.order}{count}{code}", buf, cur.pos))
+            cur.pos += count * struct.calcsize(code)
     elements = []
     for _ in range(n_tensors):
         cur.string()

@@ -41,7 +41,8 @@ class GGUFMeta:
     fim_token_ids: dict[str, int] = field(default_factory=dict)
     # The texts of the end-of-sequence and end-of-turn tokens: what generation stops on.
     stop_tokens: tuple[str, ...] = ()
-    # Every scalar key/value of the header (arrays such as the vocabulary left out).
+    # Every scalar key/value of the header, small numeric arrays as lists (the vocabulary
+    # and other large arrays left out).
     scalars: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -120,6 +121,8 @@ def _parse(path: Path, size: int, mtime_ns: int) -> GGUFMeta:
 
     def num(key: str) -> int | None:
         value = scalars.get(key.format(arch=arch))
+        if isinstance(value, list) and value:
+            value = max(value)  # per-layer values: the largest layer bounds the KV cache
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None
         return int(value)

@@ -185,7 +185,10 @@ def _template(meta: GGUFMeta | None) -> str:
 
 def show(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
     """The /api/show document."""
-    info: dict[str, Any] = dict(meta.scalars) if meta else {}
+    # Arrays stay out, as in Ollama's answer without `verbose`.
+    info: dict[str, Any] = {
+        k: v for k, v in (meta.scalars if meta else {}).items() if not isinstance(v, list)
+    }
     # Clients read these two even when the header lacks them.
     info.setdefault("general.architecture", meta.architecture if meta else "unknown")
     info.setdefault("general.basename", (meta.name if meta else None) or view.name)
