@@ -33,23 +33,6 @@ class InstanceHooks(Protocol):
         ...
 
 
-class Alone:
-    """Hooks for an instance with no supervisor: no workers, nobody to tell."""
-
-    def not_ready(self, names: tuple[str, ...]) -> list[str]:
-        """Every named worker is missing: there is no one to run it."""
-        return list(names)
-
-    def exited(self, name: str) -> None:
-        """Nobody depends on it."""
-
-    def remote_lost(self, head: str, worker: str) -> None:
-        """Nobody restarts the head."""
-
-    def observe_probe(self, name: str, health: Health) -> None:
-        """Nobody keeps metrics."""
-
-
 class ProbeFeed:
     """Probe results fanned out to listeners, who may arrive after the first probes.
 

@@ -22,7 +22,7 @@ from structlog.testing import capture_logs
 
 from llamad.backends.probes import Health, Prober, make_transport, readiness_delay
 from llamad.config.load import Resolved, load
-from llamad.lifecycle.states import State
+from llamad.lifecycle.states import Start, State
 from llamad.supervise.instance import Instance
 from llamad.supervise.runtime import Runtime
 from llamad.supervise.supervisor import Supervisor
@@ -228,3 +228,28 @@ async def test_crash_after_healthy_restarts_at_once(
         ("running", "starting"),
         ("starting", "running"),
     ]
+
+
+async def test_head_waits_for_its_worker_and_the_start_deadline_ends_the_wait(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    head = {"model": tiny_model, "port": free_port(), "rpc": ["w1"], "ctx_size": 256}
+    worker = {"kind": "rpc-worker", "port": free_port(), "autostart": False}
+    cfg = config(tmp_path, {"w1": worker, "head": head}, start_timeout=1.0)
+    async with supervising(cfg) as sup:
+        inst = sup["head"]
+        await until(lambda: inst.record.waiting_for == ("w1",), what="head waiting")
+        assert (inst.record.state, inst.child) == (State.STARTING, None)
+        await sup.state("head", State.BACKOFF)
+        assert inst.record.error == "rpc workers not ready within 1s: w1"
+        assert inst.record.waiting_for == ()
+        # A reload gives it time to load (knobs apply in place), then a person starts
+        # both: the head waits again, and launches once w1 runs.
+        relaxed = load(config(tmp_path, {"w1": worker, "head": head}, start_timeout=20.0))
+        changes = await sup.supervisor.apply(relaxed.instances)
+        assert changes.unchanged == ["w1", "head"]
+        await sup["w1"].send(Start())
+        await inst.send(Start())
+        await sup.state("w1", State.RUNNING)
+        await sup.state("head", State.RUNNING)
+        assert inst.record.error is None
