@@ -56,10 +56,22 @@ def child_env(base: Mapping[str, str], *layers: Mapping[str, str]) -> dict[str, 
     return env
 
 
-def _die_with_parent() -> None:
-    # PR_SET_PDEATHSIG = 1: the kernel SIGKILLs the child when llamad dies, even by SIGKILL.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)
+# Resolved once in the parent: after fork only the call itself runs, no loader code.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
+def die_with_parent(daemon_pid: int) -> Callable[[], None]:
+    """The child's preexec step: die with the daemon, and at once if it is already gone."""
+
+    def preexec() -> None:
+        assert _PRCTL is not None
+        # PR_SET_PDEATHSIG = 1: the kernel SIGKILLs the child when llamad dies, even by
+        # SIGKILL. A daemon that died between fork and prctl sent no signal: check.
+        _PRCTL(1, signal.SIGKILL)
+        if os.getppid() != daemon_pid:
+            os._exit(1)
+
+    return preexec
 
 
 class Child:
@@ -85,7 +97,7 @@ class Child:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            preexec_fn=die_with_parent(os.getpid()) if _PRCTL is not None else None,
         )
         return cls(proc, write)
 

@@ -56,7 +56,8 @@ class Runtime:
         if remote:
             servers = [settings.get("LLAMA_ARG_RPC", ""), *(w.address for w in remote.values())]
             settings["LLAMA_ARG_RPC"] = ",".join(filter(None, servers))
-        env = child_env(os.environ, settings, dict(spec.env))
+        marker = self.registry.env() if self.registry is not None else {}
+        env = child_env(os.environ, settings, dict(spec.env), marker)
         try:
             child = await Child.spawn(argv, env, log.write)
         except OSError as exc:
