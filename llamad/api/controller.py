@@ -34,6 +34,7 @@ class DaemonController:
     def status(self) -> dict[str, Any]:
         """The whole status document."""
         r = self.reloader.resolved
+        llama = r.llama_server
         insts = list(self.supervisor.instances.values())
         self._facts.forget_except({i.child.pid for i in insts if i.child is not None})
         return {
@@ -44,8 +45,9 @@ class DaemonController:
                 "config_error": self.reloader.config_error,
                 "started_at": self.started_at,
                 "uptime_s": round(time.monotonic() - self._t0, 3),
-                "llama_server": str(r.binary),
-                "llama_server_version": r.llama_server_version,
+                "llama_server": str(llama.path) if llama else None,
+                "llama_server_version": llama.version if llama else None,
+                "backends": {kind: tool.to_dict() for kind, tool in r.tools.items()},
             },
             "instances": [self._doc(i) for i in insts],
         }

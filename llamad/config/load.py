@@ -1,5 +1,5 @@
-"""Load a config file: structure (config.py), then the daemon's paths and binaries, then
-every instance resolved against what the installed llama-server accepts (launchspec.py).
+"""Load a config file: structure (schema.py), then the daemon's paths, then each kind's
+executable and every instance resolved by its backend (resolve.py).
 """
 
 from __future__ import annotations
@@ -8,10 +8,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llamad.backends import rpc
-from llamad.backends.binaries import find_binary, find_rpc_server
-from llamad.backends.catalog import CatalogError
-from llamad.backends.catalog_cache import load_catalog
+from llamad.backends.base import Backend, Tool
+from llamad.backends.llama_server import KIND as LLAMA_SERVER
 from llamad.backends.spec import InstanceSpec
 from llamad.common import paths
 from llamad.common.unixsock import MAX_SOCKET_PATH
@@ -42,12 +40,22 @@ class Resolved:
     """A config file that passed every check, ready to run."""
 
     path: Path
-    binary: Path
-    llama_server_version: str
     daemon: Daemon
     instances: dict[str, InstanceSpec]
-    rpc_binary: Path | None = None
+    tools: dict[str, Tool] = field(default_factory=dict)  # kind -> executable, kinds in use
     peers: dict[str, RemotePeer] = field(default_factory=dict)  # [fleet] peers, for rpc
+
+    @property
+    def llama_server(self) -> Tool | None:
+        """The llama-server in use, if any instance runs one (the status document's
+        `llama_server` and `llama_server_version`)."""
+        return self.tools.get(LLAMA_SERVER)
+
+    @property
+    def llama_server_version(self) -> str:
+        """llama-server's `--version` line, or "" when no instance runs llama-server."""
+        tool = self.llama_server
+        return tool.version if tool else ""
 
 
 def load(path: Path) -> Resolved:
@@ -74,6 +82,10 @@ def _maybe(value: str | None) -> Path | None:
     return Path(value).expanduser().absolute() if value else None
 
 
+def _inspect(backend: Backend, path: Path) -> Tool:
+    return backend.inspect(path, paths.cache_home())
+
+
 def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
     """Turn the parsed file into specs, collecting every problem before failing."""
     problems: list[str] = []
@@ -94,26 +106,13 @@ def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
             f"{where_is(path, text, ('daemon', 'socket'))}: daemon.socket: path is longer than "
             f"{MAX_SOCKET_PATH} bytes, the AF_UNIX limit: {daemon.socket}"
         )
-    try:
-        binary = find_binary(d.llama_server)
-        catalog = load_catalog(binary, paths.cache_home())
-    except CatalogError as exc:
-        where = where_is(path, text, ("daemon", "llama_server"))
-        raise ConfigError([*problems, f"{where}: {exc}"]) from None
-
-    rpc_binary, rpc_help = None, ""
-    if any(t.kind == rpc.KIND for t in cfg.instances.values()):
-        try:
-            rpc_binary = find_rpc_server(d.rpc_server)
-            rpc_help = rpc.rpc_help(rpc_binary)
-        except CatalogError as exc:
-            problems.append(f"{where_is(path, text, ('daemon', 'rpc_server'))}: {exc}")
-    resolver = Resolver(cfg, path, text, catalog, rpc_help)
-    instances = resolver.all()
+    resolver = Resolver(cfg, path, text)
+    tools = resolver.tools(_inspect)
+    instances = resolver.all(tools)
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)
-    return Resolved(path, binary, catalog.version, daemon, instances, rpc_binary, _peers(cfg))
+    return Resolved(path, daemon, instances, tools, _peers(cfg))
 
 
 def _peers(cfg: ConfigFile) -> dict[str, RemotePeer]:

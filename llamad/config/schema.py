@@ -11,7 +11,7 @@ import tomllib
 from collections.abc import Iterable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
 from pydantic import ValidationError as PydanticError
@@ -23,6 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from llamad.backends.registry import DEFAULT_KIND
 from llamad.config.fleet_tables import FleetSettings, PeerSettings, RemoteSettings
 from llamad.config.tomlpos import locate
 
@@ -78,7 +79,7 @@ class InstanceTable(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    kind: Literal["llama-server", "rpc-worker"] = "llama-server"
+    kind: str = DEFAULT_KIND  # checked against the backend registry when resolving
     args: list[str] = []
     env: dict[str, Scalar] = {}
     autostart: bool = True

@@ -126,9 +126,9 @@ class Supervisor:
         await inst.send(Stop())
         await inst.wait_until(State.STOPPED, timeout=inst.spec.knobs.stop_timeout + 5)
 
-    async def restart_one_by_one(self) -> None:
-        """Restart every live instance in turn, each healthy before the next (a new binary)."""
-        for inst in list(self.instances.values()):
+    async def restart_one_by_one(self, names: list[str]) -> None:
+        """Restart `names` in turn, each healthy before the next (a new executable)."""
+        for inst in [i for n in names if (i := self.instances.get(n)) is not None]:
             if inst.record.state in (State.STOPPED, State.FAILED) or inst.closing:
                 continue
             await inst.send(Restart())

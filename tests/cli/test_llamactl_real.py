@@ -17,7 +17,7 @@ STATUS_KEYS = {
 }  # fmt: skip
 DAEMON_KEYS = {
     "pid", "version", "config_path", "config_error", "started_at", "uptime_s",
-    "llama_server", "llama_server_version",
+    "llama_server", "llama_server_version", "backends",
 }  # fmt: skip
 
 
@@ -61,6 +61,11 @@ def test_status_start_stop_logs_and_failed(tmp_path: Path, tiny_model: Path) -> 
         doc = json.loads(d.ctl("status", "--json").stdout)
         assert set(doc) == {"daemon", "instances"}
         assert set(doc["daemon"]) == DAEMON_KEYS
+        llama = doc["daemon"]["backends"]["llama-server"]
+        assert llama == {
+            "path": doc["daemon"]["llama_server"],
+            "version": doc["daemon"]["llama_server_version"],
+        }
         assert all(set(i) == STATUS_KEYS for i in doc["instances"])
         flaky = next(i for i in doc["instances"] if i["name"] == "flaky")
         assert flaky["last_exit"]["code"] == 1
