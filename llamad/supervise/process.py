@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,7 @@ class Child:
         self.pid = proc.pid
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.started = asyncio.get_running_loop().time()
+        self.started_at = time.time()  # wall clock, for the start-time metric
         self._write = write
         self._pump = asyncio.create_task(self._read_output(), name=f"pump-{proc.pid}")
 
