@@ -41,7 +41,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LABEL = "name"
 # A `_created` series per histogram is noise in the 0.0.4 text format: Prometheus stores
 # it as one more gauge.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
