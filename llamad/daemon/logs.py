@@ -13,6 +13,8 @@ from typing import TextIO
 import structlog
 from structlog.typing import Processor
 
+from llamad.common.colour import use_colour
+
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 _LEVELS["error"] = logging.ERROR
 
@@ -30,7 +32,7 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
     ]
     renderer: Processor
     if fmt == "console":
-        renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
+        renderer = structlog.dev.ConsoleRenderer(colors=use_colour(stream))
     else:
         renderer = structlog.processors.JSONRenderer()
     structlog.configure(

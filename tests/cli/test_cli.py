@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import shutil
 import signal
@@ -433,3 +434,12 @@ def test_table_units_and_colour(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_problem_line_from_last_exit() -> None:
     last = {"code": None, "signal": "SIGKILL", "at": "t", "stderr_tail": ["loading", "oom", ""]}
     assert table.problem(inst("a", "backoff", last_exit=last)) == "killed by SIGKILL: oom"
+
+
+def test_force_colour_colours_a_pipe_and_no_colour_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FORCE_COLOR colours llamactl's table even into a pipe; NO_COLOR beats it."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert table.use_colour(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not table.use_colour(io.StringIO())
