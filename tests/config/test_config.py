@@ -134,6 +134,15 @@ def test_valid_config_resolves(tmp_path: Path, tiny_model: Path) -> None:
             '[instances.a]\nmodel = "{m}"\nport = 1\nn_gpu_layers = true\n',
             ["llamad.toml:4: instances.a.n_gpu_layers: expects a value like N"],
         ),
+        (
+            '[[fleet.peers]]\nname = "a"\nurl = "http://a:1"\n\n'
+            '[[fleet.peers]]\nname = "b"\nurl = "ftp://b"\n',
+            ["llamad.toml:7: fleet.peers.1.url: must start with http:// or https://"],
+        ),
+        (
+            '[[fleet.peers]]\nname = "a"\nurl = "http://a:1"\n[[fleet.peers]]\nname = "b"\n',
+            ["llamad.toml:4: fleet.peers.1.url: is required"],
+        ),
     ],
     ids=[
         "unknown key with suggestion",
@@ -149,6 +158,8 @@ def test_valid_config_resolves(tmp_path: Path, tiny_model: Path) -> None:
         "secret in args",
         "socket path too long",
         "bool for a valued option",
+        "second array-of-tables entry, its key",
+        "second array-of-tables entry, a missing key",
     ],
 )
 def test_invalid_config_is_one_clear_line(
