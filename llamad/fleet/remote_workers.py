@@ -21,6 +21,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 import structlog
 
+from llamad.backends import rpc
 from llamad.common.tokenfile import TokenFileError, read_token
 
 log = structlog.get_logger("llamad.rpc")
@@ -161,7 +162,7 @@ async def _ask(peer: RemotePeer, worker: str) -> dict[str, object] | None:
 
 def _worker(doc: dict[str, object], peer_url: str) -> Worker | str:
     state, pid, port = (doc.get(k) for k in ("state", "pid", "port"))
-    if doc.get("kind") != "rpc-worker":
+    if doc.get("kind") != rpc.KIND:
         return "not an rpc-worker"
     if state != "running" or not isinstance(pid, int) or not isinstance(port, int):
         return str(state)
