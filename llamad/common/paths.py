@@ -41,6 +41,13 @@ def default_config() -> Path:
     return Path(env).expanduser() if env else config_home() / "llamad.toml"
 
 
+def anchored(value: str | Path, base: Path) -> Path:
+    """A path from a config file: `~` expanded, and a relative one taken from `base`, the
+    file's directory, so the file means the same under launchd (cwd /) as in a shell."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base.absolute() / path
+
+
 def default_socket() -> Path:
     """The control socket when the config names none."""
     return state_home() / "llamad.sock"

@@ -74,12 +74,8 @@ def check(path: Path) -> list[str]:
     return []
 
 
-def _abs(value: str | None, default: Path) -> Path:
-    return Path(value).expanduser().absolute() if value else default
-
-
-def _maybe(value: str | None) -> Path | None:
-    return Path(value).expanduser().absolute() if value else None
+def _maybe(value: str | None, base: Path) -> Path | None:
+    return paths.anchored(value, base) if value else None
 
 
 def _inspect(backend: Backend, path: Path) -> Tool:
@@ -90,11 +86,12 @@ def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
     """Turn the parsed file into specs, collecting every problem before failing."""
     problems: list[str] = []
     d = cfg.daemon
-    state_dir = _abs(d.state_dir, paths.state_home())
+    base = path.parent
+    state_dir = _maybe(d.state_dir, base) or paths.state_home()
     daemon = Daemon(
         state_dir=state_dir,
-        socket=_abs(d.socket, state_dir / "llamad.sock"),
-        log_dir=_abs(d.log_dir, state_dir / "logs"),
+        socket=_maybe(d.socket, base) or state_dir / "llamad.sock",
+        log_dir=_maybe(d.log_dir, base) or state_dir / "logs",
         log_max_bytes=d.log_max_bytes,
         log_backups=d.log_backups,
         log_level=d.log_level,
@@ -112,14 +109,16 @@ def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)
-    return Resolved(path, daemon, instances, tools, _peers(cfg))
+    return Resolved(path, daemon, instances, tools, _peers(cfg, base))
 
 
-def _peers(cfg: ConfigFile) -> dict[str, RemotePeer]:
+def _peers(cfg: ConfigFile, base: Path) -> dict[str, RemotePeer]:
     """`[fleet] peers` as heads reach their remote workers; the token is read when asked,
     and, as with llamactl, a peer without a token_file uses `[fleet] token_file`."""
     default = cfg.fleet.token_file
     return {
-        p.name: RemotePeer(p.name, p.url, _maybe(p.token_file or default), _maybe(p.ca_file))
+        p.name: RemotePeer(
+            p.name, p.url, _maybe(p.token_file or default, base), _maybe(p.ca_file, base)
+        )
         for p in cfg.fleet.peers
     }

@@ -66,12 +66,12 @@ class Fleet:
     tailscale_port: int = 7777
 
 
-def _path(value: object, where: str) -> Path | None:
+def _path(value: object, where: str, base: Path) -> Path | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value:
         raise BadConfig(f"{where}: must be a file path")
-    return Path(value).expanduser().absolute()  # like the daemon: relative to the cwd
+    return paths.anchored(value, base)  # like the daemon: relative to the config file
 
 
 def load_fleet(config_arg: str | None) -> Fleet:
@@ -85,7 +85,7 @@ def load_fleet(config_arg: str | None) -> Fleet:
         raise BadConfig(f"cannot read {config}: {exc}") from None
     if not isinstance(table, dict):
         raise BadConfig(f"{config}: fleet: must be a table")
-    default_token = _path(table.get("token_file"), f"{config}: fleet.token_file")
+    default_token = _path(table.get("token_file"), f"{config}: fleet.token_file", config.parent)
     peers = []
     for i, entry in enumerate(table.get("peers") or []):
         where = f"{config}: fleet.peers[{i}]"
@@ -94,8 +94,8 @@ def load_fleet(config_arg: str | None) -> Fleet:
             raise BadConfig(f"{where}: needs a name and a url")
         if not url.startswith(("http://", "https://")):
             raise BadConfig(f"{where}.url: must start with http:// or https:// (got {url!r})")
-        token = _path(entry.get("token_file"), f"{where}.token_file")
-        ca_file = _path(entry.get("ca_file"), f"{where}.ca_file")
+        token = _path(entry.get("token_file"), f"{where}.token_file", config.parent)
+        ca_file = _path(entry.get("ca_file"), f"{where}.ca_file", config.parent)
         peers.append(Peer(name, url, token, ca_file))
     timeout = table.get("timeout", DEFAULT_FLEET_TIMEOUT_S)
     if not isinstance(timeout, int | float) or timeout <= 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -214,3 +215,28 @@ def test_missing_config_file_exits_2(tmp_path: Path) -> None:
     )
     assert run.returncode == 2
     assert run.stderr.strip() == f"llamad: {tmp_path / 'none.toml'}: config file not found"
+
+
+def test_relative_paths_resolve_against_the_config_files_directory(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config that validates in a shell means the same under launchd (cwd /): model,
+    key file, state dir, socket and log dir are taken from the file's directory."""
+    conf = tmp_path / "conf"
+    (conf / "models").mkdir(parents=True)
+    shutil.copy(tiny_model, conf / "models" / "tiny.gguf")
+    (conf / "key").write_text("sk-relative\n")
+    cfg = write_config(
+        conf / "llamad.toml",
+        {"a": {"model": "models/tiny.gguf", "port": 18555, "api_key_file": "key"}},
+        daemon={"state_dir": "state", "log_dir": "../logs"},
+    )
+    monkeypatch.chdir("/")
+    resolved = load(cfg)
+    spec = resolved.instances["a"]
+    assert spec.model == conf / "models" / "tiny.gguf"
+    assert dict(spec.settings)["LLAMA_ARG_API_KEY_FILE"] == str(conf / "key")
+    assert spec.secrets == ("sk-relative",)
+    assert resolved.daemon.state_dir == conf / "state"
+    assert resolved.daemon.socket == conf / "state" / "llamad.sock"
+    assert resolved.daemon.log_dir == conf / "../logs"
