@@ -91,7 +91,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
                 )
                 await trigger.wait()
                 log.info("daemon.stopping")
-                notifier.stopping()
+                notifier.stopping(supervisor.summary())
                 await supervisor.shutdown()
                 services_stop.set()
         finally:
