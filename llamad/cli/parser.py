@@ -69,8 +69,16 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
     _connection_options(common, argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="(default: status)")
 
-    def add(name: str, func: Any, text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, parents=[common], help=text, description=text)
+    # validate reads a file and talks to no llamad: --config is all it takes.
+    config_only = argparse.ArgumentParser(add_help=False)
+    config_only.add_argument(
+        "--config", metavar="FILE", default=argparse.SUPPRESS, help=CONFIG_HELP
+    )
+
+    def add(
+        name: str, func: Any, text: str, parent: argparse.ArgumentParser = common
+    ) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[parent], help=text, description=text)
         p.set_defaults(func=func)
         return p
 
@@ -89,7 +97,7 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME")
     p.add_argument("-n", "--lines", type=int, default=100, metavar="N", help="last N lines (100)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    add("validate", commands.validate, "check a config file; needs no running llamad")
+    add("validate", commands.validate, "check a config file; needs no running llamad", config_only)
     add("version", commands.version, "print llamactl's version, and llamad's if it is running")
     _fleet(sub, common)
     if service:

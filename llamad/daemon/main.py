@@ -13,11 +13,9 @@ import importlib
 import signal
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import structlog
 
-from llamad import __version__
 from llamad.backends.probes import Prober, make_client, make_transport
 from llamad.common import paths
 from llamad.common.unixsock import SocketInUse, bind_unix
@@ -127,42 +125,8 @@ class _SignalHandlers:
             self._loop.remove_signal_handler(sig)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line of `llamad`."""
-    p = argparse.ArgumentParser(
-        prog="llamad",
-        description="Keep the llama-server instances listed in a TOML file always on. "
-        "Runs in the foreground; launchd or systemd keeps it alive.",
-    )
-    p.add_argument(
-        "--config",
-        type=Path,
-        help="config file (default: $LLAMAD_CONFIG, else ~/.config/llamad/llamad.toml)",
-    )
-    p.add_argument(
-        "--demo",
-        action="store_true",
-        help="run the built-in demo: two instances of a generated tiny model on "
-        "127.0.0.1:18081 and :18082",
-    )
-    p.add_argument(
-        "--log-format",
-        choices=("auto", "console", "json"),
-        default="auto",
-        help="daemon log format on stderr (default: console on a TTY, JSON otherwise)",
-    )
-    p.add_argument("--version", action="version", version=f"llamad {__version__}")
-    return p.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the `llamad` command."""
-    sys.exit(run(argv))
-
-
-def run(argv: list[str] | None = None) -> int:
+def run(args: argparse.Namespace) -> int:
     """Load the config, then serve; exit 2 for a bad config, 1 for a fatal error."""
-    args = parse_args(argv)
     if args.demo:
         from llamad.daemon.demo import demo_config
 

@@ -296,6 +296,15 @@ def test_validate(short_dir: Path, ctl: Ctl, monkeypatch: pytest.MonkeyPatch) ->
     assert (code, err) == (2, f"llamactl: {short_dir / 'none.toml'}: no such file\n")
 
 
+def test_validate_help_lists_only_config(capsys: pytest.CaptureFixture[str]) -> None:
+    """validate talks to no llamad: its help offers --config and nothing of the connection."""
+    assert run(["validate", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--config FILE" in out
+    for option in ("--socket", "--host", "--token-file", "--ca-file"):
+        assert option not in out
+
+
 def test_validate_with_the_real_checker(short_dir: Path, ctl: Ctl) -> None:
     config = short_dir / "bad.toml"
     config.write_text("[daemon]\nno_such_key = 1\n")
