@@ -96,10 +96,17 @@ async def serve_unix(
         http=peer_checked_protocol(uid),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+
+    def bound() -> None:
+        log.info("control.listening", extra={"socket": str(path)})
+        if on_bound is not None:
+            on_bound()
+
     try:
-        await serve_until(QuietServer(config, on_bound), sock, shutdown)
+        await serve_until(QuietServer(config, bound), sock, shutdown)
     finally:
         _unlink_if_ours(path, inode)
+        log.info("control.stopped", extra={"socket": str(path)})
 
 
 async def serve_until(server: QuietServer, sock: socket.socket, shutdown: asyncio.Event) -> None:

@@ -69,7 +69,9 @@ def _clear_stale(path: Path) -> None:
         probe.settimeout(1.0)
         probe.connect(os.fspath(path))
     except ConnectionRefusedError:
-        log.info("control socket: replacing stale %s", path)
+        # A stdlib logger (llamactl imports this module); the daemon's formatter turns
+        # `extra` into fields of the event.
+        log.info("control.socket_replaced", extra={"path": str(path)})
         path.unlink(missing_ok=True)
         return
     except OSError as exc:

@@ -29,6 +29,8 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        # Fields of stdlib records (`extra=`), e.g. control.socket_replaced's path.
+        structlog.stdlib.ExtraAdder(),
     ]
     renderer: Processor
     if fmt == "console":
@@ -54,8 +56,9 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS[level])
-    # Per-request chatter from the libraries is noise in a daemon's log.
-    for noisy in ("httpx", "httpcore", "uvicorn.access", "watchfiles"):
+    # Per-request chatter from the libraries is noise in a daemon's log, and uvicorn's
+    # start/stop prose is replaced by control.listening and control.stopped events.
+    for noisy in ("httpx", "httpcore", "uvicorn.access", "uvicorn.error", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

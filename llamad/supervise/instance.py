@@ -233,7 +233,9 @@ class Instance:
         self.last_exit = info
         reason = self.runtime.reaped(self.spec, child, info)
         self.log.mark(f"pid {child.pid} {reason}")
-        log.info(
+        # SIGKILL is the OOM killer or a person: worth a warning, unlike a clean exit.
+        level = log.warning if info.signal == "SIGKILL" else log.info
+        level(
             "instance.exited",
             instance=self.spec.name,
             pid=child.pid,
