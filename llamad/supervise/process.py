@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 
 from llamad.common.clock import utcnow
+from llamad.supervise.port_owner import port_owner
 
 TAIL_LINES = 50
 _CHUNK = 65536
@@ -152,23 +153,6 @@ def port_problem(host: str, port: int) -> str | None:
                 return f"cannot bind {host}:{port}: address not available on this host"
             return f"cannot bind {host}:{port}: {exc.strerror}"
     return None
-
-
-def port_owner(port: int) -> str:
-    """'pid 4242 (python3)' for the listener on `port`, or a vaguer phrase when unknown."""
-    try:
-        conns = psutil.net_connections(kind="tcp")
-    except (psutil.AccessDenied, OSError):
-        return "another process"
-    for conn in conns:
-        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
-            if conn.pid is None:
-                return "another process"
-            try:
-                return f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
-            except psutil.Error:
-                return f"pid {conn.pid}"
-    return "another process"
 
 
 def model_problem(model: Path | None) -> str | None:
