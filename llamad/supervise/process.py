@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
 from llamad.common.clock import utcnow
 from llamad.supervise.port_owner import port_owner
 
