@@ -73,7 +73,7 @@ def test_metrics_follow_state_restarts_and_exits(tmp_path: Path, tiny_model: Pat
         assert value(m, "llamad_config_error") == 0.0
         build = [k for k in m if k[0] == "llamad_build_info"]
         assert build
-        assert dict(build[0][1])["version"] == "0.1.0"
+        assert dict(build[0][1])["version"] == __version__
         reexported = [k for k in m if k[0].startswith("llamacpp:")]
         assert reexported
         assert all(dict(k[1])["name"] == "b" for k in reexported)
