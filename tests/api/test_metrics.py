@@ -14,6 +14,8 @@ import pytest
 from helpers import Llamad, free_port, wait_for, write_config
 from prometheus_client.parser import text_string_to_metric_families
 
+from llamad import __version__
+
 
 def text(d: Llamad) -> str:
     transport = httpx.HTTPTransport(uds=str(d.socket))
