@@ -14,13 +14,22 @@ import structlog
 from structlog.typing import Processor
 
 from llamad.common.colour import use_colour
+from llamad.daemon.logfile import RotatingStreamHandler
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 _LEVELS["error"] = logging.ERROR
 
 
-def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
-    """Route structlog and stdlib logging to `stream` (stderr): console or JSON lines."""
+def configure(
+    level: str = "info",
+    fmt: str = "auto",
+    stream: TextIO | None = None,
+    max_bytes: int = 10 * 1024 * 1024,
+    backups: int = 3,
+) -> None:
+    """Route structlog and stdlib logging to `stream` (stderr): console or JSON lines.
+    When `stream` is a file opened for appending (launchd's StandardErrorPath), it is kept
+    under `max_bytes` with `backups` copies (logfile.py)."""
     stream = stream or sys.stderr
     if fmt == "auto":
         fmt = "console" if stream.isatty() else "json"
@@ -51,7 +60,7 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
             renderer,
         ],
     )
-    handler = logging.StreamHandler(stream)
+    handler = RotatingStreamHandler(stream, max_bytes, backups)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]

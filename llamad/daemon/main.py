@@ -142,8 +142,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         for line in exc.lines:
             print(f"llamad: {line}", file=sys.stderr)
+        # Under launchd this repeats every ThrottleInterval until the file is fixed.
+        print(f"llamad: {path}: check it with: llamactl validate --config {path}", file=sys.stderr)
         return EXIT_CONFIG
-    logs.configure(resolved.daemon.log_level, args.log_format)
+    d = resolved.daemon
+    logs.configure(d.log_level, args.log_format, max_bytes=d.log_max_bytes, backups=d.log_backups)
     try:
         with DaemonLock(resolved.daemon.state_dir):
             return asyncio.run(serve(resolved))

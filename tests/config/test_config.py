@@ -203,6 +203,8 @@ def test_llamad_exits_2_without_traceback(tmp_path: Path, text: str, needle: str
     assert needle in run.stderr
     assert "Traceback" not in run.stderr
     assert all(ln.startswith(f"llamad: {path}") for ln in run.stderr.splitlines())
+    last = run.stderr.splitlines()[-1]
+    assert last == f"llamad: {path}: check it with: llamactl validate --config {path}"
 
 
 def test_missing_config_file_exits_2(tmp_path: Path) -> None:
@@ -214,7 +216,8 @@ def test_missing_config_file_exits_2(tmp_path: Path) -> None:
         timeout=30,
     )
     assert run.returncode == 2
-    assert run.stderr.strip() == f"llamad: {tmp_path / 'none.toml'}: config file not found"
+    missing = tmp_path / "none.toml"
+    assert run.stderr.splitlines()[0] == f"llamad: {missing}: config file not found"
 
 
 def test_relative_paths_resolve_against_the_config_files_directory(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+from pathlib import Path
 
 import pytest
 import structlog
@@ -41,3 +42,29 @@ def test_no_color_keeps_a_terminal_plain(monkeypatch: pytest.MonkeyPatch) -> Non
     out = rendered(Tty())
     assert "colour.checked" in out
     assert "\x1b[" not in out
+
+
+def test_an_appended_log_file_is_rotated_by_copy_and_truncate(tmp_path: Path) -> None:
+    """launchd's StandardErrorPath (opened O_APPEND, never reopened) stays under the size
+    limit: copied to .1, .2 and truncated in place, so llamad keeps writing to the file."""
+    path = tmp_path / "llamad.err.log"
+    with path.open("a", encoding="utf-8") as stream:
+        logs.configure("info", "json", stream, max_bytes=2000, backups=2)
+        for n in range(200):
+            structlog.get_logger("llamad.test").info("rotation.checked", n=n)
+    assert path.stat().st_size < 2000 + 200
+    backups = sorted(p.name for p in tmp_path.iterdir() if p != path)
+    assert backups == ["llamad.err.log.1", "llamad.err.log.2"]
+    last = path.read_text().splitlines()[-1]
+    assert '"n": 199' in last
+    assert not path.read_text().startswith("\0")
+
+
+def test_a_log_file_not_opened_for_appending_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "llamad.err.log"
+    with path.open("w", encoding="utf-8") as stream:
+        logs.configure("info", "json", stream, max_bytes=2000, backups=2)
+        for n in range(100):
+            structlog.get_logger("llamad.test").info("rotation.checked", n=n)
+    assert path.stat().st_size > 2000
+    assert list(tmp_path.iterdir()) == [path]
