@@ -26,6 +26,7 @@ from llamad.daemon.lock import AlreadyRunning, DaemonLock
 from llamad.daemon.notify import Notifier
 from llamad.fleet.remote_workers import RemoteWorkers
 from llamad.supervise.orphans import ChildRegistry
+from llamad.supervise.process import port_problem
 from llamad.supervise.runtime import Runtime
 from llamad.supervise.supervisor import Supervisor
 
@@ -48,8 +49,10 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
         log.error("daemon.socket_in_use", error=str(exc))
         return EXIT_FATAL
     registry = ChildRegistry(d.state_dir)
-    # Children a SIGKILLed llamad left behind (macOS has no PDEATHSIG) hold our ports.
-    registry.reap_leftovers()
+    # Children a SIGKILLed llamad left behind (macOS has no PDEATHSIG) hold our ports. The
+    # scan for unrecorded ones costs tens of ms of cold start, so only when a port is taken.
+    taken = any(port_problem(s.host, s.port) for s in resolved.instances.values())
+    registry.reap_leftovers(scan=taken)
     notifier = Notifier.from_env()
     transport = make_transport()
     async with make_client(transport) as client:

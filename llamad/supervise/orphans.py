@@ -70,9 +70,10 @@ class ChildRegistry:
         except OSError as exc:  # losing this file only weakens orphan cleanup
             log.warning("orphans.state_unwritable", path=str(self.path), error=str(exc))
 
-    def reap_leftovers(self, timeout: float = 5.0) -> list[int]:
-        """Kill children a previous llamad left behind; returns their pids."""
-        found = {**self._recorded(), **self._marked()}
+    def reap_leftovers(self, timeout: float = 5.0, scan: bool = True) -> list[int]:
+        """Kill children a previous llamad left behind; returns their pids. With `scan`,
+        also every process carrying our marker (a look at every process: tens of ms)."""
+        found = {**self._recorded(), **(self._marked() if scan else {})}
         for proc, instance in found.values():
             log.warning("orphans.reaped", instance=instance, pid=proc.pid)
             with contextlib.suppress(OSError):
