@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import structlog
 import uvicorn
 
 from llamad.api.peercred import peer_checked_protocol
@@ -25,7 +25,7 @@ __all__ = [
     "serve_until",
 ]
 
-log = logging.getLogger("llamad.control")
+log = structlog.get_logger("llamad.control")
 
 # Log followers hold their connection open forever; shutdown must not wait on them.
 GRACEFUL_SHUTDOWN_S = 1
@@ -98,7 +98,8 @@ async def serve_unix(
     )
 
     def bound() -> None:
-        log.info("control.listening", extra={"socket": str(path)})
+        # uvicorn's own startup lines are prose; this is the one event that says it.
+        log.info("control.serving", socket=str(path))
         if on_bound is not None:
             on_bound()
 
@@ -106,7 +107,7 @@ async def serve_unix(
         await serve_until(QuietServer(config, bound), sock, shutdown)
     finally:
         _unlink_if_ours(path, inode)
-        log.info("control.stopped", extra={"socket": str(path)})
+        log.info("control.stopped", socket=str(path))
 
 
 async def serve_until(server: QuietServer, sock: socket.socket, shutdown: asyncio.Event) -> None:

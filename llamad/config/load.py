@@ -5,7 +5,7 @@ executable and every instance resolved by its backend (resolve.py).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from llamad.backends.base import Backend, Tool
@@ -16,7 +16,7 @@ from llamad.common.unixsock import MAX_SOCKET_PATH
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.config.resolve import Resolver
 from llamad.config.schema import ConfigError, ConfigFile, read_file, where_is
-from llamad.fleet.remote_workers import RemotePeer
+from llamad.fleet.table import Peer
 
 __all__ = ["ConfigError", "Daemon", "InstanceSpec", "Resolved", "check", "load", "resolve"]
 
@@ -43,7 +43,7 @@ class Resolved:
     daemon: Daemon
     instances: dict[str, InstanceSpec]
     tools: dict[str, Tool] = field(default_factory=dict)  # kind -> executable, kinds in use
-    peers: dict[str, RemotePeer] = field(default_factory=dict)  # [fleet] peers, for rpc
+    peers: dict[str, Peer] = field(default_factory=dict)  # [fleet] peers, for rpc
 
     @property
     def llama_server(self) -> Tool | None:
@@ -74,8 +74,8 @@ def check(path: Path) -> list[str]:
     return []
 
 
-def _maybe(value: str | None, base: Path) -> Path | None:
-    return paths.anchored(value, base) if value else None
+def _abs(value: str | None, base: Path, default: Path) -> Path:
+    return paths.anchored(value, base) if value else default
 
 
 def _inspect(backend: Backend, path: Path) -> Tool:
@@ -86,12 +86,12 @@ def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
     """Turn the parsed file into specs, collecting every problem before failing."""
     problems: list[str] = []
     d = cfg.daemon
-    base = path.parent
-    state_dir = _maybe(d.state_dir, base) or paths.state_home()
+    base = path.parent  # relative paths are the config file's, not the cwd's
+    state_dir = _abs(d.state_dir, base, paths.state_home())
     daemon = Daemon(
         state_dir=state_dir,
-        socket=_maybe(d.socket, base) or state_dir / "llamad.sock",
-        log_dir=_maybe(d.log_dir, base) or state_dir / "logs",
+        socket=_abs(d.socket, base, state_dir / "llamad.sock"),
+        log_dir=_abs(d.log_dir, base, state_dir / "logs"),
         log_max_bytes=d.log_max_bytes,
         log_backups=d.log_backups,
         log_level=d.log_level,
@@ -109,16 +109,11 @@ def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)
-    return Resolved(path, daemon, instances, tools, _peers(cfg, base))
+    return Resolved(path, daemon, instances, tools, _peers(cfg))
 
 
-def _peers(cfg: ConfigFile, base: Path) -> dict[str, RemotePeer]:
+def _peers(cfg: ConfigFile) -> dict[str, Peer]:
     """`[fleet] peers` as heads reach their remote workers; the token is read when asked,
     and, as with llamactl, a peer without a token_file uses `[fleet] token_file`."""
-    default = cfg.fleet.token_file
-    return {
-        p.name: RemotePeer(
-            p.name, p.url, _maybe(p.token_file or default, base), _maybe(p.ca_file, base)
-        )
-        for p in cfg.fleet.peers
-    }
+    fleet = cfg.fleet
+    return {p.name: replace(p, token_file=p.token_file or fleet.token_file) for p in fleet.peers}

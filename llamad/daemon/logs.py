@@ -1,12 +1,14 @@
 """The daemon's own logs: structlog, rendered for people on a TTY and as JSON otherwise.
 
 Stdlib loggers (uvicorn, httpx, watchfiles) go through the same processors, so every
-line on stderr has one shape.
+line on stderr has one shape: a dotted event name. A library's prose message becomes the
+`library.message` event with the text under `message`.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from typing import TextIO
 
@@ -18,6 +20,7 @@ from llamad.daemon.logfile import RotatingStreamHandler
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 _LEVELS["error"] = logging.ERROR
+_DOTTED = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+")
 
 
 def configure(
@@ -38,8 +41,6 @@ def configure(
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
-        # Fields of stdlib records (`extra=`), e.g. control.socket_replaced's path.
-        structlog.stdlib.ExtraAdder(),
     ]
     renderer: Processor
     if fmt == "console":
@@ -53,7 +54,7 @@ def configure(
         cache_logger_on_first_use=True,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
+        foreign_pre_chain=[*shared, dotted_event],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.dict_tracebacks if fmt == "json" else _identity,
@@ -65,10 +66,20 @@ def configure(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS[level])
-    # Per-request chatter from the libraries is noise in a daemon's log, and uvicorn's
-    # start/stop prose is replaced by control.listening and control.stopped events.
+    # Per-request chatter from the libraries is noise in a daemon's log; uvicorn's startup
+    # and shutdown lines are said by control.serving and control.stopped instead.
     for noisy in ("httpx", "httpcore", "uvicorn.access", "uvicorn.error", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def dotted_event(
+    logger: object, name: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """A stdlib record's prose becomes `message` under the event `library.message`."""
+    text = str(event.get("event", ""))
+    if not _DOTTED.fullmatch(text):
+        event["message"], event["event"] = text, "library.message"
+    return event
 
 
 def _identity(

@@ -12,7 +12,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,26 +48,30 @@ class ExitInfo:
         }
 
 
-def child_env(base: Mapping[str, str], *layers: Mapping[str, str]) -> dict[str, str]:
-    """The daemon's environment minus inherited LLAMA_* (the child would obey them), plus layers."""
-    env = {k: v for k, v in base.items() if not k.startswith("LLAMA_")}
-    for layer in layers:
-        env.update(layer)
-    return env
+def _resolve_prctl() -> Callable[[int, int], int] | None:
+    # Resolved here, in the parent at import: a dlopen in the forked child of a threaded
+    # daemon can deadlock on a loader lock another thread held at fork time.
+    if sys.platform != "linux":
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl.argtypes, prctl.restype = [ctypes.c_int, ctypes.c_ulong], ctypes.c_int
+    return prctl
 
 
-# Resolved once in the parent: after fork only the call itself runs, no loader code.
-_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+_PRCTL = _resolve_prctl()
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = int(signal.SIGKILL)
 
 
 def die_with_parent(daemon_pid: int) -> Callable[[], None]:
     """The child's preexec step: die with the daemon, and at once if it is already gone."""
 
     def preexec() -> None:
-        assert _PRCTL is not None
-        # PR_SET_PDEATHSIG = 1: the kernel SIGKILLs the child when llamad dies, even by
-        # SIGKILL. A daemon that died between fork and prctl sent no signal: check.
-        _PRCTL(1, signal.SIGKILL)
+        # Runs between fork and exec: only the pointer resolved above, no loader code.
+        # The kernel then SIGKILLs the child when llamad dies, even by SIGKILL; a daemon
+        # that died between fork and prctl sent no signal, so check it is still there.
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, _SIGKILL)
         if os.getppid() != daemon_pid:
             os._exit(1)
 

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,6 +108,9 @@ def server_on(
         start_new_session=True,
         env={**os.environ, **(env or {})},
     )
+    # Reap it as soon as it dies, as init would: a zombie left to this test looks alive
+    # to the daemon's wait for its leftovers.
+    threading.Thread(target=proc.wait, daemon=True).start()
     try:
         wait_for(lambda: health(port) == 200, 10, "the other server serving")
         yield proc

@@ -1,18 +1,41 @@
-"""The child's first steps: die with the daemon, even when the daemon died during fork."""
+"""supervise.process: what runs in a child between fork and exec."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
 
 import pytest
 
-from llamad.supervise.process import die_with_parent
+from llamad.supervise.process import Child, die_with_parent
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+# The child asks the kernel for its own parent-death signal (PR_GET_PDEATHSIG = 2).
+ASK_PDEATHSIG = (
+    "import ctypes; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v)); print(v.value)"
+)
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux only")
+async def test_child_gets_pdeathsig_without_loading_libc_after_fork(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """prctl is resolved at import: a spawn runs no ctypes.CDLL (a dlopen) in the fork."""
+
+    def no_dlopen(*args: object, **kwargs: object) -> None:
+        raise AssertionError("ctypes.CDLL called while spawning")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_dlopen)
+    lines: list[str] = []
+    child = await Child.spawn([sys.executable, "-c", ASK_PDEATHSIG], dict(os.environ), lines.append)
+    monkeypatch.undo()  # the child's own ctypes is its own business
+    exit_info = await child.wait()
+    assert exit_info.code == 0, lines
+    assert lines == ["9"]  # SIGKILL
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux only")
 def test_child_whose_parent_is_not_the_daemon_exits_at_once() -> None:
     """The fork->prctl race: a daemon gone before prctl means a parent other than it."""
     not_the_daemon = os.getpid() + 1_000_000
@@ -25,6 +48,7 @@ def test_child_whose_parent_is_not_the_daemon_exits_at_once() -> None:
             child.wait()
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux only")
 def test_child_of_the_live_daemon_runs_on() -> None:
     """With the daemon as its parent, the child goes on to exec its program."""
     child = subprocess.run(
