@@ -233,15 +233,11 @@ class Instance:
         self.last_exit = info
         reason = self.runtime.reaped(self.spec, child, info)
         self.log.mark(f"pid {child.pid} {reason}")
-        # SIGKILL is the OOM killer or a person: worth a warning, unlike a clean exit.
-        level = log.warning if info.signal == "SIGKILL" else log.info
-        level(
-            "instance.exited",
-            instance=self.spec.name,
-            pid=child.pid,
-            code=info.code,
-            signal=info.signal,
-        )
+        fields = {"instance": self.spec.name, "pid": child.pid, "code": info.code}
+        if info.signal == "SIGKILL":  # the OOM killer or a person: worth a warning
+            log.warning("instance.exited", **fields, signal=info.signal)
+        else:
+            log.info("instance.exited", **fields, signal=info.signal)
         self.post(Exited(child.pid, self.log.redact(reason)))
 
     def _report(self, pid: int, health: Health, phase: Phase) -> None:

@@ -133,9 +133,10 @@ def test_readable_token_file_is_refused(
         text=True,
         timeout=30,
     )
-    lines = proc.stderr.splitlines()
+    *lines, hint = proc.stderr.splitlines()
     assert proc.returncode == 2
     assert len(lines) == 1, lines
+    assert hint.endswith(f"check it with: llamactl validate --config {config}")
     assert f"daemon.remote.{key}:" in lines[0]
     assert f"{remote[key]} is accessible by group or others (mode {mode:04o})" in lines[0]
     assert lines[0].startswith(f"llamad: {config}:")

@@ -138,11 +138,14 @@ def test_valid_config_resolves(tmp_path: Path, tiny_model: Path) -> None:
         (
             '[[fleet.peers]]\nname = "a"\nurl = "http://a:1"\n\n'
             '[[fleet.peers]]\nname = "b"\nurl = "ftp://b"\n',
-            ["llamad.toml:7: fleet.peers.1.url: must start with http:// or https://"],
+            ["llamad.toml:7: fleet.peers[1].url: must start with http:// or https://"],
         ),
         (
-            '[[fleet.peers]]\nname = "a"\nurl = "http://a:1"\n[[fleet.peers]]\nname = "b"\n',
-            ["llamad.toml:4: fleet.peers.1.url: is required"],
+            '[[fleet.peers]]\nname = "a"\nurl = "http://a:1"\n[[fleet.peers]]\nnmae = "b"\n',
+            [
+                "llamad.toml:5: fleet.peers[1].nmae: unknown key 'nmae' (did you mean name?)",
+                "llamad.toml:4: fleet.peers[1].name: is required",
+            ],
         ),
     ],
     ids=[
@@ -160,7 +163,7 @@ def test_valid_config_resolves(tmp_path: Path, tiny_model: Path) -> None:
         "socket path too long",
         "bool for a valued option",
         "second array-of-tables entry, its key",
-        "second array-of-tables entry, a missing key",
+        "second array-of-tables entry, an unknown key",
     ],
 )
 def test_invalid_config_is_one_clear_line(
