@@ -16,11 +16,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
-import uvicorn
 from helpers import free_port, health, wait_for
 from stand_ins import ServerThread
 from starlette.applications import Starlette
 
+from llamad.api.tcp import serve_tcp
 from llamad.gateway.ollama import ollama_routes
 
 
@@ -225,7 +225,7 @@ class DoubleGateway:
 
 
 class OllamaServer(ServerThread):
-    """The Ollama routes over a DoubleGateway, served by uvicorn on a free port."""
+    """The Ollama routes over a DoubleGateway, served on a free port as the daemon serves."""
 
     def __init__(self, gateway: DoubleGateway) -> None:
         self.gateway = gateway
@@ -236,14 +236,5 @@ class OllamaServer(ServerThread):
     async def serve(self, shutdown: asyncio.Event) -> None:
         async with httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10)) as client:
             app = Starlette(routes=ollama_routes(self.gateway, client))
-            config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-            server = uvicorn.Server(config)
-            task = asyncio.create_task(server.serve())
-            while not server.started:
-                assert not task.done(), "uvicorn did not start"
-                await asyncio.sleep(0.01)
-            self.bound.set()
-            await shutdown.wait()
-            server.should_exit = True
-            await task
+            await serve_tcp(app, "127.0.0.1", self.port, shutdown, self.bound.set)
         self.gateway.close()
