@@ -61,18 +61,20 @@ def status(args: argparse.Namespace) -> int:
         if missing:
             return 1
         doc = {**doc, "instances": [i for i in instances if i.get("name") in args.names]}
+    from llamad.cli import table
+
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        from llamad.cli import table
-
         print(table.render(doc, colour=table.use_colour(sys.stdout)))
-    return 0 if all(i.get("state") == "running" for i in doc["instances"]) else 3
+    return 0 if all(table.fine(i) for i in doc["instances"]) else 3
 
 
 def control(args: argparse.Namespace) -> int:
     """`start`, `stop` and `restart`: send the command, then wait for its outcome."""
-    verb, client = args.command, client_for(args)
+    # load/unload are start/stop under the gateway's names for them.
+    verb = {"load": "start", "unload": "stop"}.get(args.command, args.command)
+    client = client_for(args)
     names = list(args.names)
     if args.all:
         names = [i["name"] for i in client.call("GET", "/v1/status").get("instances") or []]

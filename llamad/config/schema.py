@@ -13,7 +13,15 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+)
 from pydantic import ValidationError as PydanticError
 from pydantic_core import ErrorDetails
 from pydantic_settings import (
@@ -25,6 +33,7 @@ from pydantic_settings import (
 
 from llamad.backends.registry import DEFAULT_KIND
 from llamad.config.fleet_tables import FleetSettings, PeerSettings, RemoteSettings
+from llamad.config.gateway_table import GatewaySettings
 from llamad.config.tomlpos import locate
 
 Scalar = str | int | float | bool
@@ -85,6 +94,9 @@ class InstanceTable(BaseModel):
     autostart: bool = True
     watch_model: bool = True
     supervise: dict[str, Any] = {}
+    on_demand: bool = False
+    idle_timeout: NonNegativeFloat = 600.0
+    aliases: list[str] = []
 
 
 class ConfigFile(BaseSettings):
@@ -97,6 +109,7 @@ class ConfigFile(BaseSettings):
     defaults: dict[str, Value] = {}
     instances: dict[str, InstanceTable] = {}
     fleet: FleetSettings = FleetSettings()  # read by llamactl; peers also serve RPC heads
+    gateway: GatewaySettings = GatewaySettings()
 
     @classmethod
     def settings_customise_sources(
@@ -192,6 +205,7 @@ def _suggest(loc: tuple[Any, ...]) -> str | None:
         "fleet": FleetSettings.model_fields,
         "fleet.peers": PeerSettings.model_fields,
         "supervise": SuperviseSettings.model_fields,
+        "gateway": GatewaySettings.model_fields,
         None: ConfigFile.model_fields,
     }.get(section, {})
     match = difflib.get_close_matches(str(loc[-1]), list(fields), n=1)

@@ -19,6 +19,7 @@ from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_remote
 from llamad.api.uds import serve_unix
 from llamad.config.load import Resolved
+from llamad.daemon.gateway import start_gateway
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.supervise.reload import Reloader
 from llamad.supervise.supervisor import Supervisor
@@ -51,6 +52,9 @@ async def start(
     if d.remote is not None:  # fleet: the same app on TCP with tokens, and mDNS
         tcp = serve_remote(app, d.remote, stop, resolved.llama_server_version)
         group.create_task(tcp, name="remote")
+    if resolved.gateway is not None:
+        gateway = start_gateway(group, resolved.gateway, reloader, metrics, stop)
+        controller.gateway = gateway
     group.create_task(watchdog_loop(notifier, stop), name="watchdog")
     if notifier.enabled:
         group.create_task(_report_counts(notifier, supervisor, stop), name="sd-status")

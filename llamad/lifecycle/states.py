@@ -19,6 +19,9 @@ class State(StrEnum):
     BACKOFF = "backoff"
     STOPPING = "stopping"
     FAILED = "failed"
+    # Stopped by llamad for want of requests (the gateway's idle timer or an eviction), not
+    # by a person: fine, and the next request starts it again. Behaves like STOPPED.
+    IDLE = "idle"
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class Record:
     # Every automatic restart since the daemon started (status `restarts`).
     restarts: int = 0
     probe_failures: int = 0
-    # Where STOPPING leads once the process has exited: STOPPED or STARTING.
+    # Where STOPPING leads once the process has exited: STOPPED, IDLE or STARTING.
     then: State = State.STOPPED
     # Token of the one armed timer; a Timer event with another token is stale.
     timer: int = 0
@@ -68,7 +71,10 @@ class Start:
 
 @dataclass(frozen=True)
 class Stop:
-    """An admin stop, removal from the config, or daemon shutdown."""
+    """An admin stop, removal from the config, or daemon shutdown; `idle` when the
+    gateway unloads an instance nobody uses (its idle timer, an eviction): it ends IDLE."""
+
+    idle: bool = False
 
 
 @dataclass(frozen=True)

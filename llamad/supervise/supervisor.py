@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
 
 from llamad.config.load import InstanceSpec
 from llamad.lifecycle.states import Restart, Start, State, Stop
+from llamad.supervise.facts import Facts, facts_of
 from llamad.supervise.instance import Instance
 from llamad.supervise.runtime import Runtime
 
 log = structlog.get_logger("llamad.supervisor")
+
+_DOWN = (State.STOPPED, State.IDLE)  # no process, and none wanted until someone asks
+
+
+async def _nothing(removed: list[str], changed: list[str]) -> None:
+    return None
 
 
 @dataclass
@@ -45,6 +53,7 @@ class Supervisor:
         self._started = asyncio.Event()
         self._closed = asyncio.Event()
         runtime.not_ready = self.not_ready
+        self.before_stop: Callable[[list[str], list[str]], Awaitable[None]] = _nothing
         runtime.on_exit = self._exited
         runtime.on_remote_lost = self._remote_lost
 
@@ -73,6 +82,8 @@ class Supervisor:
             else:
                 changes.unchanged.append(name)
         changes.added = [n for n in specs if n not in self.instances]
+        # The gateway lets requests in flight finish before their instance goes away.
+        await self.before_stop(changes.removed, changes.changed)
         retiring = [self.instances.pop(n) for n in changes.removed]
         for inst in retiring:
             inst.close()
@@ -80,8 +91,7 @@ class Supervisor:
         # A changed instance comes back if it was live (a failed one is tried again with its
         # new spec) or if it should autostart; one a person stopped stays stopped otherwise.
         wanted = {
-            i: i.record.state is not State.STOPPED or specs[i.spec.name].autostart
-            for i in restarting
+            i: i.record.state not in _DOWN or specs[i.spec.name].autostart for i in restarting
         }
         await asyncio.gather(
             *(self._tasks[i] for i in retiring if i in self._tasks),
@@ -118,7 +128,7 @@ class Supervisor:
         if spec == inst.spec:
             return
         inst.respec(spec)
-        if spec.autostart and inst.record.state is State.STOPPED:
+        if spec.autostart and inst.record.state in _DOWN:
             inst.post(Start())
 
     @staticmethod
@@ -129,7 +139,7 @@ class Supervisor:
     async def restart_one_by_one(self, names: list[str]) -> None:
         """Restart `names` in turn, each healthy before the next (a new executable)."""
         for inst in [i for n in names if (i := self.instances.get(n)) is not None]:
-            if inst.record.state in (State.STOPPED, State.FAILED) or inst.closing:
+            if inst.record.state in (*_DOWN, State.FAILED) or inst.closing:
                 continue
             await inst.send(Restart())
             await inst.wait_until(
@@ -157,6 +167,28 @@ class Supervisor:
         settled = [s for s in State if s is not State.STARTING]
         starting = [i for i in self.instances.values() if i.record.state is State.STARTING]
         await asyncio.gather(*(i.wait_until(*settled, timeout=timeout) for i in starting))
+
+    # What the gateway uses: facts, commands and waits by name -------------------
+
+    def names(self) -> list[str]:
+        """Every instance, in config order."""
+        return list(self.instances)
+
+    def facts(self, name: str) -> Facts | None:
+        """A snapshot of instance `name`, or None when there is no such instance."""
+        inst = self.instances.get(name)
+        return facts_of(inst) if inst is not None else None
+
+    async def command(self, name: str, event: Start | Stop) -> None:
+        """Send `event` to instance `name` and wait until it is taken in."""
+        inst = self.instances.get(name)
+        if inst is not None and not inst.closing:
+            await inst.send(event)
+
+    async def wait_for(self, name: str, *states: State, timeout: float) -> bool:
+        """Wait until `name` is in one of `states`; False on timeout or when it is gone."""
+        inst = self.instances.get(name)
+        return inst is not None and await inst.wait_until(*states, timeout=timeout)
 
     def not_ready(self, names: tuple[str, ...]) -> list[str]:
         """Which of `names` are not running (an RPC head waits for its workers)."""
