@@ -59,6 +59,7 @@ class PeerSettings(BaseModel):
     url: str
     token_file: str | None = None
     ca_file: str | None = None  # trust this CA (e.g. a self-signed cert) for https
+    gateway_key_file: str | None = None  # the peer's `[gateway] api_key_file` key
 
     @field_validator("url")
     @classmethod

@@ -123,6 +123,12 @@ def _peers(cfg: ConfigFile) -> dict[str, RemotePeer]:
     and, as with llamactl, a peer without a token_file uses `[fleet] token_file`."""
     default = cfg.fleet.token_file
     return {
-        p.name: RemotePeer(p.name, p.url, _maybe(p.token_file or default), _maybe(p.ca_file))
+        p.name: RemotePeer(
+            p.name,
+            p.url,
+            _maybe(p.token_file or default),
+            _maybe(p.ca_file),
+            _maybe(p.gateway_key_file),
+        )
         for p in cfg.fleet.peers
     }

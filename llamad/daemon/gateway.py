@@ -13,6 +13,7 @@ from llamad.api.tcp import serve_tcp
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
+from llamad.gateway.fleet import FleetModels
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.supervise.reload import Reloader
 
@@ -36,7 +37,8 @@ def start_gateway(
             last[0] = now
         return last[0]
 
-    gateway = Gateway(reloader.supervisor, settings, GatewayMetrics(metrics.registry))
+    fleet = FleetModels(lambda: reloader.resolved.peers)
+    gateway = Gateway(reloader.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
     group.create_task(_serve(gateway, first, stop), name="gateway")
     return gateway
 
@@ -47,6 +49,7 @@ async def _serve(gateway: Gateway, cfg: Settings, stop: asyncio.Event) -> None:
         verify=False, limits=httpx.Limits(max_connections=None, max_keepalive_connections=256)
     )
     ticker = asyncio.create_task(gateway.run(), name="gateway-idle")
+    peers = asyncio.create_task(_fleet(gateway), name="gateway-fleet")
     listen = f"{cfg.host}:{cfg.port}"
     try:
         app = build_app(gateway, transport)
@@ -54,11 +57,17 @@ async def _serve(gateway: Gateway, cfg: Settings, stop: asyncio.Event) -> None:
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))
     finally:
-        ticker.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await ticker
+        for task in (ticker, peers):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await gateway.close()
         await transport.aclose()
+
+
+async def _fleet(gateway: Gateway) -> None:
+    if gateway.fleet is not None:
+        await gateway.fleet.run(lambda: gateway.settings().fleet)
 
 
 def _bound(listen: str) -> None:
