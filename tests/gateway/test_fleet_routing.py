@@ -14,6 +14,9 @@ from remote_helpers import ADMIN, READ, write_token
 
 from llamad.cli.fleet_status import gateway_line
 
+# Two daemons and three llama-servers on a busy 2-core machine: more than the default.
+pytestmark = pytest.mark.timeout(150)
+
 GW_KEY_B = "gateway-key-of-b-" + "c" * 20
 TINY = {"ctx_size": 256, "n_parallel": 1}
 
@@ -78,7 +81,12 @@ def fleet(tiny_model: Path) -> Iterator[tuple[Host, Host]]:
                 "listen": f"127.0.0.1:{b_gw}",
                 "api_key_file": write_token(b_dir / "gw.key", GW_KEY_B),
             },
-            "instances.bonly": {"model": tiny_model, "port": free_port(), **TINY},
+            "instances.bonly": {
+                "model": tiny_model,
+                "port": free_port(),
+                **TINY,
+                "context_shift": True,  # lets the tiny model write past its context
+            },
             "instances.both": {"model": tiny_model, "port": free_port(), **TINY},
         }
     )
@@ -163,6 +171,30 @@ def test_b_stopped_answers_503_naming_b(fleet: tuple[Host, Host]) -> None:
         message = answer.json()["error"]["message"]
         assert "'bonly'" in message
         assert " b" in message
+
+
+def test_a_peer_dying_mid_stream_ends_the_stream_with_an_error_event(
+    fleet: tuple[Host, Host],
+) -> None:
+    """B is killed while A relays its stream: the client gets an error event, not a
+    stream that merely stops."""
+    a, b = fleet
+    wait_for(lambda: "bonly" in _models(a), 15, "A learning B's models")
+    body = {
+        "model": "bonly",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 100000,
+        "stream": True,
+    }
+    with httpx.stream("POST", f"{a.gateway}/v1/chat/completions", json=body, timeout=30) as r:
+        assert r.status_code == 200
+        lines = r.iter_lines()
+        assert next(line for line in lines if line.startswith("data: "))
+        b.ld.proc.kill()  # the daemon dies; its children follow (PDEATHSIG)
+        rest = [line for line in lines if line.startswith("data: ")]
+    assert rest, "the stream ended without a word"
+    assert '"error"' in rest[-1]
+    assert "broke off" in rest[-1]
 
 
 def test_fleet_status_line_names_the_gateway_and_loaded_models() -> None:
