@@ -117,7 +117,8 @@ class Relay:
             raise UpstreamError(f"model {name!r}: {exc or type(exc).__name__}") from None
         try:
             out = [(k, v) for k, v in response.headers.raw if k.lower() not in _DROP_DOWN]
-            if response.headers.get("content-type", "").startswith("text/event-stream"):
+            sse = response.headers.get("content-type", "").startswith("text/event-stream")
+            if sse and "x-accel-buffering" not in response.headers:
                 out.append((b"x-accel-buffering", b"no"))
             await send(
                 {"type": "http.response.start", "status": response.status_code, "headers": out}
