@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
 from helpers import Llamad, free_port, short_dir, wait_for, write_config
 
 TINY = {"ctx_size": 256, "n_parallel": 1}

@@ -7,7 +7,6 @@ import asyncio
 from pathlib import Path
 
 import httpx
-
 from gateway_helpers import TINY, Gw, chat, gateway
 from helpers import FAKE_SERVER, wait_for
 
