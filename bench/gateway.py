@@ -173,9 +173,11 @@ def run(ctx: Context) -> list[Result]:
 def _cold(ctx: Context, daemon: Daemon, gw_port: int, keys: dict[str, object]) -> list[Result]:
     client = Client(daemon.socket)
     mine, direct = [], []
+    # The direct floor gets a port of its own: the daemon's instance may be up meanwhile.
+    floor_keys = {**{k: v for k, v in keys.items() if k not in _OURS}, "port": ctx.port()}
     for _ in range(ctx.reps(5, 2)):
-        direct.append(_direct_cold(ctx, {k: v for k, v in keys.items() if k not in _OURS}))
         _unload(client)
+        direct.append(_direct_cold(ctx, floor_keys))
         start = time.perf_counter()
         mine.append((_first_byte(gw_port, {**ONE_TOKEN, "model": "cold", "stream": True}) - start)
                     * 1000)  # fmt: skip
