@@ -18,8 +18,8 @@ import psutil
 
 from bench.common import Context, wait_for, wait_healthy, write_config
 from llamad.client.http import Client, ClientError
+from llamad.common.childenv import child_env
 from llamad.config.load import load
-from llamad.supervise.process import child_env
 
 
 def daemon_env(ctx: Context) -> dict[str, str]:
@@ -39,6 +39,7 @@ class Daemon:
         name: str,
         instances: dict[str, dict[str, object]],
         supervise: dict[str, object] | None = None,
+        gateway: dict[str, object] | None = None,
     ) -> None:
         self.work, sock_dir = ctx.fresh(name)
         self.socket = sock_dir / "s"
@@ -48,7 +49,7 @@ class Daemon:
         }
         self.supervise = supervise
         self.config = write_config(
-            self.work / "llamad.toml", instances, self.daemon_keys, supervise
+            self.work / "llamad.toml", instances, self.daemon_keys, supervise, gateway
         )
         self.stderr_path = self.work / "llamad.stderr"
         self._stderr = self.stderr_path.open("wb")

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import httpx
 import structlog
 
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_tcp
 from llamad.config.gateway_table import Gateway as Settings
-from llamad.gateway.app import build_app
+from llamad.gateway.app import build_app, upstream_pool
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet import FleetModels
 from llamad.gateway.metrics import GatewayMetrics
@@ -44,15 +43,12 @@ def start_gateway(
 
 
 async def _serve(gateway: Gateway, cfg: Settings, stop: asyncio.Event) -> None:
-    # Its own pool, sized for many concurrent streams; no TLS context (plain HTTP here).
-    transport = httpx.AsyncHTTPTransport(
-        verify=False, limits=httpx.Limits(max_connections=None, max_keepalive_connections=256)
-    )
+    transport = upstream_pool()
     ticker = asyncio.create_task(gateway.run(), name="gateway-idle")
     peers = asyncio.create_task(_fleet(gateway), name="gateway-fleet")
     listen = f"{cfg.host}:{cfg.port}"
     try:
-        app = build_app(gateway, transport)
+        app = build_app(gateway, transport=transport)
         await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))

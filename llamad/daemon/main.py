@@ -143,7 +143,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--demo",
         action="store_true",
         help="run the built-in demo: two instances of a generated tiny model on "
-        "127.0.0.1:18081 and :18082",
+        "127.0.0.1:18081 and :18082, a third on demand, and the gateway on 127.0.0.1:18080",
     )
     p.add_argument(
         "--log-format",
@@ -164,13 +164,14 @@ def run(argv: list[str] | None = None) -> int:
     """Load the config, then serve; exit 2 for a bad config, 1 for a fatal error."""
     args = parse_args(argv)
     if args.demo:
-        from llamad.daemon.demo import demo_config
+        from llamad.daemon.demo import demo_config, what_to_try
 
         try:
             path = demo_config()
         except RuntimeError as exc:
             print(f"llamad: {exc}", file=sys.stderr)
             return EXIT_FATAL
+        print(what_to_try(), file=sys.stderr)
     else:
         path = args.config or paths.default_config()
     try:

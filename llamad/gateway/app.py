@@ -149,13 +149,22 @@ class KeyCheck:
         await self.app(scope, receive, send)
 
 
+def upstream_pool() -> httpx.AsyncHTTPTransport:
+    """Keep-alive connections to the instances, enough for many concurrent streams; no
+    TLS context (plain HTTP on this host)."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+    return httpx.AsyncHTTPTransport(verify=False, limits=limits)
+
+
 def build_app(
     gateway: Gateway,
-    transport: httpx.AsyncHTTPTransport,
     extra_routes: Sequence[BaseRoute] = (),
+    transport: httpx.AsyncHTTPTransport | None = None,
 ) -> ASGIApp:
-    """The gateway's ASGI app: its routes, then `extra_routes`, behind the key check."""
-    relay = Relay(transport)
+    """The gateway's ASGI app: its routes, then `extra_routes` (e.g. an Ollama facade),
+    behind the key check. Upstream requests go through `transport` (a pool of its own
+    by default)."""
+    relay = Relay(transport or upstream_pool())
 
     async def models(request: Request) -> Response:
         data = [model_entry(v, gateway.created) for v in gateway.models()]

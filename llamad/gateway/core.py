@@ -16,11 +16,12 @@ from llamad.config.gateway_table import Gateway as Settings
 from llamad.gateway import memory
 from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
 from llamad.gateway.idle import IdleTimers
+from llamad.gateway.loads import LIVE
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.port import ModelView, Unavailable, UnknownModel, Upstream
 from llamad.gateway.proxy import UpstreamError
 from llamad.gateway.router import Router
-from llamad.gateway.scheduler import LIVE, Scheduler
+from llamad.gateway.scheduler import Scheduler
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
 from llamad.supervise.supervisor import Supervisor

@@ -21,7 +21,7 @@ import structlog
 from llamad.backends.spec import WILDCARDS
 from llamad.common.tokenfile import TokenFileError, read_token
 from llamad.fleet.peer_api import PeerUnreachable, get_json
-from llamad.fleet.remote_workers import RemotePeer
+from llamad.fleet.table import Peer
 
 log = structlog.get_logger("llamad.gateway")
 
@@ -45,7 +45,7 @@ class RemoteModel:
 class PeerModels:
     """What one peer said last: its gateway and models; `error` while it is away."""
 
-    peer: RemotePeer
+    peer: Peer
     gateway_url: str | None = None
     models: dict[str, RemoteModel] = field(default_factory=dict)  # every name and alias
     left_bytes: int | None = None
@@ -65,7 +65,7 @@ class PeerModels:
 class FleetModels:
     """The peers' models, refreshed in the background and on a miss."""
 
-    def __init__(self, peers: Callable[[], Mapping[str, RemotePeer]]) -> None:
+    def __init__(self, peers: Callable[[], Mapping[str, Peer]]) -> None:
         self.peers = peers  # read at every refresh: follows reloads
         self.seen: dict[str, PeerModels] = {}
         self._last_miss = 0.0
@@ -90,7 +90,7 @@ class FleetModels:
             del self.seen[gone]
         await asyncio.gather(*(self._ask(p) for p in peers.values()))
 
-    async def _ask(self, peer: RemotePeer) -> None:
+    async def _ask(self, peer: Peer) -> None:
         entry = self.seen.setdefault(peer.name, PeerModels(peer))
         entry.peer = peer
         try:

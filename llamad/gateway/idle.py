@@ -11,7 +11,8 @@ import asyncio
 import time
 
 from llamad.gateway import memory
-from llamad.gateway.scheduler import Scheduler, Slot
+from llamad.gateway.scheduler import Scheduler
+from llamad.gateway.slots import Slot
 from llamad.lifecycle.states import State
 
 TICK_S = 0.5

@@ -119,7 +119,7 @@ class Relay:
         try:
             out = [(k, v) for k, v in response.headers.raw if k.lower() not in _DROP_DOWN]
             sse = response.headers.get("content-type", "").startswith("text/event-stream")
-            if sse:
+            if sse and "x-accel-buffering" not in response.headers:
                 out.append((b"x-accel-buffering", b"no"))
             await send(
                 {"type": "http.response.start", "status": response.status_code, "headers": out}

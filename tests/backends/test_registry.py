@@ -24,7 +24,7 @@ def test_every_kind_has_a_backend_that_names_itself() -> None:
 
 def test_only_backends_compare_kind_to_a_string() -> None:
     """Outside backends/, nothing decides by `kind == "..."`: a new kind touches one package."""
-    pattern = re.compile(r"""kind\s*(==|!=)\s*["']|["']\s*(==|!=)\s*\w*\.?kind\b""")
+    pattern = re.compile(r"""kind["')]*\s*(==|!=)\s*["']|["']\s*(==|!=)\s*\w*\.?kind\b""")
     offenders = [
         f"{path.relative_to(PACKAGE)}:{n}"
         for path in PACKAGE.rglob("*.py")
