@@ -10,35 +10,36 @@ import structlog
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_tcp
 from llamad.config.gateway_table import Gateway as Settings
+from llamad.daemon.guard import ServiceGuard
 from llamad.gateway.app import build_app, upstream_pool
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet import FleetModels
 from llamad.gateway.metrics import GatewayMetrics
-from llamad.supervise.reload import Reloader
+from llamad.supervise.state import DaemonState
 
 log = structlog.get_logger("llamad.gateway")
 
 
 def start_gateway(
-    group: asyncio.TaskGroup,
+    guard: ServiceGuard,
     first: Settings,
-    reloader: Reloader,
+    state: DaemonState,
     metrics: Metrics,
     stop: asyncio.Event,
 ) -> Gateway:
-    """Start the gateway's tasks in `group`; its settings follow reloads (the address
-    needs a restart), and a config without `[gateway]` leaves the last one in force."""
+    """Start the gateway under `guard`; its settings follow reloads (the address needs a
+    restart), and a config without `[gateway]` leaves the last one in force."""
     last = [first]
 
     def settings() -> Settings:
-        now = reloader.resolved.gateway
+        now = state.resolved.gateway
         if now is not None and (now.host, now.port) == (first.host, first.port):
             last[0] = now
         return last[0]
 
-    fleet = FleetModels(lambda: reloader.resolved.peers)
-    gateway = Gateway(reloader.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
-    group.create_task(_serve(gateway, first, stop), name="gateway")
+    fleet = FleetModels(lambda: state.resolved.peers)
+    gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
+    guard.start("gateway", lambda: _serve(gateway, first, stop), retry=True)
     return gateway
 
 

@@ -17,7 +17,6 @@ from llamad.lifecycle.states import State
 
 TICK_S = 0.5
 MEASURE_EVERY = 10  # ticks: footprints every 5 s are fresh enough for a budget
-IDLE_STOP = "instance.idle_stopped"
 
 
 class IdleTimers:
@@ -44,7 +43,7 @@ class IdleTimers:
         timeout = self.timeout(name)
         slot.expires = None if timeout is None else time.monotonic() + timeout
         if timeout == 0:
-            self.sched.spawn(slot, self.sched.stop(name, IDLE_STOP))
+            self.sched.spawn(slot, self.sched.stop(name))
 
     def expires_at(self, name: str) -> float | None:
         """Wall-clock epoch seconds of `name`'s idle stop, when its timer is armed."""
@@ -83,4 +82,4 @@ class IdleTimers:
                 self._fire(name, slot)
 
     def _fire(self, name: str, slot: Slot) -> None:
-        self.sched.spawn(slot, self.sched.stop(name, IDLE_STOP))
+        self.sched.spawn(slot, self.sched.stop(name))

@@ -66,7 +66,7 @@ class Loads(Slots):
             loaded = self._loaded(exclude=name)
             victims = plan(need, loaded, cfg.max_loaded, self._budget(loaded))
             if victims is not None:
-                await asyncio.gather(*(self.stop(v, "gateway.evicted") for v in victims))
+                await asyncio.gather(*(self.stop(v, evict=True) for v in victims))
                 return
             await self.changed()
 
@@ -98,8 +98,8 @@ class Loads(Slots):
             return measured
         return memory.estimate(facts.spec)
 
-    async def stop(self, name: str, event: str) -> None:
-        """Stop `name` to IDLE (an eviction or an idle stop) and wait until it is down."""
+    async def stop(self, name: str, *, evict: bool = False) -> None:
+        """Stop `name` to IDLE (an eviction, else an idle stop) and wait until it is down."""
         slot = self.slot(name)
         facts = self.sup.facts(name)
         if facts is None or slot.stopping:
@@ -107,9 +107,13 @@ class Loads(Slots):
         slot.stopping = True
         slot.expires = None
         try:
-            log.info(event, instance=name, model=name, size_bytes=self.size(name))
-            counter = self.metrics.evictions if event == "gateway.evicted" else None
-            (counter or self.metrics.idle_stops).labels(name).inc()
+            size = self.size(name)
+            if evict:
+                log.info("gateway.evicted", instance=name, model=name, size_bytes=size)
+                self.metrics.evictions.labels(name).inc()
+            else:
+                log.info("instance.idle_stopped", instance=name, model=name, size_bytes=size)
+                self.metrics.idle_stops.labels(name).inc()
             await self.sup.command(name, Stop(idle=True))
             timeout = facts.spec.knobs.stop_timeout + 5
             await self.sup.wait_for(name, State.IDLE, State.STOPPED, State.FAILED, timeout=timeout)
@@ -123,4 +127,4 @@ class Loads(Slots):
         if slot.in_flight or slot.waiting:
             slot.keep_alive = 0.0
             return
-        await self.stop(name, "instance.idle_stopped")
+        await self.stop(name)
