@@ -8,6 +8,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from llamad.gateway.port import GatewayError
+
 
 class OllamaError(Exception):
     """A request the Ollama layer refuses, with the status Ollama itself would answer."""
@@ -25,22 +27,9 @@ def error_response(status: int, message: str, retry_after: float | None = None) 
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def from_gateway(exc: Exception) -> OllamaError | None:
-    """The gateway's refusal (unknown model, failed load, full queue...) in Ollama's terms.
-
-    The gateway's errors carry an HTTP `.status` and a message; anything else is not a
-    refusal but a bug, and the caller lets it propagate.
-    """
-    status = getattr(exc, "status", None)
-    if not isinstance(status, int) or isinstance(exc, OllamaError):
-        return None
-    message = getattr(exc, "message", None)
-    retry_after = getattr(exc, "retry_after", None)
-    return OllamaError(
-        status,
-        message if isinstance(message, str) else str(exc),
-        float(retry_after) if isinstance(retry_after, int | float) else None,
-    )
+def from_gateway(exc: GatewayError) -> OllamaError:
+    """The gateway's refusal (unknown model, failed load, full queue...) in Ollama's terms."""
+    return OllamaError(exc.status, exc.message, exc.retry_after)
 
 
 def not_found(name: str) -> OllamaError:

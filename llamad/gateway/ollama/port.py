@@ -58,8 +58,8 @@ class Gateway(Protocol):
     """The gateway's surface: listing, finding, leasing and unloading models.
 
     `lease` loads the model if needed and counts the request in flight while the context is
-    open. It raises the gateway's own errors (unknown model, failed load, full queue, queue
-    timeout); each carries `.status` (an HTTP status) and a message.
+    open. It raises `llamad.gateway.port.GatewayError`s (unknown model, failed load, full
+    queue, queue timeout), each with its HTTP status, message and Retry-After.
     """
 
     def models(self) -> Sequence[ModelView]: ...

@@ -18,6 +18,7 @@ import httpx
 
 from llamad.gateway.ollama.errors import OllamaError, from_gateway, not_found
 from llamad.gateway.ollama.port import Gateway, ModelView, Upstream
+from llamad.gateway.port import GatewayError
 
 
 def resolve(gateway: Gateway, name: str) -> ModelView:
@@ -46,11 +47,8 @@ class Exchange:
             self.upstream = await self.stack.enter_async_context(
                 gateway.lease(view.name, keep_alive=keep_alive)
             )
-        except Exception as exc:
-            refusal = from_gateway(exc)
-            if refusal is None:
-                raise
-            raise refusal from exc
+        except GatewayError as exc:
+            raise from_gateway(exc) from exc
         self.load_seconds = time.monotonic() - began
         return self.upstream
 

@@ -22,27 +22,7 @@ from starlette.applications import Starlette
 
 from llamad.api.tcp import serve_tcp
 from llamad.gateway.ollama import ollama_routes
-
-
-class UnknownModel(Exception):
-    """What the real gateway raises for a name it does not route: it carries a status."""
-
-    status = 404
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"model {name!r} not found")
-        self.message = f"model {name!r} not found"
-
-
-class LoadFailed(Exception):
-    """What the real gateway raises when a model cannot start: status and Retry-After."""
-
-    status = 503
-    retry_after = 5.0
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"model {name!r} failed to load: exit 1")
-        self.message = f"model {name!r} failed to load: exit 1"
+from llamad.gateway.port import LoadFailed, UnknownModel
 
 
 @dataclass(frozen=True)
@@ -180,11 +160,11 @@ class DoubleGateway:
     async def lease(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[Up]:
         view = self.find(name)
         if view is None:
-            raise UnknownModel(name)
+            raise UnknownModel(name, sorted(self.slots))
         slot = self.slots[view.name]
         slot.leases.append(keep_alive)
         if slot.fails:
-            raise LoadFailed(name)
+            raise LoadFailed(name, "exit 1")
         async with self._lock:
             if slot.proc is None:
                 await self.start(view.name)
