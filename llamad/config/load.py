@@ -15,9 +15,10 @@ from llamad.backends.catalog_cache import load_catalog
 from llamad.backends.spec import InstanceSpec
 from llamad.common import paths
 from llamad.common.unixsock import MAX_SOCKET_PATH
+from llamad.config.readfile import read_partial
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.config.resolve import Resolver
-from llamad.config.schema import ConfigError, ConfigFile, read_file, where_is
+from llamad.config.schema import ConfigError, ConfigFile, where_is
 from llamad.fleet.remote_workers import RemotePeer
 
 __all__ = ["ConfigError", "Daemon", "InstanceSpec", "Resolved", "check", "load", "resolve"]
@@ -53,8 +54,8 @@ class Resolved:
 def load(path: Path) -> Resolved:
     """Read, validate and resolve `path`; raises ConfigError with one line per problem."""
     path = path.expanduser().absolute()
-    cfg, text = read_file(path)
-    return resolve(cfg, path, text)
+    cfg, text, problems = read_partial(path)
+    return resolve(cfg, path, text, problems)
 
 
 def check(path: Path) -> list[str]:
@@ -74,9 +75,15 @@ def _maybe(value: str | None) -> Path | None:
     return Path(value).expanduser().absolute() if value else None
 
 
-def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
-    """Turn the parsed file into specs, collecting every problem before failing."""
-    problems: list[str] = []
+def resolve(
+    cfg: ConfigFile, path: Path, text: str, structural: list[str] | None = None
+) -> Resolved:
+    """Turn the parsed file into specs, collecting every problem before failing.
+
+    `structural` holds the problems already found in the file's structure; they are
+    reported with the rest.
+    """
+    problems: list[str] = list(structural or ())
     d = cfg.daemon
     state_dir = _abs(d.state_dir, paths.state_home())
     daemon = Daemon(
@@ -110,6 +117,11 @@ def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
             problems.append(f"{where_is(path, text, ('daemon', 'rpc_server'))}: {exc}")
     resolver = Resolver(cfg, path, text, catalog, rpc_help)
     instances = resolver.all()
+    if daemon.remote is not None:
+        listen = f"[{daemon.remote.host}]" if ":" in daemon.remote.host else daemon.remote.host
+        resolver.listener_clashes(
+            instances, "daemon.remote.listen", f"{listen}:{daemon.remote.port}"
+        )
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)

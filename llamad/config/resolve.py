@@ -12,6 +12,9 @@ from pydantic import ValidationError as PydanticError
 from llamad.backends import rpc
 from llamad.backends.catalog import Catalog, render
 from llamad.backends.spec import WILDCARDS, InstanceSpec
+from llamad.common.modelfile import model_problem
+from llamad.common.tokenfile import TokenFileError, check_private
+from llamad.config.redact import REDACTED, is_secret_key, scrub
 from llamad.config.schema import (
     ConfigFile,
     InstanceTable,
@@ -83,7 +86,10 @@ class Resolver:
             try:
                 out[look.env] = render(look, value)
             except ValueError as exc:
-                problem((key,), f"{exc} (got {value!r})")
+                if is_secret_key(key) or is_secret_key(look.env):
+                    problem((key,), f"{scrub(str(exc), value)} (got {REDACTED})")
+                else:
+                    problem((key,), f"{exc} (got {value!r})")
         return out
 
     def _server(
@@ -111,8 +117,8 @@ class Resolver:
         if not any(env in settings for env in _MODEL_SOURCES):
             problem((), "model is required")
         model = Path(settings["LLAMA_ARG_MODEL"]) if "LLAMA_ARG_MODEL" in settings else None
-        if model is not None and not model.is_file():
-            problem(("model",), f"model file not found: {model}")
+        if (bad_model := model_problem(model)) is not None:
+            problem(("model",), bad_model)
         secrets = self._secrets(settings, problem)
         port = self._port(settings.get("LLAMA_ARG_PORT"), problem)
         host = settings.setdefault("LLAMA_ARG_HOST", "127.0.0.1")
@@ -164,7 +170,8 @@ class Resolver:
 
     @staticmethod
     def _port(text: str | None, problem: Problem) -> int:
-        port = int(text) if text and text.isdigit() else 0
+        # ASCII only: int() also reads fullwidth digits, which llama-server does not.
+        port = int(text) if text and text.isascii() and text.isdigit() else 0
         if not text:
             problem(("port",), "is required: a TCP port from 1 to 65535")
         elif not 0 < port < 65536:
@@ -179,12 +186,18 @@ class Resolver:
             try:
                 lines = Path(key_file).read_text(encoding="utf-8").splitlines()
                 secrets += [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+                # Held to the token files' rule: keys other users can read are leaked.
+                check_private(Path(key_file))
             except OSError as exc:
                 problem(("api_key_file",), f"cannot read key file {key_file}: {exc.strerror}")
+            except TokenFileError as exc:
+                problem(("api_key_file",), str(exc))
         return tuple(s for s in secrets if s)
 
     def _check_args(self, args: list[str], settings: dict[str, str], problem: Problem) -> None:
-        for i, arg in enumerate(args):
+        for i, raw in enumerate(args):
+            # Stripped for the checks: " --api-key" must not slip past the secret rule.
+            arg = raw.strip()
             if not arg.startswith("-") or _is_number(arg):
                 continue
             option = self.catalog.flag(arg.split("=", 1)[0])
@@ -203,21 +216,41 @@ class Resolver:
             s = SuperviseSettings.model_validate(merged)
         except PydanticError as exc:
             for err in exc.errors(include_url=False):
-                problem(("supervise", str(err["loc"][-1])), describe(err))
+                problem(("supervise", str(err["loc"][-1])), describe(err, ("supervise",)))
             return None
         return Knobs(**s.model_dump())
+
+    def listener_clashes(self, specs: dict[str, InstanceSpec], key: str, listen: str) -> None:
+        """Instances bound where one of llamad's own listeners (`key`, at `listen`) is."""
+        host, _, port = listen.rpartition(":")
+        host = host.strip("[]")
+        for spec in specs.values():
+            if str(spec.port) == port and same_address(spec.host, host):
+                self.problem_at("instances", spec.name)(
+                    ("port",), f"port {spec.port} on {spec.host} is {key} ({listen})"
+                )
 
     def _port_clashes(self, specs: dict[str, InstanceSpec]) -> None:
         seen: dict[int, list[InstanceSpec]] = {}
         for spec in specs.values():
             for other in seen.get(spec.port, []):
-                if spec.host == other.host or {spec.host, other.host} & WILDCARDS:
+                if same_address(spec.host, other.host):
                     self.problem_at("instances", spec.name)(
                         ("port",),
                         f"port {spec.port} on {spec.host} is already used by "
                         f"instances.{other.name}",
                     )
             seen.setdefault(spec.port, []).append(spec)
+
+
+_LOOPBACK_NAMES = {"localhost": "127.0.0.1", "ip6-localhost": "::1"}
+
+
+def same_address(a: str, b: str) -> bool:
+    """Whether two bind hosts can collide on one port: equal once `localhost` is read as
+    127.0.0.1, or either is a wildcard."""
+    a, b = (_LOOPBACK_NAMES.get(h.lower(), h) for h in (a, b))
+    return a == b or bool({a, b} & WILDCARDS)
 
 
 def _env(values: dict[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -11,9 +11,9 @@ import tomllib
 from collections.abc import Iterable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 from pydantic import ValidationError as PydanticError
 from pydantic_core import ErrorDetails
 from pydantic_settings import (
@@ -24,12 +24,13 @@ from pydantic_settings import (
 )
 
 from llamad.config.fleet_tables import FleetSettings, PeerSettings, RemoteSettings
+from llamad.config.redact import any_secret, scrub, shown
 from llamad.config.tomlpos import locate
 
 Scalar = str | int | float | bool
 Value = Scalar | list[Scalar]
 
-_toml_file: ContextVar[Path] = ContextVar("llamad_toml_file")
+_toml_file: ContextVar[Path | None] = ContextVar("llamad_toml_file", default=None)
 
 
 class ConfigError(Exception):
@@ -51,10 +52,17 @@ class DaemonSettings(BaseModel):
     socket: str | None = None
     log_dir: str | None = None
     log_max_bytes: PositiveInt = 10 * 1024 * 1024
-    log_backups: NonNegativeInt = 3
+    # The stdlib handler never rolls over without a backup: 0 would grow the log forever.
+    log_backups: PositiveInt = 3
     log_level: str = Field(default="info", pattern="^(debug|info|warning|error)$")
     reexport_metrics: bool = False
     remote: RemoteSettings | None = None  # fleet: the control API on TCP
+
+
+# Durations are finite: `inf` would hang a stop and break the service files' timeouts.
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# A probe every few milliseconds is a busy loop, not supervision.
+Interval = Annotated[float, Field(ge=0.05, allow_inf_nan=False)]
 
 
 class SuperviseSettings(BaseModel):
@@ -62,15 +70,15 @@ class SuperviseSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    health_interval: PositiveFloat = 5.0
-    health_timeout: PositiveFloat = 2.0
+    health_interval: Interval = 5.0
+    health_timeout: Seconds = 2.0
     unhealthy_after: PositiveInt = 3
-    start_timeout: PositiveFloat = 600.0
-    stop_timeout: PositiveFloat = 10.0
-    backoff_initial: PositiveFloat = 1.0
-    backoff_max: PositiveFloat = 60.0
+    start_timeout: Seconds = 600.0
+    stop_timeout: Seconds = 10.0
+    backoff_initial: Seconds = 1.0
+    backoff_max: Seconds = 60.0
     max_restarts: NonNegativeInt = 5
-    restart_window: PositiveFloat = 600.0
+    restart_window: Seconds = 600.0
 
 
 class InstanceTable(BaseModel):
@@ -114,8 +122,8 @@ _INSTANCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
-def read_file(path: Path) -> tuple[ConfigFile, str]:
-    """Parse and structurally validate `path`; returns the model and the file's text."""
+def read_text(path: Path) -> tuple[str, dict[str, Any]]:
+    """The file's text and its TOML document; a missing, unreadable or invalid file raises."""
     # pydantic-settings silently skips a missing TOML file, so check it here.
     try:
         text = path.read_text(encoding="utf-8")
@@ -124,27 +132,32 @@ def read_file(path: Path) -> tuple[ConfigFile, str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([f"{path}: cannot read config file: {exc}"]) from None
     try:
-        tomllib.loads(text)
+        return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         at = _TOML_AT.search(msg)
         where = f"{path}:{at.group(1)}" if at else str(path)
         raise ConfigError([f"{where}: invalid TOML: {_TOML_AT.sub('', msg).strip()}"]) from None
+
+
+def validate_file(path: Path | None, data: dict[str, Any] | None = None) -> ConfigFile:
+    """The file read through pydantic-settings' TOML source (or, with no path, `data`
+    alone); raises pydantic's error."""
     token = _toml_file.set(path)
     try:
-        cfg = ConfigFile()
-    except PydanticError as exc:
-        raise ConfigError(_pydantic_lines(path, text, exc)) from None
+        return ConfigFile(**(data or {}))
     finally:
         _toml_file.reset(token)
-    bad = [n for n in cfg.instances if not _INSTANCE_NAME.match(n)]
-    if bad:
-        raise ConfigError(
-            f"{where_is(path, text, ('instances', n))}: instance name {n!r} must be letters, "
-            "digits, '.', '_' or '-' (at most 64)"
-            for n in bad
-        )
-    return cfg, text
+
+
+def bad_names(path: Path, text: str, names: Iterable[str]) -> list[str]:
+    """One line per instance name that is not letters, digits, '.', '_' or '-'."""
+    return [
+        f"{where_is(path, text, ('instances', n))}: instance name {n!r} must be letters, "
+        "digits, '.', '_' or '-' (1 to 64)"
+        for n in names
+        if not _INSTANCE_NAME.match(n)
+    ]
 
 
 def where_is(path: Path, text: str, keys: tuple[str | int, ...]) -> str:
@@ -153,7 +166,7 @@ def where_is(path: Path, text: str, keys: tuple[str | int, ...]) -> str:
     return f"{path}:{line}" if line else str(path)
 
 
-def _pydantic_lines(path: Path, text: str, exc: PydanticError) -> list[str]:
+def pydantic_lines(path: Path, text: str, exc: PydanticError) -> list[str]:
     lines = []
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
@@ -172,12 +185,18 @@ def _pydantic_lines(path: Path, text: str, exc: PydanticError) -> list[str]:
     return lines
 
 
-def describe(err: ErrorDetails) -> str:
-    """A pydantic error as the tail of one of our lines: 'must be ... (got X)'."""
+def describe(err: ErrorDetails, where: tuple[object, ...] = ()) -> str:
+    """A pydantic error as the tail of one of our lines: 'must be ... (got X)'.
+
+    `where` is the path of keys above `err["loc"]`; under a secret key the value is not shown.
+    """
+    keys = (*where, *err["loc"])
     if err["type"] == "value_error" and "error" in err.get("ctx", {}):
-        return str(err["ctx"]["error"])  # our validators' messages already say what was got
+        # Our validators' messages already say what was got.
+        msg = str(err["ctx"]["error"])
+        return scrub(msg, err.get("input")) if any_secret(keys) else msg
     msg = err["msg"]
-    return f"{msg[:1].lower()}{msg[1:]} (got {err.get('input')!r})"
+    return f"{msg[:1].lower()}{msg[1:]} (got {shown(keys, err.get('input'))})"
 
 
 def _suggest(loc: tuple[Any, ...]) -> str | None:

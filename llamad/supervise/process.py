@@ -13,7 +13,6 @@ import socket
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import psutil
 
@@ -155,10 +154,3 @@ def port_owner(port: int) -> str:
             except psutil.Error:
                 return f"pid {conn.pid}"
     return "another process"
-
-
-def model_problem(model: Path | None) -> str | None:
-    """A model file that went missing since the config was checked."""
-    if model is not None and not model.is_file():
-        return f"model file not found: {model}"
-    return None

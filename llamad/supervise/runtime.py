@@ -10,10 +10,11 @@ from pathlib import Path
 from llamad.backends import rpc
 from llamad.backends.probes import Health, Prober, server_url
 from llamad.backends.spec import InstanceSpec
+from llamad.common.modelfile import model_problem
 from llamad.fleet.remote_workers import Found, RemoteWorkers
 from llamad.supervise.childlog import ChildLog
 from llamad.supervise.orphans import ChildRegistry
-from llamad.supervise.process import Child, ExitInfo, child_env, model_problem, port_problem
+from llamad.supervise.process import Child, ExitInfo, child_env, port_problem
 
 
 @dataclass

@@ -99,7 +99,7 @@ def test_valid_config_resolves(tmp_path: Path, tiny_model: Path) -> None:
         ('[instances.a]\nmodel = "{m}"\nport = 80 89\n', ["llamad.toml:3: invalid TOML:"]),
         (
             '[supervise]\nhealth_interval = -1\n[instances.a]\nmodel = "{m}"\nport = 1\n',
-            ["llamad.toml:2: supervise.health_interval: input should be greater than 0 (got -1)"],
+            ["llamad.toml:2: supervise.health_interval: input should be greater than or equal"],
         ),
         (
             '[instances.a]\nmodel = "{m}"\nport = 1\n[instances.a.supervise]\nstop_timeout = 0\n',
