@@ -216,3 +216,15 @@ def import_probe(argv: list[str], heavy: tuple[str, ...]) -> subprocess.Complete
     return subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, check=True, timeout=30
     )
+
+
+def stand_in_binary(path: Path, real: Path, serve: str | None = None, note: str = "first") -> None:
+    """A llama-server that answers --help/--version with the real one's text and, unless
+    `serve` says otherwise, serves with it too; replaced atomically, as an upgrade does."""
+    body = serve if serve is not None else f'exec "{real}" "$@"'
+    tmp = path.with_suffix(".new")
+    tmp.write_text(
+        f'#!/bin/sh\n# {note}\ncase "$1" in --help|--version) exec "{real}" "$@";; esac\n{body}\n'
+    )
+    tmp.chmod(0o755)
+    os.replace(tmp, path)

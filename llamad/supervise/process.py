@@ -34,8 +34,8 @@ class ExitInfo:
     def describe(self) -> str:
         """A short human reason, e.g. 'killed by SIGKILL' or 'exited with code 1: <last line>'."""
         what = f"killed by {self.signal}" if self.signal else f"exited with code {self.code}"
-        last = next((ln for ln in reversed(self.stderr_tail) if ln.strip()), "")
-        return f"{what}: {last.strip()[:200]}" if last and self.code else what
+        line = telling_line(self.stderr_tail)
+        return f"{what}: {line.strip()[:200]}" if line and self.code else what
 
     def to_dict(self) -> dict[str, object]:
         """The `last_exit` object of the status document."""
@@ -45,6 +45,18 @@ class ExitInfo:
             "at": self.at,
             "stderr_tail": self.stderr_tail,
         }
+
+
+_TELLING = ("error", "failed to open", "failed to load", "cannot", "no such file")
+
+
+def telling_line(tail: list[str]) -> str:
+    """The line that says why a process died: the first error in its last output, else
+    its last line (llama-server ends with 'cleaning up before exit...', which says nothing)."""
+    for line in tail:
+        if any(word in line.lower() for word in _TELLING):
+            return line
+    return next((ln for ln in reversed(tail) if ln.strip()), "")
 
 
 def child_env(base: Mapping[str, str], *layers: Mapping[str, str]) -> dict[str, str]:
@@ -64,8 +76,14 @@ def _die_with_parent() -> None:
 class Child:
     """A running llama-server (or rpc worker) process and its output pump."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, write: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        write: Callable[[str], None],
+        redact: Callable[[str], str] = str,
+    ) -> None:
         self.proc = proc
+        self._redact = redact
         self.pid = proc.pid
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.started = asyncio.get_running_loop().time()
@@ -74,7 +92,11 @@ class Child:
 
     @classmethod
     async def spawn(
-        cls, argv: list[str], env: dict[str, str], write: Callable[[str], None]
+        cls,
+        argv: list[str],
+        env: dict[str, str],
+        write: Callable[[str], None],
+        redact: Callable[[str], str] = str,
     ) -> Child:
         """Launch `argv` in a new session so signals reach its whole process group."""
         proc = await asyncio.create_subprocess_exec(
@@ -86,7 +108,7 @@ class Child:
             start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
-        return cls(proc, write)
+        return cls(proc, write, redact)
 
     async def _read_output(self) -> None:
         assert self.proc.stdout is not None
@@ -99,7 +121,9 @@ class Child:
             self._line(partial)
 
     def _line(self, raw: bytes) -> None:
-        line = raw.decode("utf-8", "replace").rstrip("\r")
+        # The tail reaches the status document (and the read-only token over TCP): it is
+        # redacted as the log file is.
+        line = self._redact(raw.decode("utf-8", "replace").rstrip("\r"))
         self.tail.append(line)
         self._write(line)
 

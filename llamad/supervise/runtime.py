@@ -59,7 +59,7 @@ class Runtime:
             settings["LLAMA_ARG_RPC"] = ",".join(filter(None, servers))
         env = child_env(os.environ, settings, dict(spec.env))
         try:
-            child = await Child.spawn(argv, env, log.write)
+            child = await Child.spawn(argv, env, log.write, log.redact)
         except OSError as exc:
             return f"cannot run {argv[0]}: {exc.strerror}"
         if self.registry is not None:

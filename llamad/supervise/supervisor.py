@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 import structlog
 
 from llamad.config.load import InstanceSpec
-from llamad.lifecycle.states import Restart, Start, State, Stop
+from llamad.lifecycle.states import Start, State, Stop
 from llamad.supervise.instance import Instance
+from llamad.supervise.rollout import Rollout
 from llamad.supervise.runtime import Runtime
 
 log = structlog.get_logger("llamad.supervisor")
@@ -44,6 +45,7 @@ class Supervisor:
         self._group: asyncio.TaskGroup | None = None
         self._started = asyncio.Event()
         self._closed = asyncio.Event()
+        self.rollout = Rollout()
         runtime.not_ready = self.not_ready
         runtime.on_exit = self._exited
         runtime.on_remote_lost = self._remote_lost
@@ -126,15 +128,10 @@ class Supervisor:
         await inst.send(Stop())
         await inst.wait_until(State.STOPPED, timeout=inst.spec.knobs.stop_timeout + 5)
 
-    async def restart_one_by_one(self) -> None:
-        """Restart every live instance in turn, each healthy before the next (a new binary)."""
-        for inst in list(self.instances.values()):
-            if inst.record.state in (State.STOPPED, State.FAILED) or inst.closing:
-                continue
-            await inst.send(Restart())
-            await inst.wait_until(
-                State.RUNNING, State.FAILED, timeout=inst.spec.knobs.start_timeout
-            )
+    async def restart_one_by_one(self) -> list[str]:
+        """Roll a new binary out: every live instance in turn, each healthy before the
+        next; halts at one that does not come back (see rollout.py)."""
+        return await self.rollout.run(list(self.instances.values()))
 
     async def shutdown(self) -> None:
         """Stop every instance in parallel within its stop_timeout, then end `run()`."""
