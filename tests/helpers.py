@@ -85,7 +85,12 @@ def write_config(
 class Llamad:
     """`llamad --config FILE` as a subprocess, with its JSON log lines readable as events."""
 
-    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: Path,
+        env: dict[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> None:
         self.config = config
         daemon = tomllib.loads(config.read_text()).get("daemon", {})
         self.socket = Path(daemon.get("socket") or Path(daemon["state_dir"]) / "llamad.sock")
@@ -97,6 +102,7 @@ class Llamad:
             stdout=subprocess.DEVNULL,
             stderr=self._stderr,
             env={**os.environ, **(env or {})},
+            preexec_fn=preexec_fn,  # e.g. a low RLIMIT_NOFILE, as launchd's default
         )
 
     def events(self, name: str | None = None, **match: Any) -> list[dict[str, Any]]:

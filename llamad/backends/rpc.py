@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from llamad.backends.probes import Health
+from llamad.backends.probes import Health, local_cause, local_failure
 from llamad.common.clock import utcnow
 
 KIND = "rpc-worker"
@@ -125,6 +125,8 @@ async def probe_tcp(host: str, port: int, timeout: float) -> Health:
         async with asyncio.timeout(timeout):
             _, writer = await asyncio.open_connection(host, port)
     except (OSError, TimeoutError) as exc:
+        if (cause := local_cause(exc)) is not None:
+            return local_failure(t0, cause)
         error = "no answer" if isinstance(exc, TimeoutError) else "connection refused"
         return Health(False, None, (time.perf_counter() - t0) * 1000, utcnow(), error)
     writer.close()

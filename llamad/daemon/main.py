@@ -14,12 +14,13 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from llamad import __version__
 from llamad.backends.probes import Prober, make_client, make_transport
-from llamad.common import paths
+from llamad.common import fdlimit, paths
 from llamad.common.unixsock import SocketInUse, bind_unix
 from llamad.config.load import Resolved, load
 from llamad.config.schema import ConfigError
@@ -40,6 +41,7 @@ STARTUP_GRACE_S = 0.25
 async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> int:
     """Run until `shutdown` is set (or SIGTERM/SIGINT); returns the exit code."""
     trigger = shutdown or asyncio.Event()
+    asyncio.get_running_loop().set_exception_handler(_loop_error)
     services_stop = asyncio.Event()
     d = resolved.daemon
     try:
@@ -100,6 +102,13 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
             control_socket.close()
     log.info("daemon.stopped", exit_code=EXIT_OK)
     return EXIT_OK
+
+
+def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    # asyncio's default prints a traceback for each failed accept() (EMFILE under a
+    # flood of connections): one rate-limited line says the same.
+    exc = context.get("exception")
+    log.error("daemon.loop_error", message=context.get("message"), error=str(exc or ""))
 
 
 class _SignalHandlers:
@@ -181,6 +190,8 @@ def run(argv: list[str] | None = None) -> int:
             print(f"llamad: {line}", file=sys.stderr)
         return EXIT_CONFIG
     logs.configure(resolved.daemon.log_level, args.log_format)
+    nofile = fdlimit.raise_soft_limit()
+    log.debug("daemon.nofile", soft_limit=nofile, connections=fdlimit.connection_cap())
     try:
         with DaemonLock(resolved.daemon.state_dir):
             return asyncio.run(serve(resolved))

@@ -40,13 +40,15 @@ class Runtime:
     def open_log(self, spec: InstanceSpec) -> ChildLog:
         """The instance's output file, `log_dir/NAME.log`."""
         path = self.log_dir / f"{spec.name}.log"
-        return ChildLog(path, self.log_max_bytes, self.log_backups, spec.secrets)
+        return ChildLog(path, self.log_max_bytes, self.log_backups, spec.secrets, spec.name)
 
     async def launch(
         self, spec: InstanceSpec, log: ChildLog, remote: Found | None = None
     ) -> Child | str:
         """Start the process for `spec`, or say why it cannot start now. An RPC head's
         `remote` workers, as found running just now, follow its local ones in LLAMA_ARG_RPC."""
+        if (unwritable := log.problem()) is not None:
+            return unwritable
         problem = model_problem(spec.model) or port_problem(spec.host, spec.port)
         if problem:
             log.mark(f"not started: {problem}")
