@@ -21,6 +21,7 @@ import structlog
 from llamad import __version__
 from llamad.backends.probes import Prober, make_client, make_transport
 from llamad.common import fdlimit, paths
+from llamad.common.trust import untrusted_dir
 from llamad.common.unixsock import SocketInUse, bind_unix
 from llamad.config.load import Resolved, load
 from llamad.config.schema import ConfigError
@@ -50,6 +51,9 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
         control_socket = bind_unix(d.socket)
     except SocketInUse as exc:
         log.error("daemon.socket_in_use", error=str(exc))
+        return EXIT_FATAL
+    except (ValueError, OSError) as exc:  # a file or symlink in the way, a path too long
+        log.error("daemon.socket_unusable", socket=str(d.socket), error=str(exc))
         return EXIT_FATAL
     registry = ChildRegistry(d.state_dir)
     # Children a SIGKILLed llamad left behind (macOS has no PDEATHSIG) hold our ports.
@@ -188,6 +192,10 @@ def run(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         for line in exc.lines:
             print(f"llamad: {line}", file=sys.stderr)
+        return EXIT_CONFIG
+    d = resolved.daemon
+    for problem in filter(None, map(untrusted_dir, {d.state_dir, d.socket.parent})):
+        print(f"llamad: {problem}", file=sys.stderr)
         return EXIT_CONFIG
     logs.configure(resolved.daemon.log_level, args.log_format)
     nofile = fdlimit.raise_soft_limit()

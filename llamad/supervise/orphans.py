@@ -17,6 +17,8 @@ from pathlib import Path
 import psutil
 import structlog
 
+from llamad.common.trust import owned_by_us
+
 log = structlog.get_logger("llamad.orphans")
 
 FILE_NAME = "children.json"
@@ -55,6 +57,10 @@ class ChildRegistry:
 
     def reap_leftovers(self, timeout: float = 5.0) -> list[int]:
         """Kill children a previous llamad left behind; returns their pids."""
+        if self.path.exists() and not owned_by_us(self.path):
+            # Planted by someone else: obeying it would kill whatever they name.
+            log.warning("orphans.untrusted_state", path=str(self.path))
+            return []
         try:
             doc = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
