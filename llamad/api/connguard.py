@@ -11,11 +11,11 @@ beyond `cap` at once.
 from __future__ import annotations
 
 import asyncio
-import logging
 
+import structlog
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-log = logging.getLogger("llamad.control")
+log = structlog.get_logger("llamad.control")
 
 HEADER_TIMEOUT_S = 5.0
 
@@ -35,7 +35,7 @@ def guarded_protocol(
             if transport.is_closing():  # refused by the base (another user)
                 return
             if len(open_now) >= cap:
-                log.warning("connection refused: %d connections open (the cap)", cap)
+                log.warning("control.connection_capped", cap=cap)
                 transport.abort()
                 return
             open_now.add(self)

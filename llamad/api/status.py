@@ -6,6 +6,7 @@ from typing import Any
 
 import psutil
 
+from llamad.backends.registry import backend_for
 from llamad.supervise.instance import Instance
 
 
@@ -64,8 +65,7 @@ def instance_doc(
         "rss_bytes": rss,
         "cpu_percent": cpu,
     }
-    if spec.kind != "llama-server":
-        doc["kind"] = spec.kind
+    doc.update(backend_for(spec.kind).status_extras(spec))
     if spec.workers or spec.remote_workers:
         remote = [f"{peer}/{worker}" for peer, worker in spec.remote_workers]
         doc["rpc"] = {"workers": [*spec.workers, *remote], "degraded": bool(not_running)}

@@ -19,6 +19,7 @@ from typing import Any
 from llamad.backends.binaries import CatalogError
 from llamad.backends.catalog import Catalog, parse_help
 from llamad.backends.options import Option
+from llamad.common.childenv import child_env
 
 SCHEMA = 1  # bump when Option or the parser changes, so stale caches are re-read
 TIMEOUT = 10.0
@@ -33,14 +34,14 @@ def load_catalog(binary: Path, cache_dir: Path) -> Catalog:
     cached = _read_cache(cache, key)
     if cached is not None:
         return cached
-    helped = _run(path, "--help")
+    helped = run_flag(path, "--help")
     if helped.returncode != 0:
         detail = (helped.stderr.strip().splitlines() or [f"exit {helped.returncode}"])[-1]
         raise CatalogError(f"{path} --help failed: {detail[:200]}")
     options = parse_help(helped.stdout if helped.stdout.strip() else helped.stderr)
     if not any(o.env for o in options):
         raise CatalogError(f"{path} --help lists no options with an env name: not llama-server?")
-    catalog = Catalog(options, _version(path))
+    catalog = Catalog(options, version_of(path))
     # A binary replaced while we ran it must not get its new key paired with old output.
     if _cache_key(path) == key:
         _write_cache(cache, key, catalog)
@@ -59,10 +60,9 @@ def _cache_key(path: Path) -> list[Any]:
     return [SCHEMA, str(path), target, st.st_size, st.st_mtime_ns]
 
 
-def _run(path: Path, arg: str) -> subprocess.CompletedProcess[str]:
-    # llama.cpp applies LLAMA_* env vars before it looks at argv, so a stray one in our own
-    # environment could make even --help fail.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_")}
+def run_flag(path: Path, arg: str) -> subprocess.CompletedProcess[str]:
+    """`path arg` (`--help`, `--version`) with a timeout, outside our LLAMA_* environment."""
+    env = child_env(os.environ)
     try:
         return subprocess.run(
             [str(path), arg],
@@ -80,9 +80,10 @@ def _run(path: Path, arg: str) -> subprocess.CompletedProcess[str]:
         raise CatalogError(f"cannot run {path}: {exc.strerror or exc}") from exc
 
 
-def _version(path: Path) -> str:
+def version_of(path: Path) -> str:
+    """The `version: ...` line of `path --version`, or "unknown"."""
     try:
-        done = _run(path, "--version")
+        done = run_flag(path, "--version")
     except CatalogError:
         return "unknown"  # the options matter; a missing version only hides a label
     lines = [ln.strip() for ln in (done.stderr + "\n" + done.stdout).splitlines() if ln.strip()]

@@ -5,22 +5,25 @@ no authentication, so a worker binds beyond loopback only with `allow_remote = t
 A head lists its workers in `rpc`; local worker names become `host:port` and make the
 head wait for them, and restart when one of them restarts (a head that lost a worker
 stays up, answers 200 on /health, and aborts on the next request). `peer/worker` names
-a worker on a `[fleet]` peer: the same, over the peer's control API (`rpc_remote.py`).
+a worker on a `[fleet]` peer: the same, over the peer's control API (`fleet/remote_workers.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import difflib
-import ipaddress
-import subprocess
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from llamad.backends.binaries import CatalogError
+from llamad.backends.catalog_cache import run_flag
 from llamad.backends.probes import Health, local_cause, local_failure
 from llamad.common.clock import utcnow
+from llamad.common.hosts import is_loopback
 
 KIND = "rpc-worker"
 # Keys of an rpc-worker table besides llamad's own (args, env, autostart, supervise).
@@ -43,7 +46,7 @@ def worker_args(
     if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
         problem(("port",), "is required: a TCP port from 1 to 65535")
         port = 0
-    if not _loopback(host) and keys.get("allow_remote") is not True:
+    if not is_loopback(host) and keys.get("allow_remote") is not True:
         problem(
             ("host",),
             f"{host} is beyond loopback and RPC has no authentication; "
@@ -67,27 +70,11 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def rpc_help(binary: Path) -> str:
     """ggml-rpc-server's `--help`, to check the options a worker table uses."""
     try:
-        run = subprocess.run(
-            [str(binary), "--help"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        run = run_flag(binary, "--help")
+    except CatalogError:
         return ""
     return run.stdout + run.stderr
 
@@ -98,8 +85,11 @@ def head_servers(
     """Resolve a head's `rpc` list: (LLAMA_ARG_RPC value so far, local worker names it
     waits for, (peer, worker) pairs whose addresses are asked for at launch)."""
     servers, local, remote = [], [], []
+    # A local worker named by its address is that worker: the head must wait for it and
+    # restart with it, as when it is named by name.
+    by_address = {_address(host, port): name for name, (host, port) in workers.items()}
     for item in _as_list(value):
-        text = str(item)
+        text = by_address.get(_address_of(str(item)) or "", str(item))
         if text in workers:
             host, port = workers[text]
             servers.append(f"{host}:{port}")
@@ -118,6 +108,18 @@ def head_servers(
     return ",".join(servers), tuple(local), tuple(remote)
 
 
+def _address(host: str, port: int) -> str:
+    return f"{'127.0.0.1' if is_loopback(host) else host}:{port}"
+
+
+def _address_of(text: str) -> str | None:
+    """`host:port` normalised like a local worker's address, or None if `text` isn't one."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isascii() or not port.isdigit():
+        return None
+    return _address(host.strip("[]"), int(port))
+
+
 async def probe_tcp(host: str, port: int, timeout: float) -> Health:
     """A worker's health: does its port accept a connection?"""
     t0 = time.perf_counter()
@@ -127,9 +129,26 @@ async def probe_tcp(host: str, port: int, timeout: float) -> Health:
     except (OSError, TimeoutError) as exc:
         if (cause := local_cause(exc)) is not None:
             return local_failure(t0, cause)
+        elapsed = (time.perf_counter() - t0) * 1000
+        # ggml-rpc-server serves one client at a time with a listen backlog of 1: while a
+        # head is connected, the probes we left in its queue fill it and a new connect
+        # gets no answer. A worker that serves a head is alive.
+        if isinstance(exc, TimeoutError) and await asyncio.to_thread(_serving, port):
+            return Health(True, None, elapsed, utcnow(), None)
         error = "no answer" if isinstance(exc, TimeoutError) else "connection refused"
-        return Health(False, None, (time.perf_counter() - t0) * 1000, utcnow(), error)
+        return Health(False, None, elapsed, utcnow(), error)
     writer.close()
     # A worker serves one client at a time; let it see the close before the head connects.
     await writer.wait_closed()
     return Health(True, None, (time.perf_counter() - t0) * 1000, utcnow(), None)
+
+
+def _serving(port: int) -> bool:
+    """Whether some client holds an established connection to our `port`."""
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):  # macOS without root: no way to tell
+        return False
+    return any(
+        c.status == psutil.CONN_ESTABLISHED and c.laddr and c.laddr.port == port for c in conns
+    )

@@ -1,17 +1,15 @@
-"""Load a config file: structure (config.py), then the daemon's paths and binaries, then
-every instance resolved against what the installed llama-server accepts (launchspec.py).
+"""Load a config file: structure (schema.py), then the daemon's paths, then each kind's
+executable and every instance resolved by its backend (resolve.py).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from llamad.backends import rpc
-from llamad.backends.binaries import find_binary, find_rpc_server
-from llamad.backends.catalog import CatalogError
-from llamad.backends.catalog_cache import load_catalog
+from llamad.backends.base import Backend, Tool
+from llamad.backends.llama_server import KIND as LLAMA_SERVER
 from llamad.backends.spec import InstanceSpec
 from llamad.common import paths
 from llamad.common.unixsock import MAX_SOCKET_PATH
@@ -19,7 +17,7 @@ from llamad.config.readfile import read_partial
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.config.resolve import Resolver
 from llamad.config.schema import ConfigError, ConfigFile, where_is
-from llamad.fleet.remote_workers import RemotePeer
+from llamad.fleet.table import Peer
 
 __all__ = ["ConfigError", "Daemon", "InstanceSpec", "Resolved", "check", "load", "resolve"]
 
@@ -43,12 +41,22 @@ class Resolved:
     """A config file that passed every check, ready to run."""
 
     path: Path
-    binary: Path
-    llama_server_version: str
     daemon: Daemon
     instances: dict[str, InstanceSpec]
-    rpc_binary: Path | None = None
-    peers: dict[str, RemotePeer] = field(default_factory=dict)  # [fleet] peers, for rpc
+    tools: dict[str, Tool] = field(default_factory=dict)  # kind -> executable, kinds in use
+    peers: dict[str, Peer] = field(default_factory=dict)  # [fleet] peers, for rpc
+
+    @property
+    def llama_server(self) -> Tool | None:
+        """The llama-server in use, if any instance runs one (the status document's
+        `llama_server` and `llama_server_version`)."""
+        return self.tools.get(LLAMA_SERVER)
+
+    @property
+    def llama_server_version(self) -> str:
+        """llama-server's `--version` line, or "" when no instance runs llama-server."""
+        tool = self.llama_server
+        return tool.version if tool else ""
 
 
 def load(path: Path) -> Resolved:
@@ -71,8 +79,8 @@ def _abs(value: str | None, default: Path) -> Path:
     return Path(value).expanduser().absolute() if value else default
 
 
-def _maybe(value: str | None) -> Path | None:
-    return Path(value).expanduser().absolute() if value else None
+def _inspect(backend: Backend, path: Path) -> Tool:
+    return backend.inspect(path, paths.cache_home())
 
 
 def resolve(
@@ -101,38 +109,21 @@ def resolve(
             f"{where_is(path, text, ('daemon', 'socket'))}: daemon.socket: path is longer than "
             f"{MAX_SOCKET_PATH} bytes, the AF_UNIX limit: {daemon.socket}"
         )
-    try:
-        binary = find_binary(d.llama_server)
-        catalog = load_catalog(binary, paths.cache_home())
-    except CatalogError as exc:
-        where = where_is(path, text, ("daemon", "llama_server"))
-        raise ConfigError([*problems, f"{where}: {exc}"]) from None
-
-    rpc_binary, rpc_help = None, ""
-    if any(t.kind == rpc.KIND for t in cfg.instances.values()):
-        try:
-            rpc_binary = find_rpc_server(d.rpc_server)
-            rpc_help = rpc.rpc_help(rpc_binary)
-        except CatalogError as exc:
-            problems.append(f"{where_is(path, text, ('daemon', 'rpc_server'))}: {exc}")
-    resolver = Resolver(cfg, path, text, catalog, rpc_help)
-    instances = resolver.all()
+    resolver = Resolver(cfg, path, text)
+    tools = resolver.tools(_inspect)
+    instances = resolver.all(tools)
     if daemon.remote is not None:
-        listen = f"[{daemon.remote.host}]" if ":" in daemon.remote.host else daemon.remote.host
-        resolver.listener_clashes(
-            instances, "daemon.remote.listen", f"{listen}:{daemon.remote.port}"
-        )
+        host = daemon.remote.host
+        listen = f"[{host}]:{daemon.remote.port}" if ":" in host else f"{host}:{daemon.remote.port}"
+        resolver.listener_clashes(instances, "daemon.remote.listen", listen)
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)
-    return Resolved(path, binary, catalog.version, daemon, instances, rpc_binary, _peers(cfg))
+    return Resolved(path, daemon, instances, tools, _peers(cfg))
 
 
-def _peers(cfg: ConfigFile) -> dict[str, RemotePeer]:
+def _peers(cfg: ConfigFile) -> dict[str, Peer]:
     """`[fleet] peers` as heads reach their remote workers; the token is read when asked,
     and, as with llamactl, a peer without a token_file uses `[fleet] token_file`."""
-    default = cfg.fleet.token_file
-    return {
-        p.name: RemotePeer(p.name, p.url, _maybe(p.token_file or default), _maybe(p.ca_file))
-        for p in cfg.fleet.peers
-    }
+    fleet = cfg.fleet
+    return {p.name: replace(p, token_file=p.token_file or fleet.token_file) for p in fleet.peers}

@@ -18,6 +18,7 @@ from llamad.config.schema import (
     ConfigError,
     ConfigFile,
     bad_names,
+    fleet_of,
     pydantic_lines,
     read_text,
     validate_file,
@@ -34,9 +35,10 @@ def read_partial(path: Path) -> tuple[ConfigFile, str, list[str]]:
     A file that cannot be read or parsed as TOML still raises ConfigError.
     """
     text, data = read_text(path)
-    problems: list[str] = []
+    fleet, problems = fleet_of(path, text, data)
+    data["fleet"] = fleet  # given, it takes the place of the file's raw table
     try:
-        cfg = validate_file(path)
+        cfg = validate_file(path, {"fleet": fleet})
     except PydanticError as exc:
         problems += pydantic_lines(path, text, exc)
         cfg = _validate_rest(path, text, data, exc, problems)
@@ -67,12 +69,14 @@ def _validate_rest(
         except PydanticError as again:
             problems += pydantic_lines(path, text, again)
             exc = again
-    return validate_file(None, {})
+    return validate_file(None, {"fleet": data["fleet"]})
 
 
 def _set_aside(data: dict[str, Any], loc: tuple[Any, ...]) -> None:
     # An instance goes as a whole (half an instance would start wrongly); elsewhere the
     # key itself goes and its default applies.
+    if not loc or loc[0] == "fleet":
+        return  # parsed apart (fleet_of), its problems already reported
     keep = 2 if loc and loc[0] in ("instances", "daemon", "supervise", "defaults") else 1
     parent: Any = data
     for part in loc[: keep - 1]:

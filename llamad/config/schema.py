@@ -11,7 +11,7 @@ import tomllib
 from collections.abc import Iterable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 from pydantic import ValidationError as PydanticError
@@ -23,9 +23,11 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from llamad.config.fleet_tables import FleetSettings, PeerSettings, RemoteSettings
-from llamad.config.redact import any_secret, scrub, shown
+from llamad.backends.registry import DEFAULT_KIND
+from llamad.common.redact import any_secret, scrub, shown
+from llamad.config.fleet_tables import RemoteSettings
 from llamad.config.tomlpos import locate
+from llamad.fleet.table import Fleet, parse_fleet
 
 Scalar = str | int | float | bool
 Value = Scalar | list[Scalar]
@@ -86,7 +88,7 @@ class InstanceTable(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    kind: Literal["llama-server", "rpc-worker"] = "llama-server"
+    kind: str = DEFAULT_KIND  # checked against the backend registry when resolving
     args: list[str] = []
     env: dict[str, Scalar] = {}
     autostart: bool = True
@@ -97,13 +99,15 @@ class InstanceTable(BaseModel):
 class ConfigFile(BaseSettings):
     """The whole file. Sources: keyword arguments, then the TOML file being loaded."""
 
-    model_config = SettingsConfigDict(extra="forbid")
+    model_config = SettingsConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     daemon: DaemonSettings = DaemonSettings()
     supervise: SuperviseSettings = SuperviseSettings()
     defaults: dict[str, Value] = {}
     instances: dict[str, InstanceTable] = {}
-    fleet: FleetSettings = FleetSettings()  # read by llamactl; peers also serve RPC heads
+    # Read by llamactl too, so parsed by fleet.table's stdlib parser (see fleet_of).
+    # Peers also serve RPC heads.
+    fleet: Fleet = Fleet()
 
     @classmethod
     def settings_customise_sources(
@@ -140,12 +144,22 @@ def read_text(path: Path) -> tuple[str, dict[str, Any]]:
         raise ConfigError([f"{where}: invalid TOML: {_TOML_AT.sub('', msg).strip()}"]) from None
 
 
-def validate_file(path: Path | None, data: dict[str, Any] | None = None) -> ConfigFile:
-    """The file read through pydantic-settings' TOML source (or, with no path, `data`
-    alone); raises pydantic's error."""
+def fleet_of(path: Path, text: str, raw: dict[str, Any]) -> tuple[Fleet, list[str]]:
+    """`[fleet]`, parsed by fleet.table's stdlib parser (llamactl reads it too), and its
+    problems as lines."""
+    fleet, problems = parse_fleet(raw.get("fleet", {}))
+    return fleet, [
+        f"{where_is(path, text, ('fleet', *p.keys))}: {p.dotted}: {p.message}" for p in problems
+    ]
+
+
+def validate_file(path: Path | None, data: dict[str, Any]) -> ConfigFile:
+    """The file read through pydantic-settings' TOML source, with `data` (at least the
+    parsed `fleet`) taking the place of its tables; with no path, `data` alone. Raises
+    pydantic's error."""
     token = _toml_file.set(path)
     try:
-        return ConfigFile(**(data or {}))
+        return ConfigFile(**data)
     finally:
         _toml_file.reset(token)
 
@@ -207,8 +221,6 @@ def _suggest(loc: tuple[Any, ...]) -> str | None:
     fields = {
         "daemon": DaemonSettings.model_fields,
         "daemon.remote": RemoteSettings.model_fields,
-        "fleet": FleetSettings.model_fields,
-        "fleet.peers": PeerSettings.model_fields,
         "supervise": SuperviseSettings.model_fields,
         None: ConfigFile.model_fields,
     }.get(section, {})

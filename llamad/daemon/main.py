@@ -62,13 +62,12 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
     transport = make_transport()
     async with make_client(transport) as client:
         runtime = Runtime(
-            binary=resolved.binary,
+            tools=resolved.tools,
             prober=Prober(transport),
             log_dir=d.log_dir,
             log_max_bytes=d.log_max_bytes,
             log_backups=d.log_backups,
             registry=registry,
-            rpc_binary=resolved.rpc_binary,
             remote=RemoteWorkers(resolved.peers),
         )
         supervisor = Supervisor(runtime)
@@ -94,7 +93,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
                     config=str(resolved.path),
                     socket=str(d.socket),
                     instances=len(resolved.instances),
-                    llama_server=str(resolved.binary),
+                    backends={k: str(t.path) for k, t in resolved.tools.items()},
                 )
                 await trigger.wait()
                 log.info("daemon.stopping")

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import structlog
 
-REDACTED = "[redacted]"
+from llamad.common.redact import REDACTED
+
 WARN_INTERVAL_S = 300.0
 
 log = structlog.get_logger("llamad.instance")
@@ -47,6 +48,9 @@ class ChildLog:
         )
         self._handler.on_error = self._write_failed
         self._handler.setFormatter(logging.Formatter("%(message)s"))
+        # The file exists from the start (`llamactl logs -f` can follow it at once); if it
+        # cannot be made, the launch says why.
+        self.problem()
 
     def problem(self) -> str | None:
         """Why the log file cannot be written now, or None (a launch needs a log)."""

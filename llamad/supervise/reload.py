@@ -1,7 +1,7 @@
 """Config reloads: triggered by a save, SIGHUP or the API; one at a time; surgical.
 
-The watcher also notices a model file replaced on disk (that instance restarts) and the
-llama-server binary changing after an upgrade (every instance restarts, one at a time).
+The watcher also notices a model file replaced on disk (that instance restarts) and an
+executable changing after an upgrade (every instance that runs it restarts, one at a time).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 import watchfiles
 
+from llamad.backends.registry import backend_for
 from llamad.config.load import ConfigError, Resolved, load
 from llamad.lifecycle.states import Restart, State
 from llamad.supervise.supervisor import Supervisor
@@ -55,8 +56,9 @@ class Reloader:
         """Ask for a reload soon; a burst of requests yields one reload of the final file."""
         self._wanted.set()
 
-    async def reload(self, binary_changed: bool = False) -> dict[str, Any]:
-        """Re-read the config and apply what changed; an invalid file changes nothing."""
+    async def reload(self, upgraded: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """Re-read the config and apply what changed; an invalid file changes nothing.
+        `upgraded` names kinds whose executable was replaced in place."""
         async with self._lock:
             old = self.resolved
             # Identities from before the read: a save that lands while we reload is then
@@ -71,9 +73,11 @@ class Reloader:
                 raise ConfigError(lines) from None
             if new.daemon != old.daemon:
                 log.warning("config.daemon_restart_needed", path=str(new.path))
-            binary_changed = binary_changed or new.binary != old.binary
-            self.supervisor.runtime.binary = new.binary
-            self.supervisor.runtime.rpc_binary = new.rpc_binary
+            moved = {
+                k for k, t in new.tools.items() if k in old.tools and old.tools[k].path != t.path
+            }
+            upgraded = upgraded | moved
+            self.supervisor.runtime.tools = new.tools
             self.supervisor.runtime.remote.peers = new.peers
             changes = await self.supervisor.apply(new.instances)
             old_dirs = self._dirs()
@@ -85,17 +89,18 @@ class Reloader:
             if self._dirs() != old_dirs:
                 self._rewatch.set()
             report: dict[str, Any] = changes.to_dict()
-            if binary_changed:
-                # A new llama.cpp build: every instance restarts, never all at once.
-                report["rolling_restart"] = list(changes.unchanged)
-                self._start_rolling()
+            if upgraded:
+                # A new build: every instance that runs it restarts, never all at once.
+                rolling = [n for n in changes.unchanged if new.instances[n].kind in upgraded]
+                report["rolling_restart"] = rolling
+                self._start_rolling(rolling)
             log.info("config.reloaded", path=str(new.path), **report)
             return report
 
-    def _start_rolling(self) -> None:
+    def _start_rolling(self, names: list[str]) -> None:
         if self._rolling is not None:
             self._rolling.cancel()
-        self._rolling = asyncio.create_task(self.supervisor.restart_one_by_one())
+        self._rolling = asyncio.create_task(self.supervisor.restart_one_by_one(names))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve reload requests and watch files until `stop` is set."""
@@ -124,12 +129,15 @@ class Reloader:
     # Watching files ------------------------------------------------------------------
 
     def _watched(self) -> dict[Path, str]:
-        """Every file whose change matters, with what it is: config, binary or model."""
+        """Every file whose change matters, with what it is: config, an executable
+        (`binary:KIND`) or a file an instance runs from (model)."""
         r = self.resolved
-        files = {r.path: "config", r.binary: "binary", Path(os.path.realpath(r.binary)): "binary"}
+        files = {r.path: "config"}
+        for kind, tool in r.tools.items():
+            files[tool.path] = files[Path(os.path.realpath(tool.path))] = f"binary:{kind}"
         for spec in r.instances.values():
-            if spec.watch_model and spec.model is not None:
-                files.setdefault(spec.model, "model")
+            for path in backend_for(spec.kind).watched(spec):
+                files.setdefault(path, "model")
         return files
 
     def _dirs(self) -> list[str]:
@@ -168,18 +176,21 @@ class Reloader:
         now = {path: file_id(path) for path in files}
         moved = {p for p, fid in now.items() if fid != self._ids.get(p) and fid is not None}
         self._ids.update(now)
-        kinds = {files.get(p) for p in moved}
-        if "binary" in kinds:
-            log.info("binary.changed", path=str(self.resolved.binary))
+        what = {files.get(p, "") for p in moved}
+        upgraded = frozenset(w.removeprefix("binary:") for w in what if w.startswith("binary:"))
+        for kind in sorted(upgraded):
+            log.info("binary.changed", kind=kind, path=str(self.resolved.tools[kind].path))
+        if upgraded:
             with contextlib.suppress(ConfigError):
-                await self.reload(binary_changed=True)
-        elif "config" in kinds:
+                await self.reload(upgraded)
+        elif "config" in what:
             self.request()
         for spec in self.resolved.instances.values():
             inst = self.supervisor.instances.get(spec.name)
             live = inst is not None and inst.record.state not in (State.STOPPED, State.STOPPING)
-            if live and inst is not None and spec.model in moved and spec.watch_model:
-                log.info("model.changed", instance=spec.name, model=str(spec.model))
+            changed = moved.intersection(backend_for(spec.kind).watched(spec))
+            if live and inst is not None and changed:
+                log.info("model.changed", instance=spec.name, model=str(min(changed)))
                 inst.post(Restart())
 
 

@@ -7,28 +7,29 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llamad.backends import rpc
-from llamad.backends.probes import Health, Prober, server_url
+from llamad.backends.base import Tool
+from llamad.backends.probes import Health, Prober
+from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
+from llamad.common.childenv import child_env
 from llamad.common.modelfile import model_problem
 from llamad.fleet.remote_workers import Found, RemoteWorkers
 from llamad.supervise.childlog import ChildLog
 from llamad.supervise.orphans import ChildRegistry
-from llamad.supervise.process import Child, ExitInfo, child_env, port_problem
+from llamad.supervise.process import Child, ExitInfo, port_problem
 
 
 @dataclass
 class Runtime:
-    """The binaries, the prober, where logs go, and the supervisor's hooks."""
+    """The executables, the prober, where logs go, and the supervisor's hooks."""
 
-    binary: Path
+    tools: dict[str, Tool]  # kind -> executable; replaced on reload
     prober: Prober
     log_dir: Path
     log_max_bytes: int = 10 * 1024 * 1024
     log_backups: int = 3
     registry: ChildRegistry | None = None
     observe_probe: Callable[[str, Health], None] | None = None
-    rpc_binary: Path | None = None
     # Set by the supervisor: which of these instances are not running yet (RPC heads wait
     # for their workers), and a hook for every process exit (a worker's restarts its heads).
     not_ready: Callable[[tuple[str, ...]], list[str]] = lambda names: []
@@ -53,12 +54,11 @@ class Runtime:
         if problem:
             log.mark(f"not started: {problem}")
             return problem
-        binary = self.rpc_binary if spec.kind == rpc.KIND else self.binary
-        argv = [str(binary), *spec.args]
-        settings = dict(spec.settings)
-        if remote:
-            servers = [settings.get("LLAMA_ARG_RPC", ""), *(w.address for w in remote.values())]
-            settings["LLAMA_ARG_RPC"] = ",".join(filter(None, servers))
+        tool = self.tools.get(spec.kind)
+        if tool is None:
+            return f"no {spec.kind} executable: the config's [daemon] section names none"
+        found = {name: w.address for name, w in (remote or {}).items()}
+        argv, settings = backend_for(spec.kind).command(spec, tool, found)
         env = child_env(os.environ, settings, dict(spec.env))
         try:
             child = await Child.spawn(argv, env, log.write, log.redact)
@@ -88,9 +88,5 @@ class Runtime:
         return info.describe()
 
     def probe_for(self, spec: InstanceSpec) -> Callable[[float], Awaitable[Health]]:
-        """`probe(timeout)` for `spec`: GET /health, or a TCP connect for an rpc worker."""
-        host, port = spec.probe_host, spec.port
-        if spec.kind == rpc.KIND:
-            return lambda timeout: rpc.probe_tcp(host, port, timeout)
-        url = server_url(host, port)
-        return lambda timeout: self.prober.probe(url, timeout)
+        """`probe(timeout)` for `spec`, as its backend asks (GET /health, a TCP connect...)."""
+        return backend_for(spec.kind).probe(spec, self.prober)

@@ -128,10 +128,10 @@ class Supervisor:
         await inst.send(Stop())
         await inst.wait_until(State.STOPPED, timeout=inst.spec.knobs.stop_timeout + 5)
 
-    async def restart_one_by_one(self) -> list[str]:
-        """Roll a new binary out: every live instance in turn, each healthy before the
-        next; halts at one that does not come back (see rollout.py)."""
-        return await self.rollout.run(list(self.instances.values()))
+    async def restart_one_by_one(self, names: list[str]) -> list[str]:
+        """Roll a new executable out to `names`: each live one in turn, healthy before the
+        next; halts at one that does not come back, retried next time (see rollout.py)."""
+        return await self.rollout.run([i for n in names if (i := self.instances.get(n))])
 
     async def shutdown(self) -> None:
         """Stop every instance in parallel within its stop_timeout, then end `run()`."""

