@@ -35,7 +35,7 @@ class ChildRegistry:
         """Record a child just spawned."""
         try:
             created = psutil.Process(pid).create_time()
-        except psutil.Error:
+        except (psutil.Error, OSError):  # OSError: out of descriptors reading /proc
             return
         self._children[pid] = (name, created)
         self._write()
