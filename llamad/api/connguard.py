@@ -61,7 +61,8 @@ def guarded_protocol(
         def _header_deadline(self) -> None:
             # A new request head since arming means a request is being served (a log
             # follower may take hours); otherwise the connection idled or dribbled.
-            if self.cycle is self._armed_for and not self.transport.is_closing():
+            idle = self.cycle is None or self.cycle.response_complete
+            if self.cycle is self._armed_for and idle and not self.transport.is_closing():
                 self.transport.abort()
 
     return GuardedProtocol
