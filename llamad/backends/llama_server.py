@@ -20,6 +20,7 @@ from llamad.backends.probes import Prober, server_url
 from llamad.backends.spec import InstanceSpec
 from llamad.backends.values import is_number, port_number
 from llamad.common.modelfile import model_problem
+from llamad.common.paths import anchored
 from llamad.common.redact import REDACTED, is_secret_key, scrub
 from llamad.common.tokenfile import TokenFileError, check_private
 
@@ -32,6 +33,8 @@ _MODEL_SOURCES = (
 )
 API_KEY_ENV = "LLAMA_API_KEY"
 _SECRET_ENVS = {API_KEY_ENV, "HF_TOKEN"}
+# Value hints of `--help` options that name one file or directory.
+_FILE_HINTS = {"FNAME", "FILE", "PATH", "JINJA_TEMPLATE_FILE"}
 
 
 class LlamaServer:
@@ -144,7 +147,10 @@ def _render(
             problem((key,), f"unknown key {key!r}" + (f" (did you mean {hint}?)" if hint else ""))
             continue
         try:
-            out[look.env] = render(look, value)
+            rendered = render(look, value)
+            if rendered and look.option.value in _FILE_HINTS:
+                rendered = str(anchored(rendered, ctx.base_dir))
+            out[look.env] = rendered
         except ValueError as exc:
             if is_secret_key(key) or is_secret_key(look.env):
                 problem((key,), f"{scrub(str(exc), value)} (got {REDACTED})")

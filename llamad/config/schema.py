@@ -145,9 +145,9 @@ def read_text(path: Path) -> tuple[str, dict[str, Any]]:
 
 
 def fleet_of(path: Path, text: str, raw: dict[str, Any]) -> tuple[Fleet, list[str]]:
-    """`[fleet]`, parsed by fleet.table's stdlib parser (llamactl reads it too), and its
-    problems as lines."""
-    fleet, problems = parse_fleet(raw.get("fleet", {}))
+    """`[fleet]`, parsed by fleet.table's stdlib parser (llamactl reads it too), its paths
+    anchored at the config's directory, and its problems as lines."""
+    fleet, problems = parse_fleet(raw.get("fleet", {}), path.parent)
     return fleet, [
         f"{where_is(path, text, ('fleet', *p.keys))}: {p.dotted}: {p.message}" for p in problems
     ]
