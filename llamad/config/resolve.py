@@ -13,7 +13,8 @@ from pydantic import ValidationError as PydanticError
 from llamad.backends.base import Backend, Problem, ResolveContext, Tool
 from llamad.backends.binaries import CatalogError
 from llamad.backends.registry import BACKENDS, DEFAULT_KIND
-from llamad.backends.spec import WILDCARDS, InstanceSpec
+from llamad.backends.spec import InstanceSpec
+from llamad.common.hosts import same_address
 from llamad.common.paths import anchored
 from llamad.config.schema import ConfigFile, InstanceTable, SuperviseSettings, describe, where_is
 from llamad.lifecycle.states import Knobs
@@ -99,10 +100,14 @@ class Resolver:
             settings=(),
             args=tuple(table.args),
             env=_env(table.env),
-            autostart=table.autostart,
+            # An on-demand instance waits for its first request, whatever autostart says.
+            autostart=table.autostart and not table.on_demand,
             watch_model=table.watch_model,
             knobs=knobs or Knobs(),
             kind=backend.kind,
+            on_demand=table.on_demand,
+            idle_timeout=table.idle_timeout,
+            aliases=tuple(table.aliases),
         )
         spec = backend.resolve(base, dict(table.model_extra or {}), ctx, problem)
         if len(self.problems) > before or knobs is None:
@@ -140,16 +145,6 @@ class Resolver:
                         f"instances.{other.name}",
                     )
             seen.setdefault(spec.port, []).append(spec)
-
-
-_LOOPBACK_NAMES = {"localhost": "127.0.0.1", "ip6-localhost": "::1"}
-
-
-def same_address(a: str, b: str) -> bool:
-    """Whether two bind hosts can collide on one port: equal once `localhost` is read as
-    127.0.0.1, or either is a wildcard."""
-    a, b = (_LOOPBACK_NAMES.get(h.lower(), h) for h in (a, b))
-    return a == b or bool({a, b} & WILDCARDS)
 
 
 def _env(values: dict[str, Any]) -> tuple[tuple[str, str], ...]:

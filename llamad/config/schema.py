@@ -13,7 +13,14 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+)
 from pydantic import ValidationError as PydanticError
 from pydantic_core import ErrorDetails
 from pydantic_settings import (
@@ -26,6 +33,7 @@ from pydantic_settings import (
 from llamad.backends.registry import DEFAULT_KIND
 from llamad.common.redact import any_secret, scrub, shown
 from llamad.config.fleet_tables import RemoteSettings
+from llamad.config.gateway_table import GatewaySettings
 from llamad.config.tomlpos import locate
 from llamad.fleet.table import Fleet, parse_fleet
 
@@ -94,6 +102,9 @@ class InstanceTable(BaseModel):
     autostart: bool = True
     watch_model: bool = True
     supervise: dict[str, Any] = {}
+    on_demand: bool = False
+    idle_timeout: NonNegativeFloat = 600.0
+    aliases: list[str] = []
 
 
 class ConfigFile(BaseSettings):
@@ -108,6 +119,7 @@ class ConfigFile(BaseSettings):
     # Read by llamactl too, so parsed by fleet.table's stdlib parser (see fleet_of).
     # Peers also serve RPC heads.
     fleet: Fleet = Fleet()
+    gateway: GatewaySettings = GatewaySettings()
 
     @classmethod
     def settings_customise_sources(
@@ -222,6 +234,7 @@ def _suggest(loc: tuple[Any, ...]) -> str | None:
         "daemon": DaemonSettings.model_fields,
         "daemon.remote": RemoteSettings.model_fields,
         "supervise": SuperviseSettings.model_fields,
+        "gateway": GatewaySettings.model_fields,
         None: ConfigFile.model_fields,
     }.get(section, {})
     match = difflib.get_close_matches(str(loc[-1]), list(fields), n=1)

@@ -17,7 +17,9 @@ from llamad.supervise.instance import Instance
 
 log = structlog.get_logger("llamad.rollout")
 
-_SETTLED = (State.RUNNING, State.BACKOFF, State.FAILED, State.STOPPED)
+# IDLE: stopped by the gateway for want of requests; it starts on the new build anyway.
+_NOT_LIVE = (State.STOPPED, State.IDLE, State.FAILED)
+_SETTLED = (State.RUNNING, State.BACKOFF, State.FAILED, State.STOPPED, State.IDLE)
 
 
 class Rollout:
@@ -34,7 +36,7 @@ class Rollout:
         candidates = [i for i in instances if not i.closing]
         # Those the last (broken) build left down come first: they serve nothing now.
         retry = [i for i in candidates if i.spec.name in self.failed]
-        live = [i for i in candidates if i.record.state not in (State.STOPPED, State.FAILED)]
+        live = [i for i in candidates if i.record.state not in _NOT_LIVE]
         order = [*retry, *(i for i in live if i not in retry)]
         done: list[str] = []
         for n, inst in enumerate(order):
@@ -64,7 +66,7 @@ async def _outcome(inst: Instance) -> str | None:
     )
     settled = stopped and await inst.wait_until(*_SETTLED, timeout=inst.spec.knobs.start_timeout)
     state = inst.record.state
-    if settled and state in (State.RUNNING, State.STOPPED):  # stopped: by hand, meanwhile
+    if settled and state in (State.RUNNING, State.STOPPED, State.IDLE):  # stopped meanwhile
         return None
     if not settled:
         return f"not ready within start_timeout ({inst.spec.knobs.start_timeout:g}s)"

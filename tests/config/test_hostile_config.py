@@ -182,3 +182,13 @@ def test_every_layer_reported_in_one_run(tmp_path: Path, tiny_model: Path) -> No
         "instances.b.ctx_sise",
     ):
         assert needle in joined, found
+
+
+def test_gateway_listen_clash_across_loopback_spellings(tmp_path: Path, tiny_model: Path) -> None:
+    """An instance on `localhost` at the port of `[gateway] listen = "127.0.0.1:..."`."""
+    found = problems(
+        tmp_path,
+        '[gateway]\nlisten = "127.0.0.1:9300"\n'
+        f'[instances.a]\nmodel = "{tiny_model}"\nport = 9300\nhost = "localhost"\n',
+    )
+    assert any("gateway.listen" in ln and "instances.a" in ln for ln in found), found
