@@ -12,6 +12,7 @@ from llamad.backends.base import Backend, Tool
 from llamad.backends.llama_server import KIND as LLAMA_SERVER
 from llamad.backends.spec import InstanceSpec
 from llamad.common import paths
+from llamad.common.hosts import same_address
 from llamad.common.unixsock import MAX_SOCKET_PATH
 from llamad.config.gateway_table import Gateway, resolve_gateway
 from llamad.config.readfile import read_partial
@@ -120,6 +121,16 @@ def resolve(
         listen = f"[{host}]:{daemon.remote.port}" if ":" in host else f"{host}:{daemon.remote.port}"
         resolver.listener_clashes(instances, "daemon.remote.listen", listen)
     gateway = resolve_gateway(cfg.gateway, instances, resolver.problem_at())
+    remote = daemon.remote
+    if (
+        gateway
+        and remote
+        and gateway.port == remote.port
+        and same_address(gateway.host, remote.host)
+    ):
+        resolver.problem_at("gateway")(
+            ("listen",), f"port {gateway.port} is already used by daemon.remote.listen"
+        )
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)

@@ -192,3 +192,17 @@ def test_gateway_listen_clash_across_loopback_spellings(tmp_path: Path, tiny_mod
         f'[instances.a]\nmodel = "{tiny_model}"\nport = 9300\nhost = "localhost"\n',
     )
     assert any("gateway.listen" in ln and "instances.a" in ln for ln in found), found
+
+
+def test_gateway_listen_clash_with_remote_listen(tmp_path: Path, tiny_model: Path) -> None:
+    """`[gateway] listen` on the port of `[daemon.remote] listen` is a config error."""
+    token = tmp_path / "admin.token"
+    token.write_text("a" * 32)
+    token.chmod(0o600)
+    found = problems(
+        tmp_path,
+        f'[daemon.remote]\nlisten = "0.0.0.0:9400"\ntoken_file = "{token}"\n'
+        '[gateway]\nlisten = "localhost:9400"\n'
+        f'[instances.a]\nmodel = "{tiny_model}"\nport = 9401\n',
+    )
+    assert any("gateway.listen" in ln and "daemon.remote.listen" in ln for ln in found), found
