@@ -99,7 +99,12 @@ def write_config(
 class Llamad:
     """`llamad --config FILE` as a subprocess, with its JSON log lines readable as events."""
 
-    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: Path,
+        env: dict[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> None:
         self.config = config
         daemon = tomllib.loads(config.read_text()).get("daemon", {})
         self.socket = Path(daemon.get("socket") or Path(daemon["state_dir"]) / "llamad.sock")
@@ -111,6 +116,7 @@ class Llamad:
             stdout=subprocess.DEVNULL,
             stderr=self._stderr,
             env={**os.environ, **(env or {})},
+            preexec_fn=preexec_fn,  # e.g. a low RLIMIT_NOFILE, as launchd's default
         )
 
     def events(self, name: str | None = None, **match: Any) -> list[dict[str, Any]]:
@@ -230,3 +236,15 @@ def import_probe(argv: list[str], heavy: tuple[str, ...]) -> subprocess.Complete
     return subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, check=True, timeout=30
     )
+
+
+def stand_in_binary(path: Path, real: Path, serve: str | None = None, note: str = "first") -> None:
+    """A llama-server that answers --help/--version with the real one's text and, unless
+    `serve` says otherwise, serves with it too; replaced atomically, as an upgrade does."""
+    body = serve if serve is not None else f'exec "{real}" "$@"'
+    tmp = path.with_suffix(".new")
+    tmp.write_text(
+        f'#!/bin/sh\n# {note}\ncase "$1" in --help|--version) exec "{real}" "$@";; esac\n{body}\n'
+    )
+    tmp.chmod(0o755)
+    os.replace(tmp, path)

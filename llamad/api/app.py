@@ -97,7 +97,8 @@ def create_app(controller: Controller, *, shutdown: asyncio.Event | None = None)
 
     async def logs(request: Request) -> Response:
         raw = request.query_params.get("lines", str(DEFAULT_LINES))
-        if not raw.isdigit() or int(raw) > MAX_LINES:
+        # ASCII only: '²'.isdigit() is true, and int('²') raises.
+        if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_LINES:
             raise ControlError(f"lines must be a whole number from 0 to {MAX_LINES}, not {raw!r}")
         follow = request.query_params.get("follow", "0").lower() in ("1", "true", "yes")
         path = controller.log_file(request.path_params["name"])

@@ -54,7 +54,7 @@ def _allowed(sock: Any, allowed_uid: int) -> bool:
     return uid is None or uid == allowed_uid
 
 
-def peer_checked_protocol(allowed_uid: int) -> type[asyncio.Protocol]:
+def peer_checked_protocol(allowed_uid: int) -> type[H11Protocol]:
     """An H11 protocol class for `uvicorn.Config(http=...)` that serves only `allowed_uid`.
 
     Even root is refused unless it is `allowed_uid`: root can read our files anyway, but a

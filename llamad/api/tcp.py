@@ -17,10 +17,13 @@ from typing import Any
 
 import structlog
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from llamad import __version__
 from llamad.api.auth import BearerAuth
+from llamad.api.connguard import guarded_protocol
 from llamad.api.uds import GRACEFUL_SHUTDOWN_S, QuietServer, serve_until
+from llamad.common.fdlimit import connection_cap
 from llamad.config.remote import Remote
 from llamad.fleet.discovery import advertise, build_txt
 
@@ -29,7 +32,7 @@ log = structlog.get_logger("llamad.remote")
 RETRY_INITIAL_S, RETRY_MAX_S = 1.0, 30.0
 
 
-def bind_tcp(host: str, port: int) -> socket.socket:
+def bind_tcp(host: str, port: int, backlog: int = 128) -> socket.socket:
     """A listening TCP socket on host:port (SO_REUSEADDR: a restart finds it free)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # proto=IPPROTO_TCP, not create_server's 0: accepted sockets inherit it, and asyncio
@@ -39,7 +42,7 @@ def bind_tcp(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        sock.listen(128)
+        sock.listen(backlog)
     except OSError:
         sock.close()
         raise
@@ -60,14 +63,16 @@ async def serve_tcp(
 
     Raises OSError before serving when the address cannot be bound.
     """
-    sock = bind_tcp(host, port)
+    cap = connection_cap()
+    sock = bind_tcp(host, port, backlog=cap)
     config = uvicorn.Config(
         app,
         log_config=None,
         lifespan="off",
         access_log=False,
         ws="none",
-        http="h11",
+        http=guarded_protocol(H11Protocol, cap),
+        backlog=cap,  # also how many asyncio accepts at once: a bounded burst of fds
         # The rate limit keys on the peer address; a forwarded header would let a
         # client choose its own.
         proxy_headers=False,

@@ -13,7 +13,9 @@ from typing import Any
 import structlog
 import uvicorn
 
+from llamad.api.connguard import guarded_protocol
 from llamad.api.peercred import peer_checked_protocol
+from llamad.common.fdlimit import connection_cap
 from llamad.common.unixsock import MAX_SOCKET_PATH, SocketInUse, bind_unix
 
 __all__ = [
@@ -85,6 +87,7 @@ async def serve_unix(
     The socket file is removed on the way out unless someone else has replaced it.
     """
     uid = os.getuid() if allowed_uid is None else allowed_uid
+    cap = connection_cap()
     sock = sock or bind_unix(path)
     inode = os.stat(path).st_ino
     config = uvicorn.Config(
@@ -93,7 +96,8 @@ async def serve_unix(
         lifespan="off",
         access_log=False,  # llamactl polls every 50 ms while waiting; that is not news.
         ws="none",
-        http=peer_checked_protocol(uid),
+        http=guarded_protocol(peer_checked_protocol(uid), cap),
+        backlog=cap,  # also how many asyncio accepts at once: a bounded burst of fds
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
 

@@ -19,7 +19,10 @@ from llamad.backends.catalog_cache import load_catalog
 from llamad.backends.probes import Prober, server_url
 from llamad.backends.spec import InstanceSpec
 from llamad.backends.values import is_number, port_number
+from llamad.common.modelfile import model_problem
 from llamad.common.paths import anchored
+from llamad.common.redact import REDACTED, is_secret_key, scrub
+from llamad.common.tokenfile import TokenFileError, check_private
 
 KIND = "llama-server"
 _MODEL_SOURCES = (
@@ -76,8 +79,8 @@ class LlamaServer:
         if not any(env in settings for env in _MODEL_SOURCES):
             problem((), "model is required")
         model = Path(settings["LLAMA_ARG_MODEL"]) if "LLAMA_ARG_MODEL" in settings else None
-        if model is not None and not model.is_file():
-            problem(("model",), f"model file not found: {model}")
+        if (bad_model := model_problem(model)) is not None:
+            problem(("model",), bad_model)
         secrets, api_key = _secrets(settings, problem)
         port = port_number(settings.get("LLAMA_ARG_PORT"), problem)
         host = settings.setdefault("LLAMA_ARG_HOST", "127.0.0.1")
@@ -150,7 +153,10 @@ def _render(
                 rendered = str(anchored(rendered, ctx.base_dir))
             out[look.env] = rendered
         except ValueError as exc:
-            problem((key,), f"{exc} (got {value!r})")
+            if is_secret_key(key) or is_secret_key(look.env):
+                problem((key,), f"{scrub(str(exc), value)} (got {REDACTED})")
+            else:
+                problem((key,), f"{exc} (got {value!r})")
     return out
 
 
@@ -163,8 +169,12 @@ def _secrets(settings: dict[str, str], problem: Problem) -> tuple[tuple[str, ...
         try:
             lines = Path(key_file).read_text(encoding="utf-8").splitlines()
             keys += [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+            # Held to the token files' rule: keys other users can read are leaked.
+            check_private(Path(key_file))
         except OSError as exc:
             problem(("api_key_file",), f"cannot read key file {key_file}: {exc.strerror}")
+        except TokenFileError as exc:
+            problem(("api_key_file",), str(exc))
     secrets = [settings[e] for e in sorted(_SECRET_ENVS) if settings.get(e)] + keys
     return tuple(dict.fromkeys(secrets)), keys[0] if keys else None
 
@@ -172,7 +182,9 @@ def _secrets(settings: dict[str, str], problem: Problem) -> tuple[tuple[str, ...
 def _check_args(
     catalog: Catalog, args: tuple[str, ...], settings: dict[str, str], problem: Problem
 ) -> None:
-    for i, arg in enumerate(args):
+    for i, raw in enumerate(args):
+        # Stripped for the checks: " --api-key" must not slip past the secret rule.
+        arg = raw.strip()
         if not arg.startswith("-") or is_number(arg):
             continue
         option = catalog.flag(arg.split("=", 1)[0])

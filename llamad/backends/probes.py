@@ -7,6 +7,7 @@ llama-server answers 503 while loading and 200 once ready; only `/health` means 
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ class Health:
     latency_ms: float
     checked_at: str
     error: str | None = None
+    # The probe failed on our side (EMFILE, ENOBUFS): it says nothing about the server.
+    local: bool = False
 
     def to_dict(self) -> dict[str, object]:
         """The `health` object of the status document."""
@@ -93,7 +96,13 @@ class Prober:
         except httpx.TimeoutException:
             return self._result(False, None, t0, f"no answer within {timeout:g}s")
         except httpx.HTTPError as exc:
+            if (cause := local_cause(exc)) is not None:
+                return local_failure(t0, cause)
             return self._result(False, None, t0, _short(exc))
+        except OSError as exc:
+            if local_cause(exc) is None:
+                raise
+            return local_failure(t0, exc)
         if resp.status_code == 200:
             return self._result(True, 200, t0, None)
         return self._result(False, resp.status_code, t0, f"HTTP {resp.status_code}")
@@ -101,6 +110,28 @@ class Prober:
     @staticmethod
     def _result(ok: bool, status: int | None, t0: float, error: str | None) -> Health:
         return Health(ok, status, (time.perf_counter() - t0) * 1000, utcnow(), error)
+
+
+# Errors that mean this process (or host) is short of something, not that the server is.
+_LOCAL_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+
+def local_cause(exc: BaseException) -> OSError | None:
+    """The OSError behind `exc` if it is a shortage on our side (EMFILE, ENOBUFS...)."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # httpx wraps httpcore wraps OSError; the chain is short
+        if seen is None:
+            return None
+        if isinstance(seen, OSError) and seen.errno in _LOCAL_ERRNOS:
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def local_failure(t0: float, cause: OSError) -> Health:
+    """A probe that could not be made here: not evidence against the instance."""
+    error = f"probe not made: {cause.strerror or cause}"
+    return Health(False, None, (time.perf_counter() - t0) * 1000, utcnow(), error, local=True)
 
 
 def _short(exc: httpx.HTTPError) -> str:

@@ -21,7 +21,7 @@ import psutil
 
 from llamad.backends.binaries import CatalogError
 from llamad.backends.catalog_cache import run_flag
-from llamad.backends.probes import Health
+from llamad.backends.probes import Health, local_cause, local_failure
 from llamad.common.clock import utcnow
 from llamad.common.hosts import is_loopback
 
@@ -127,6 +127,8 @@ async def probe_tcp(host: str, port: int, timeout: float) -> Health:
         async with asyncio.timeout(timeout):
             _, writer = await asyncio.open_connection(host, port)
     except (OSError, TimeoutError) as exc:
+        if (cause := local_cause(exc)) is not None:
+            return local_failure(t0, cause)
         elapsed = (time.perf_counter() - t0) * 1000
         # ggml-rpc-server serves one client at a time with a listen backlog of 1: while a
         # head is connected, the probes we left in its queue fill it and a new connect

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from llamad.common.trust import UntrustedSocket, check_socket_owner
+
 DEFAULT_TIMEOUT = 10.0
 LOCAL_NETWORK_HINT = (
     "on macOS 15 or later, Local Network Privacy blocks LAN connections from launchd jobs "
@@ -32,6 +34,7 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.socket_path = socket_path
 
     def connect(self) -> None:
+        check_socket_owner(self.socket_path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(self.timeout)
@@ -89,6 +92,8 @@ def describe_failure(exc: BaseException, remote: bool, timeout: float | None) ->
     if isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError):
         hint = "is it llamad's remote control port?" if remote else "does it run as another user?"
         return "connection closed", hint
+    if isinstance(exc, UntrustedSocket):
+        return exc.strerror or str(exc), "is another user's llamad (or an impostor) there?"
     if isinstance(exc, TimeoutError):
         return (f"timed out after {timeout:g}s" if timeout else "timed out"), "is it running?"
     verify_message = getattr(exc, "verify_message", None)  # ssl.SSLCertVerificationError

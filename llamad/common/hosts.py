@@ -19,3 +19,13 @@ def is_wildcard(host: str) -> bool:
         return not host or ipaddress.ip_address(host).is_unspecified
     except ValueError:
         return False
+
+
+_LOOPBACK_NAMES = {"localhost": "127.0.0.1", "ip6-localhost": "::1"}
+
+
+def same_address(a: str, b: str) -> bool:
+    """Whether two bind hosts can collide on one port: equal once `localhost` is read as
+    127.0.0.1, or either is a wildcard."""
+    a, b = (_LOOPBACK_NAMES.get(h.lower(), h) for h in (a, b))
+    return a == b or is_wildcard(a) or is_wildcard(b)

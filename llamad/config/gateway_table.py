@@ -22,7 +22,8 @@ from pydantic import (
     field_validator,
 )
 
-from llamad.backends.spec import WILDCARDS, InstanceSpec
+from llamad.backends.spec import InstanceSpec
+from llamad.common.hosts import same_address
 from llamad.common.tokenfile import TokenFileError, read_token
 from llamad.config.fleet_tables import split_listen
 
@@ -97,7 +98,7 @@ def resolve_gateway(
         return None
     host, port = split_listen(settings.listen)
     for spec in specs.values():
-        if spec.port == port and (spec.host == host or {spec.host, host} & WILDCARDS):
+        if spec.port == port and same_address(spec.host, host):
             problem(("gateway", "listen"), f"port {port} is already used by instances.{spec.name}")
     keys: tuple[str, ...] = ()
     if settings.api_key_file:

@@ -12,11 +12,13 @@ from llamad.backends.base import Backend, Tool
 from llamad.backends.llama_server import KIND as LLAMA_SERVER
 from llamad.backends.spec import InstanceSpec
 from llamad.common import paths
+from llamad.common.hosts import same_address
 from llamad.common.unixsock import MAX_SOCKET_PATH
 from llamad.config.gateway_table import Gateway, resolve_gateway
+from llamad.config.readfile import read_partial
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.config.resolve import Resolver
-from llamad.config.schema import ConfigError, ConfigFile, read_file, where_is
+from llamad.config.schema import ConfigError, ConfigFile, where_is
 from llamad.fleet.table import Peer
 
 __all__ = ["ConfigError", "Daemon", "InstanceSpec", "Resolved", "check", "load", "resolve"]
@@ -63,8 +65,8 @@ class Resolved:
 def load(path: Path) -> Resolved:
     """Read, validate and resolve `path`; raises ConfigError with one line per problem."""
     path = path.expanduser().absolute()
-    cfg, text = read_file(path)
-    return resolve(cfg, path, text)
+    cfg, text, problems = read_partial(path)
+    return resolve(cfg, path, text, problems)
 
 
 def check(path: Path) -> list[str]:
@@ -84,9 +86,15 @@ def _inspect(backend: Backend, path: Path) -> Tool:
     return backend.inspect(path, paths.cache_home())
 
 
-def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
-    """Turn the parsed file into specs, collecting every problem before failing."""
-    problems: list[str] = []
+def resolve(
+    cfg: ConfigFile, path: Path, text: str, structural: list[str] | None = None
+) -> Resolved:
+    """Turn the parsed file into specs, collecting every problem before failing.
+
+    `structural` holds the problems already found in the file's structure; they are
+    reported with the rest.
+    """
+    problems: list[str] = list(structural or ())
     d = cfg.daemon
     base = path.parent  # relative paths are the config file's, not the cwd's
     state_dir = _abs(d.state_dir, base, paths.state_home())
@@ -108,7 +116,21 @@ def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
     resolver = Resolver(cfg, path, text)
     tools = resolver.tools(_inspect)
     instances = resolver.all(tools)
+    if daemon.remote is not None:
+        host = daemon.remote.host
+        listen = f"[{host}]:{daemon.remote.port}" if ":" in host else f"{host}:{daemon.remote.port}"
+        resolver.listener_clashes(instances, "daemon.remote.listen", listen)
     gateway = resolve_gateway(cfg.gateway, instances, resolver.problem_at())
+    remote = daemon.remote
+    if (
+        gateway
+        and remote
+        and gateway.port == remote.port
+        and same_address(gateway.host, remote.host)
+    ):
+        resolver.problem_at("gateway")(
+            ("listen",), f"port {gateway.port} is already used by daemon.remote.listen"
+        )
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)

@@ -13,7 +13,8 @@ from pydantic import ValidationError as PydanticError
 from llamad.backends.base import Backend, Problem, ResolveContext, Tool
 from llamad.backends.binaries import CatalogError
 from llamad.backends.registry import BACKENDS, DEFAULT_KIND
-from llamad.backends.spec import WILDCARDS, InstanceSpec
+from llamad.backends.spec import InstanceSpec
+from llamad.common.hosts import same_address
 from llamad.common.paths import anchored
 from llamad.config.schema import ConfigFile, InstanceTable, SuperviseSettings, describe, where_is
 from llamad.lifecycle.states import Knobs
@@ -119,15 +120,25 @@ class Resolver:
             s = SuperviseSettings.model_validate(merged)
         except PydanticError as exc:
             for err in exc.errors(include_url=False):
-                problem(("supervise", str(err["loc"][-1])), describe(err))
+                problem(("supervise", str(err["loc"][-1])), describe(err, ("supervise",)))
             return None
         return Knobs(**s.model_dump())
+
+    def listener_clashes(self, specs: dict[str, InstanceSpec], key: str, listen: str) -> None:
+        """Instances bound where one of llamad's own listeners (`key`, at `listen`) is."""
+        host, _, port = listen.rpartition(":")
+        host = host.strip("[]")
+        for spec in specs.values():
+            if str(spec.port) == port and same_address(spec.host, host):
+                self.problem_at("instances", spec.name)(
+                    ("port",), f"port {spec.port} on {spec.host} is {key} ({listen})"
+                )
 
     def _port_clashes(self, specs: dict[str, InstanceSpec]) -> None:
         seen: dict[int, list[InstanceSpec]] = {}
         for spec in specs.values():
             for other in seen.get(spec.port, []):
-                if spec.host == other.host or {spec.host, other.host} & WILDCARDS:
+                if same_address(spec.host, other.host):
                     self.problem_at("instances", spec.name)(
                         ("port",),
                         f"port {spec.port} on {spec.host} is already used by "

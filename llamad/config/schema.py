@@ -11,7 +11,7 @@ import tomllib
 from collections.abc import Iterable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -19,7 +19,6 @@ from pydantic import (
     Field,
     NonNegativeFloat,
     NonNegativeInt,
-    PositiveFloat,
     PositiveInt,
 )
 from pydantic import ValidationError as PydanticError
@@ -32,6 +31,7 @@ from pydantic_settings import (
 )
 
 from llamad.backends.registry import DEFAULT_KIND
+from llamad.common.redact import any_secret, scrub, shown
 from llamad.config.fleet_tables import RemoteSettings
 from llamad.config.gateway_table import GatewaySettings
 from llamad.config.tomlpos import locate
@@ -40,7 +40,7 @@ from llamad.fleet.table import Fleet, parse_fleet
 Scalar = str | int | float | bool
 Value = Scalar | list[Scalar]
 
-_toml_file: ContextVar[Path] = ContextVar("llamad_toml_file")
+_toml_file: ContextVar[Path | None] = ContextVar("llamad_toml_file", default=None)
 
 
 class ConfigError(Exception):
@@ -62,10 +62,17 @@ class DaemonSettings(BaseModel):
     socket: str | None = None
     log_dir: str | None = None
     log_max_bytes: PositiveInt = 10 * 1024 * 1024
-    log_backups: NonNegativeInt = 3
+    # The stdlib handler never rolls over without a backup: 0 would grow the log forever.
+    log_backups: PositiveInt = 3
     log_level: str = Field(default="info", pattern="^(debug|info|warning|error)$")
     reexport_metrics: bool = False
     remote: RemoteSettings | None = None  # fleet: the control API on TCP
+
+
+# Durations are finite: `inf` would hang a stop and break the service files' timeouts.
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# A probe every few milliseconds is a busy loop, not supervision.
+Interval = Annotated[float, Field(ge=0.05, allow_inf_nan=False)]
 
 
 class SuperviseSettings(BaseModel):
@@ -73,15 +80,15 @@ class SuperviseSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    health_interval: PositiveFloat = 5.0
-    health_timeout: PositiveFloat = 2.0
+    health_interval: Interval = 5.0
+    health_timeout: Seconds = 2.0
     unhealthy_after: PositiveInt = 3
-    start_timeout: PositiveFloat = 600.0
-    stop_timeout: PositiveFloat = 10.0
-    backoff_initial: PositiveFloat = 1.0
-    backoff_max: PositiveFloat = 60.0
+    start_timeout: Seconds = 600.0
+    stop_timeout: Seconds = 10.0
+    backoff_initial: Seconds = 1.0
+    backoff_max: Seconds = 60.0
     max_restarts: NonNegativeInt = 5
-    restart_window: PositiveFloat = 600.0
+    restart_window: Seconds = 600.0
 
 
 class InstanceTable(BaseModel):
@@ -109,7 +116,7 @@ class ConfigFile(BaseSettings):
     supervise: SuperviseSettings = SuperviseSettings()
     defaults: dict[str, Value] = {}
     instances: dict[str, InstanceTable] = {}
-    # Read by llamactl too, so parsed by fleet.table's stdlib parser (see read_file).
+    # Read by llamactl too, so parsed by fleet.table's stdlib parser (see fleet_of).
     # Peers also serve RPC heads.
     fleet: Fleet = Fleet()
     gateway: GatewaySettings = GatewaySettings()
@@ -131,8 +138,8 @@ _INSTANCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
-def read_file(path: Path) -> tuple[ConfigFile, str]:
-    """Parse and structurally validate `path`; returns the model and the file's text."""
+def read_text(path: Path) -> tuple[str, dict[str, Any]]:
+    """The file's text and its TOML document; a missing, unreadable or invalid file raises."""
     # pydantic-settings silently skips a missing TOML file, so check it here.
     try:
         text = path.read_text(encoding="utf-8")
@@ -141,34 +148,42 @@ def read_file(path: Path) -> tuple[ConfigFile, str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([f"{path}: cannot read config file: {exc}"]) from None
     try:
-        raw = tomllib.loads(text)
+        return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         at = _TOML_AT.search(msg)
         where = f"{path}:{at.group(1)}" if at else str(path)
         raise ConfigError([f"{where}: invalid TOML: {_TOML_AT.sub('', msg).strip()}"]) from None
-    fleet, fleet_problems = parse_fleet(raw.get("fleet", {}), path.parent)
-    lines = [
-        f"{where_is(path, text, ('fleet', *p.keys))}: {p.dotted}: {p.message}"
-        for p in fleet_problems
+
+
+def fleet_of(path: Path, text: str, raw: dict[str, Any]) -> tuple[Fleet, list[str]]:
+    """`[fleet]`, parsed by fleet.table's stdlib parser (llamactl reads it too), its paths
+    anchored at the config's directory, and its problems as lines."""
+    fleet, problems = parse_fleet(raw.get("fleet", {}), path.parent)
+    return fleet, [
+        f"{where_is(path, text, ('fleet', *p.keys))}: {p.dotted}: {p.message}" for p in problems
     ]
+
+
+def validate_file(path: Path | None, data: dict[str, Any]) -> ConfigFile:
+    """The file read through pydantic-settings' TOML source, with `data` (at least the
+    parsed `fleet`) taking the place of its tables; with no path, `data` alone. Raises
+    pydantic's error."""
     token = _toml_file.set(path)
     try:
-        cfg = ConfigFile(fleet=fleet)  # given, it takes the place of the file's raw table
-    except PydanticError as exc:
-        raise ConfigError(_pydantic_lines(path, text, exc) + lines) from None
+        return ConfigFile(**data)
     finally:
         _toml_file.reset(token)
-    if lines:
-        raise ConfigError(lines)
-    bad = [n for n in cfg.instances if not _INSTANCE_NAME.match(n)]
-    if bad:
-        raise ConfigError(
-            f"{where_is(path, text, ('instances', n))}: instance name {n!r} must be letters, "
-            "digits, '.', '_' or '-' (at most 64)"
-            for n in bad
-        )
-    return cfg, text
+
+
+def bad_names(path: Path, text: str, names: Iterable[str]) -> list[str]:
+    """One line per instance name that is not letters, digits, '.', '_' or '-'."""
+    return [
+        f"{where_is(path, text, ('instances', n))}: instance name {n!r} must be letters, "
+        "digits, '.', '_' or '-' (1 to 64)"
+        for n in names
+        if not _INSTANCE_NAME.match(n)
+    ]
 
 
 def where_is(path: Path, text: str, keys: tuple[str | int, ...]) -> str:
@@ -177,7 +192,7 @@ def where_is(path: Path, text: str, keys: tuple[str | int, ...]) -> str:
     return f"{path}:{line}" if line else str(path)
 
 
-def _pydantic_lines(path: Path, text: str, exc: PydanticError) -> list[str]:
+def pydantic_lines(path: Path, text: str, exc: PydanticError) -> list[str]:
     lines = []
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
@@ -196,12 +211,18 @@ def _pydantic_lines(path: Path, text: str, exc: PydanticError) -> list[str]:
     return lines
 
 
-def describe(err: ErrorDetails) -> str:
-    """A pydantic error as the tail of one of our lines: 'must be ... (got X)'."""
+def describe(err: ErrorDetails, where: tuple[object, ...] = ()) -> str:
+    """A pydantic error as the tail of one of our lines: 'must be ... (got X)'.
+
+    `where` is the path of keys above `err["loc"]`; under a secret key the value is not shown.
+    """
+    keys = (*where, *err["loc"])
     if err["type"] == "value_error" and "error" in err.get("ctx", {}):
-        return str(err["ctx"]["error"])  # our validators' messages already say what was got
+        # Our validators' messages already say what was got.
+        msg = str(err["ctx"]["error"])
+        return scrub(msg, err.get("input")) if any_secret(keys) else msg
     msg = err["msg"]
-    return f"{msg[:1].lower()}{msg[1:]} (got {err.get('input')!r})"
+    return f"{msg[:1].lower()}{msg[1:]} (got {shown(keys, err.get('input'))})"
 
 
 def _suggest(loc: tuple[Any, ...]) -> str | None:

@@ -15,7 +15,8 @@ _KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"'.\s]+?)\s*=")
 
 def _split_dotted(raw: str) -> tuple[str, ...]:
     parts = re.findall(r'"([^"]*)"|\'([^\']*)\'|([^.\s]+)', raw)
-    return tuple(next(p for p in groups if p) for groups in parts)
+    # An empty quoted key (`[instances.""]`) is a key too: the empty string.
+    return tuple(next((p for p in groups if p), "") for groups in parts)
 
 
 def locate(text: str, keys: tuple[str, ...]) -> int | None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from typing import TextIO
+import time
+from typing import Any, TextIO
 
 import structlog
 from structlog.typing import Processor
@@ -21,6 +22,12 @@ from llamad.daemon.logfile import RotatingStreamHandler
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 _LEVELS["error"] = logging.ERROR
 _DOTTED = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+")
+
+# Our own events that can repeat as fast as something outside hammers us.
+RATE_LIMITED = frozenset(
+    {"probe.not_made", "daemon.loop_error", "instance.internal_error", "control.connection_capped"}
+)
+REPEAT_INTERVAL_S = 10.0
 
 
 def configure(
@@ -63,6 +70,7 @@ def configure(
     )
     handler = RotatingStreamHandler(stream, max_bytes, backups)
     handler.setFormatter(formatter)
+    handler.addFilter(RepeatFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS[level])
@@ -86,3 +94,45 @@ def _identity(
     logger: object, name: str, event: structlog.typing.EventDict
 ) -> structlog.typing.EventDict:
     return event
+
+
+class RepeatFilter(logging.Filter):
+    """One line per kind per interval, the next one carrying how many were dropped.
+
+    A kind is a library's message template (uvicorn's 'Invalid HTTP request received.',
+    asyncio's accept errors) or one of our RATE_LIMITED events for one instance; a flood
+    of garbage on the TCP port or of EMFILE must not fill the disk with stderr.
+    """
+
+    def __init__(self, interval: float = REPEAT_INTERVAL_S) -> None:
+        super().__init__()
+        self.interval = interval
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = _kind(record)
+        if kind is None:
+            return True
+        now = time.monotonic()
+        last, dropped = self._last.get(kind, (-self.interval, 0))
+        if now - last < self.interval:
+            self._last[kind] = (last, dropped + 1)
+            return False
+        self._last[kind] = (now, 0)
+        if dropped:
+            if isinstance(record.msg, dict):
+                record.msg = {**record.msg, "repeated": dropped}
+            else:
+                record.msg = f"{record.getMessage()} ({dropped} more like this suppressed)"
+                record.args = None
+        return True
+
+
+def _kind(record: logging.LogRecord) -> tuple[str, str] | None:
+    msg: Any = record.msg
+    if isinstance(msg, dict):  # a structlog event
+        event = str(msg.get("event", ""))
+        return (event, str(msg.get("instance", ""))) if event in RATE_LIMITED else None
+    if record.levelno < logging.WARNING:
+        return None
+    return (record.name, str(msg))

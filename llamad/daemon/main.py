@@ -13,11 +13,13 @@ import importlib
 import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 
 from llamad.backends.probes import Prober, make_client, make_transport
-from llamad.common import paths
+from llamad.common import fdlimit, paths
+from llamad.common.trust import untrusted_dir
 from llamad.common.unixsock import SocketInUse, bind_unix
 from llamad.config.load import Resolved, load
 from llamad.config.schema import ConfigError
@@ -42,6 +44,7 @@ STARTUP_GRACE_S = 0.25
 async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> int:
     """Run until `shutdown` is set (or SIGTERM/SIGINT); returns the exit code."""
     trigger = shutdown or asyncio.Event()
+    asyncio.get_running_loop().set_exception_handler(_loop_error)
     services_stop = asyncio.Event()
     d = resolved.daemon
     try:
@@ -50,6 +53,9 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
         control_socket = bind_unix(d.socket)
     except SocketInUse as exc:
         log.error("daemon.socket_in_use", error=str(exc))
+        return EXIT_FATAL
+    except (ValueError, OSError) as exc:  # a file or symlink in the way, a path too long
+        log.error("daemon.socket_unusable", socket=str(d.socket), error=str(exc))
         return EXIT_FATAL
     registry = ChildRegistry(d.state_dir)
     # Children a SIGKILLed llamad left behind (macOS has no PDEATHSIG) hold our ports. The
@@ -110,6 +116,13 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
     return code
 
 
+def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    # asyncio's default prints a traceback for each failed accept() (EMFILE under a
+    # flood of connections): one rate-limited line says the same.
+    exc = context.get("exception")
+    log.error("daemon.loop_error", message=context.get("message"), error=str(exc or ""))
+
+
 class _SignalHandlers:
     """SIGTERM/SIGINT set the trigger; a second SIGINT kills every child; SIGHUP reloads."""
 
@@ -158,7 +171,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"llamad: {path}: check it with: llamactl validate --config {path}", file=sys.stderr)
         return EXIT_CONFIG
     d = resolved.daemon
+    for problem in filter(None, map(untrusted_dir, {d.state_dir, d.socket.parent})):
+        print(f"llamad: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
     logs.configure(d.log_level, args.log_format, max_bytes=d.log_max_bytes, backups=d.log_backups)
+    nofile = fdlimit.raise_soft_limit()
+    log.debug("daemon.nofile", soft_limit=nofile, connections=fdlimit.connection_cap())
     try:
         with DaemonLock(resolved.daemon.state_dir):
             return asyncio.run(serve(resolved))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from llamad.client.http import BadConfig, Client
 from llamad.common.paths import anchored
+from llamad.common.redact import shown
 from llamad.common.tokenfile import TokenFileError, read_token
 
 # typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
@@ -155,6 +156,7 @@ def _path(value: object, keys: Keys, problem: Any, base: Path) -> Path | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        problem(keys, f"must be a file path (got {value!r})")
+        # A token pasted where its file path belongs must not be echoed back.
+        problem(keys, f"must be a file path (got {shown(keys, value)})")
         return None
     return anchored(value, base)

@@ -1,28 +1,66 @@
-"""Each instance's output file, `log_dir/NAME.log`, rotated by size by the stdlib handler."""
+"""Each instance's output file, `log_dir/NAME.log`, rotated by size by the stdlib handler.
+
+A log that cannot be written (a directory llamad may not write, a full disk, a file
+that turned read-only) must not cost the daemon: opening it is checked before a launch,
+where a failure is that instance's error, and a write that fails while the child runs
+costs one warning (`instance.log_unwritable`), not a traceback per output line.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import logging.handlers
+import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
-REDACTED = "[redacted]"
+import structlog
+
+from llamad.common.redact import REDACTED
+
+WARN_INTERVAL_S = 300.0
+
+log = structlog.get_logger("llamad.instance")
 
 
 class ChildLog:
     """Writes a child's output lines to its own rotating file, with secrets blanked out."""
 
     def __init__(
-        self, path: Path, max_bytes: int, backups: int, secrets: Iterable[str] = ()
+        self,
+        path: Path,
+        max_bytes: int,
+        backups: int,
+        secrets: Iterable[str] = (),
+        instance: str = "",
     ) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path = path
+        self.instance = instance or path.stem
         self._secrets = tuple(s for s in secrets if s)
-        self._handler = logging.handlers.RotatingFileHandler(
-            path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
+        self._failing = False
+        self._warned_at: float | None = None
+        # delay=True: the file is opened at the first line, so a bad log dir is found by
+        # `problem()` before a launch rather than raising out of a constructor.
+        self._handler = _QuietHandler(
+            path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8", delay=True
         )
+        self._handler.on_error = self._write_failed
         self._handler.setFormatter(logging.Formatter("%(message)s"))
+        # The file exists from the start (`llamactl logs -f` can follow it at once); if it
+        # cannot be made, the launch says why.
+        self.problem()
+
+    def problem(self) -> str | None:
+        """Why the log file cannot be written now, or None (a launch needs a log)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with self.path.open("a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            return f"cannot write log file {self.path}: {exc.strerror or exc}"
+        return None
 
     def write(self, line: str) -> None:
         """Append one line of the child's output."""
@@ -30,6 +68,8 @@ class ChildLog:
             "llamad.child", logging.INFO, "", 0, self.redact(line), None, None
         )
         self._handler.emit(record)
+        if self._failing and not self._handler.failed_last:
+            self._failing = False
 
     def mark(self, text: str) -> None:
         """A line of llamad's own, so `llamactl logs` shows starts and exits in place."""
@@ -44,3 +84,39 @@ class ChildLog:
     def close(self) -> None:
         """Close the file; a later write reopens it."""
         self._handler.close()
+
+    def _write_failed(self, error: BaseException | None) -> None:
+        now = time.monotonic()
+        if self._failing:
+            return
+        self._failing = True
+        # A log that fails on and off (a disk at its limit) warns once per interval.
+        if self._warned_at is None or now - self._warned_at > WARN_INTERVAL_S:
+            self._warned_at = now
+            log.warning(
+                "instance.log_unwritable",
+                instance=self.instance,
+                path=str(self.path),
+                error=str(error),
+            )
+
+
+class _QuietHandler(logging.handlers.RotatingFileHandler):
+    """The stdlib handler, reporting a failed write to `on_error` instead of printing a
+    traceback to stderr for every line."""
+
+    on_error = staticmethod(lambda error: None)
+    failed_last = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.failed_last = False
+        super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self.failed_last = True
+        # A half-open stream after a failed rotation would fail again on every line.
+        if self.stream is not None:
+            with contextlib.suppress(OSError):
+                self.stream.close()
+            self.stream = None
+        self.on_error(sys.exc_info()[1])

@@ -109,9 +109,9 @@ class Instance:
         try:
             while not (self._closing and self.record.state is State.STOPPED):
                 event, done = await self._queue.get()
-                await self._handle(event)
+                await self._guarded(event)
                 while self._followups:
-                    await self._handle(self._followups.popleft())
+                    await self._guarded(self._followups.popleft())
                 if done is not None and not done.done():
                     done.set_result(None)
         finally:
@@ -120,6 +120,19 @@ class Instance:
             for task in list(self._helpers):
                 task.cancel()
             self.log.close()
+
+    async def _guarded(self, event: Event) -> None:
+        # Nothing one instance's book-keeping raises may end the supervisor's TaskGroup
+        # (and with it every other instance): it is logged, and the machine goes on.
+        try:
+            await self._handle(event)
+        except Exception as exc:
+            log.error(
+                "instance.internal_error",
+                instance=self.spec.name,
+                event=type(event).__name__,
+                error=f"{type(exc).__name__}: {exc}",
+            )
 
     async def _handle(self, event: Event) -> None:
         loop = asyncio.get_running_loop()
@@ -197,7 +210,10 @@ class Instance:
         if missing:
             self._followups.append(WorkersMissing(tuple(missing)))
             return
-        child = await self.runtime.launch(spec, self.log, remote)
+        try:
+            child = await self.runtime.launch(spec, self.log, remote)
+        except Exception as exc:  # housekeeping (port check, registry): this instance's error
+            child = f"cannot start: {type(exc).__name__}: {exc}"
         if isinstance(child, str):
             self._followups.append(SpawnFailed(child))
             return
@@ -242,7 +258,10 @@ class Instance:
             probes.cancel()
             peers.cancel()
         self.last_exit = info
-        reason = self.runtime.reaped(self.spec, child, info)
+        try:
+            reason = self.runtime.reaped(self.spec, child, info)
+        except Exception as exc:  # the exit must be reported whatever the book-keeping did
+            reason = f"{info.describe()} (and {type(exc).__name__}: {exc})"
         self.hooks.exited(self.spec.name)
         self.log.mark(f"pid {child.pid} {reason}")
         fields = {"instance": self.spec.name, "pid": child.pid, "code": info.code}
@@ -253,6 +272,11 @@ class Instance:
         self.post(Exited(child.pid, self.log.redact(reason)))
 
     def _report(self, pid: int, health: Health, phase: Phase) -> None:
+        if health.local:
+            # Out of descriptors or buffers here: the server may be perfectly fine, and
+            # killing it for our shortage would turn a hiccup into an outage.
+            log.warning("probe.not_made", instance=self.spec.name, error=health.error)
+            return
         self.health = health
         self.hooks.observe_probe(self.spec.name, health)
         if phase == "loading":

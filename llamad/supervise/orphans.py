@@ -23,6 +23,8 @@ from pathlib import Path
 import psutil
 import structlog
 
+from llamad.common.trust import owned_by_us
+
 log = structlog.get_logger("llamad.orphans")
 
 FILE_NAME = "children.json"
@@ -50,7 +52,7 @@ class ChildRegistry:
         """Record a child just spawned."""
         try:
             created = psutil.Process(pid).create_time()
-        except psutil.Error:
+        except (psutil.Error, OSError):  # OSError: out of descriptors reading /proc
             return
         self._children[pid] = (name, created)
         self._write()
@@ -87,6 +89,10 @@ class ChildRegistry:
         return [p.pid for p in leftovers]
 
     def _recorded(self) -> dict[int, tuple[psutil.Process, str | None]]:
+        if self.path.exists() and not owned_by_us(self.path):
+            # Planted by someone else: obeying it would kill whatever they name.
+            log.warning("orphans.untrusted_state", path=str(self.path))
+            return {}
         try:
             doc = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from llamad.common.clock import utcnow
 from llamad.supervise.port_owner import port_owner
@@ -35,8 +34,8 @@ class ExitInfo:
     def describe(self) -> str:
         """A short human reason, e.g. 'killed by SIGKILL' or 'exited with code 1: <last line>'."""
         what = f"killed by {self.signal}" if self.signal else f"exited with code {self.code}"
-        last = next((ln for ln in reversed(self.stderr_tail) if ln.strip()), "")
-        return f"{what}: {last.strip()[:200]}" if last and self.code else what
+        line = telling_line(self.stderr_tail)
+        return f"{what}: {line.strip()[:200]}" if line and self.code else what
 
     def to_dict(self) -> dict[str, object]:
         """The `last_exit` object of the status document."""
@@ -46,6 +45,18 @@ class ExitInfo:
             "at": self.at,
             "stderr_tail": self.stderr_tail,
         }
+
+
+_TELLING = ("error", "failed to open", "failed to load", "cannot", "no such file")
+
+
+def telling_line(tail: list[str]) -> str:
+    """The line that says why a process died: the first error in its last output, else
+    its last line (llama-server ends with 'cleaning up before exit...', which says nothing)."""
+    for line in tail:
+        if any(word in line.lower() for word in _TELLING):
+            return line
+    return next((ln for ln in reversed(tail) if ln.strip()), "")
 
 
 def _resolve_prctl() -> Callable[[int, int], int] | None:
@@ -81,8 +92,14 @@ def die_with_parent(daemon_pid: int) -> Callable[[], None]:
 class Child:
     """A running llama-server (or rpc worker) process and its output pump."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, write: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        write: Callable[[str], None],
+        redact: Callable[[str], str] = str,
+    ) -> None:
         self.proc = proc
+        self._redact = redact
         self.pid = proc.pid
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.started = asyncio.get_running_loop().time()
@@ -92,7 +109,11 @@ class Child:
 
     @classmethod
     async def spawn(
-        cls, argv: list[str], env: dict[str, str], write: Callable[[str], None]
+        cls,
+        argv: list[str],
+        env: dict[str, str],
+        write: Callable[[str], None],
+        redact: Callable[[str], str] = str,
     ) -> Child:
         """Launch `argv` in a new session so signals reach its whole process group."""
         proc = await asyncio.create_subprocess_exec(
@@ -104,7 +125,7 @@ class Child:
             start_new_session=True,
             preexec_fn=die_with_parent(os.getpid()) if _PRCTL is not None else None,
         )
-        return cls(proc, write)
+        return cls(proc, write, redact)
 
     async def _read_output(self) -> None:
         assert self.proc.stdout is not None
@@ -117,7 +138,9 @@ class Child:
             self._line(partial)
 
     def _line(self, raw: bytes) -> None:
-        line = raw.decode("utf-8", "replace").rstrip("\r")
+        # The tail reaches the status document (and the read-only token over TCP): it is
+        # redacted as the log file is.
+        line = self._redact(raw.decode("utf-8", "replace").rstrip("\r"))
         self.tail.append(line)
         self._write(line)
 
@@ -154,11 +177,4 @@ def port_problem(host: str, port: int) -> str | None:
             if exc.errno == errno.EADDRNOTAVAIL:
                 return f"cannot bind {host}:{port}: address not available on this host"
             return f"cannot bind {host}:{port}: {exc.strerror}"
-    return None
-
-
-def model_problem(model: Path | None) -> str | None:
-    """A model file that went missing since the config was checked."""
-    if model is not None and not model.is_file():
-        return f"model file not found: {model}"
     return None

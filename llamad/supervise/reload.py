@@ -48,7 +48,7 @@ class Reloader:
         self._rewatch = asyncio.Event()
         self._files = self._watched()
         self._ids = self._snapshot()
-        self._rolling: asyncio.Task[None] | None = None
+        self._rolling: asyncio.Task[list[str]] | None = None
 
     def request(self) -> None:
         """Ask for a reload soon; a burst of requests yields one reload of the final file."""

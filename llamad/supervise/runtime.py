@@ -12,10 +12,11 @@ from llamad.backends.probes import Health, Prober
 from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
 from llamad.common.childenv import child_env
+from llamad.common.modelfile import model_problem
 from llamad.fleet.remote_workers import Found, RemoteWorkers
 from llamad.supervise.childlog import ChildLog
 from llamad.supervise.orphans import ChildRegistry
-from llamad.supervise.process import Child, ExitInfo, model_problem, port_problem
+from llamad.supervise.process import Child, ExitInfo, port_problem
 
 
 @dataclass
@@ -34,13 +35,15 @@ class Runtime:
     def open_log(self, spec: InstanceSpec) -> ChildLog:
         """The instance's output file, `log_dir/NAME.log`."""
         path = self.log_dir / f"{spec.name}.log"
-        return ChildLog(path, self.log_max_bytes, self.log_backups, spec.secrets)
+        return ChildLog(path, self.log_max_bytes, self.log_backups, spec.secrets, spec.name)
 
     async def launch(
         self, spec: InstanceSpec, log: ChildLog, remote: Found | None = None
     ) -> Child | str:
         """Start the process for `spec`, or say why it cannot start now. An RPC head's
         `remote` workers, as found running just now, follow its local ones in LLAMA_ARG_RPC."""
+        if (unwritable := log.problem()) is not None:
+            return unwritable
         problem = model_problem(spec.model) or port_problem(spec.host, spec.port)
         if problem:
             log.mark(f"not started: {problem}")
@@ -53,7 +56,7 @@ class Runtime:
         marker = self.registry.env() if self.registry is not None else {}
         env = child_env(os.environ, settings, dict(spec.env), marker)
         try:
-            child = await Child.spawn(argv, env, log.write)
+            child = await Child.spawn(argv, env, log.write, log.redact)
         except OSError as exc:
             return f"cannot run {argv[0]}: {exc.strerror}"
         if self.registry is not None:

@@ -11,9 +11,10 @@ import structlog
 
 from llamad.backends.probes import Health
 from llamad.config.load import InstanceSpec
-from llamad.lifecycle.states import Restart, Start, State, Stop
+from llamad.lifecycle.states import Start, State, Stop
 from llamad.supervise.facts import ByName
 from llamad.supervise.instance import Instance
+from llamad.supervise.rollout import Rollout
 from llamad.supervise.runtime import Runtime
 
 log = structlog.get_logger("llamad.supervisor")
@@ -63,6 +64,7 @@ class Supervisor(ByName):
         self._group: asyncio.TaskGroup | None = None
         self._started = asyncio.Event()
         self._closed = asyncio.Event()
+        self.rollout = Rollout()
         self.before_stop: Callable[[list[str], list[str]], Awaitable[None]] = _nothing
 
     async def run(self) -> None:
@@ -144,15 +146,10 @@ class Supervisor(ByName):
         await inst.send(Stop())
         await inst.wait_until(State.STOPPED, timeout=inst.spec.knobs.stop_timeout + 5)
 
-    async def restart_one_by_one(self, names: list[str]) -> None:
-        """Restart `names` in turn, each healthy before the next (a new executable)."""
-        for inst in [i for n in names if (i := self.instances.get(n)) is not None]:
-            if inst.record.state in (*_DOWN, State.FAILED) or inst.closing:
-                continue
-            await inst.send(Restart())
-            await inst.wait_until(
-                State.RUNNING, State.FAILED, timeout=inst.spec.knobs.start_timeout
-            )
+    async def restart_one_by_one(self, names: list[str]) -> list[str]:
+        """Roll a new executable out to `names`: each live one in turn, healthy before the
+        next; halts at one that does not come back, retried next time (see rollout.py)."""
+        return await self.rollout.run([i for n in names if (i := self.instances.get(n))])
 
     async def shutdown(self) -> None:
         """Stop every instance in parallel within its stop_timeout, then end `run()`."""

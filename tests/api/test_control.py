@@ -178,6 +178,7 @@ async def test_reload_report_and_invalid_config(served: Served) -> None:
         ("GET", "/v1/nothing/here", 404, "not_found"),
         ("GET", "/v1/instances/qwen/start", 405, "method_not_allowed"),
         ("GET", "/v1/instances/qwen/logs?lines=-1", 400, "bad_request"),
+        ("GET", "/v1/instances/qwen/logs?lines=%C2%B2", 400, "bad_request"),  # superscript 2
         ("POST", "/v1/instances/qwen/start?wait=soon", 400, "bad_request"),
         ("POST", "/v1/instances/qwen/stop?wait=-1", 400, "bad_request"),
         ("POST", "/v1/instances/qwen/restart?wait=inf", 400, "bad_request"),

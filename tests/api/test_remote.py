@@ -5,8 +5,10 @@ Real llamad daemons with the real llama-server and the tiny model, on 127.0.0.1 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import http.client
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -188,7 +190,8 @@ def test_unreachable_host_mentions_local_network_privacy() -> None:
 
 def test_remote_and_fleet_tables_are_checked(tmp_path: Path) -> None:
     """Structure errors come as one line each, with file:line and a hint for typos."""
-    from llamad.config.schema import ConfigError, read_file
+    from llamad.config.readfile import read_file
+    from llamad.config.schema import ConfigError
 
     config = tmp_path / "llamad.toml"
     config.write_text(
@@ -225,3 +228,21 @@ def test_host_does_not_apply_to_local_commands(capsys: pytest.CaptureFixture[str
         code, _, err = llamactl(capsys, "--host", "http://127.0.0.1:1", command)
         assert code == 2
         assert "--host does not apply" in err
+
+
+def test_garbage_on_the_tcp_port_logs_one_line(base: Path, tiny_model: Path) -> None:
+    """Thirty requests of noise: one warning in the daemon's log, not thirty."""
+    daemon, url = remote_daemon(base, tiny_model)
+    port = int(url.rsplit(":", 1)[1])
+    with daemon:
+        for _ in range(30):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                sock.sendall(b"\x16\x03\x01 garbage that is not HTTP\r\n\r\n")
+                sock.settimeout(5)
+                with contextlib.suppress(OSError):
+                    sock.recv(1024)  # the daemon answers 400 or closes
+        # A real request still works afterwards.
+        assert httpx.get(f"{url}/v1/status", headers=bearer(ADMIN), timeout=5).status_code == 200
+        assert daemon.stop() == 0
+    noise = [e for e in daemon.events() if "Invalid HTTP request" in str(e.get("message"))]
+    assert len(noise) == 1, noise

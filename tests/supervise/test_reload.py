@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import Llamad, free_port, wait_for, write_config
+from helpers import Llamad, free_port, stand_in_binary, wait_for, write_config
 
 from llamad.client.http import APIError
 
@@ -353,3 +353,31 @@ def _alive(pid: int | None) -> bool:
     import psutil
 
     return pid is not None and psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+
+
+def test_broken_binary_halts_the_rollout_and_a_fixed_one_retries(
+    setup: Setup, llama_server: Path
+) -> None:
+    """A build that answers --help/--version but cannot serve costs one instance: the
+    rollout halts (`binary.rollout_halted`), the rest keep their old processes, and the
+    next (fixed) build brings the failed one back and finishes the rollout."""
+    wrapper = setup.tmp / "bin" / "llama-server"
+    wrapper.parent.mkdir()
+    stand_in_binary(wrapper, llama_server)
+    setup.daemon["llama_server"] = str(wrapper)
+    for name in ("a", "b", "c"):
+        setup.add(name)
+    with start(setup) as d:
+        before = pids(d)
+        stand_in_binary(wrapper, llama_server, serve='echo "error: broken build" >&2; exit 1')
+        halted = d.wait_event("binary.rollout_halted", timeout=30)[0]
+        first = halted["instance"]
+        assert "broken build" in halted["reason"]
+        others = [n for n in ("a", "b", "c") if n != first]
+        assert sorted(halted["not_restarted"]) == others
+        now = pids(d)
+        assert all(now[n] == before[n] and _alive(now[n]) for n in others)
+        stand_in_binary(wrapper, llama_server, serve=None, note="fixed")
+        for name in ("a", "b", "c"):
+            wait_serving(d, name, not_pid=before[name], timeout=30)
+        assert d.stop() == 0

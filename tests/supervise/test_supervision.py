@@ -10,7 +10,16 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from helpers import FAKE_SERVER, Llamad, free_port, health, lines, wait_for, write_config
+from helpers import (
+    FAKE_SERVER,
+    Llamad,
+    free_port,
+    health,
+    lines,
+    stand_in_binary,
+    wait_for,
+    write_config,
+)
 
 FAST = {
     "health_interval": 0.2,
@@ -191,6 +200,7 @@ def test_api_key_is_in_no_log_argv_or_event(tmp_path: Path, tiny_model: Path) ->
     secret = "sk-test-5f0c2a1d9e"
     key_file = tmp_path / "key"
     key_file.write_text(f"# comment\n{secret}-file\n")
+    key_file.chmod(0o600)
     a, b = free_port(), free_port()
     cfg = config(
         tmp_path,
@@ -245,3 +255,25 @@ def _seconds(event: dict[str, object]) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
+
+
+def test_stderr_tail_is_redacted_like_the_log(
+    tmp_path: Path, llama_server: Path, tiny_model: Path
+) -> None:
+    """A server that prints its key on the way out: not in status' last_exit.stderr_tail."""
+    secret = "sk-tail-7d1e4b0a93"
+    binary = tmp_path / "bin" / "llama-server"
+    binary.parent.mkdir()
+    stand_in_binary(binary, llama_server, serve='echo "key=$LLAMA_API_KEY"; exit 1')
+    cfg = config(
+        tmp_path,
+        {"a": {"model": tiny_model, "port": free_port(), "api_key": secret}},
+        llama_server=str(binary),
+    )
+    with Llamad(cfg) as d:
+        d.wait_ready()
+        tail = wait_for(lambda: (d.instance("a").get("last_exit") or {}).get("stderr_tail"))
+        assert any("key=[redacted]" in ln for ln in tail), tail
+        assert not [ln for ln in tail if secret in ln]
+        assert secret not in str(d.instance("a"))
+        assert d.stop() == 0
