@@ -13,7 +13,15 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+)
 from pydantic import ValidationError as PydanticError
 from pydantic_core import ErrorDetails
 from pydantic_settings import (
@@ -48,6 +56,7 @@ class DaemonSettings(BaseModel):
 
     llama_server: str | None = None
     rpc_server: str | None = None
+    mlx_server: str | None = None
     state_dir: str | None = None
     socket: str | None = None
     log_dir: str | None = None
@@ -72,6 +81,8 @@ class SuperviseSettings(BaseModel):
     backoff_max: PositiveFloat = 60.0
     max_restarts: NonNegativeInt = 5
     restart_window: PositiveFloat = 600.0
+    deep_probe_interval: NonNegativeFloat = 60.0  # 0 = off; backends with a deep probe only
+    deep_probe_timeout: PositiveFloat = 30.0
 
 
 class InstanceTable(BaseModel):

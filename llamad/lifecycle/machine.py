@@ -124,11 +124,15 @@ def _starting(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float
         case Ready():
             # STARTING -> RUNNING: a healthy server wipes the slate of consecutive failures.
             return replace(rec, state=State.RUNNING, failures=0, probe_failures=0, error=None), []
+        case ProbeFailed(reason=detail, fatal=True):
+            # STARTING -> STARTING: the server gave up while loading; the kill's Exited retries.
+            return replace(rec, probe_failures=1, error=f"unhealthy: {detail}"), [Signal("KILL")]
         case Exited(reason=detail):
-            # STARTING -> BACKOFF/FAILED; a start deadline we enforced outranks the exit status.
-            cause = rec.error if rec.error == timeout_error else None
-            reason = _because(cause, detail, "exited while starting")
-            rec = replace(rec, failures=rec.failures + 1, pid=None)
+            # STARTING -> BACKOFF/FAILED; a start deadline or fatal probe we enforced outranks
+            # the exit status.
+            ours = rec.error == timeout_error or rec.probe_failures > 0
+            reason = _because(rec.error if ours else None, detail, "exited while starting")
+            rec = replace(rec, failures=rec.failures + 1, pid=None, probe_failures=0)
             return _retry(rec, now, knobs, jitter, reason, immediate=False)
         case Timer() if rec.pid is None:
             # STARTING -> BACKOFF/FAILED: the launch never reported back, so no Exited will come.
@@ -152,14 +156,17 @@ def _running(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float)
         case ProbeOk():
             # RUNNING -> RUNNING: only consecutive failures mean unhealthy.
             return replace(rec, probe_failures=0), []
-        case ProbeFailed(reason=detail):
+        case ProbeFailed(reason=detail, fatal=fatal):
             n = rec.probe_failures + 1
+            if fatal:  # one is enough, unless the kill is already under way
+                n = max(n, knobs.unhealthy_after)
             rec = replace(rec, probe_failures=n)
             if n != knobs.unhealthy_after:
                 # RUNNING -> RUNNING: not yet unhealthy, or already killed and awaiting Exited.
                 return rec, []
             # RUNNING -> RUNNING: a hung server is not trusted to stop gracefully.
-            error = f"unhealthy: {n} failed probes" + (f" ({detail})" if detail else "")
+            count = "fatal probe" if fatal else f"{n} failed probes"
+            error = f"unhealthy: {count}" + (f" ({detail})" if detail else "")
             return replace(rec, error=error), [Signal("KILL")]
         case Exited(reason=detail):
             # RUNNING -> STARTING/FAILED: a crash after a healthy run restarts at once.

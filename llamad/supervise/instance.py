@@ -246,7 +246,7 @@ class Instance:
         self.health = health
         if self.runtime.observe_probe is not None:
             self.runtime.observe_probe(self.spec.name, health)
-        if phase == "loading":
+        if phase == "loading" and not health.fatal:
             return  # a 503 or a refused connection while loading is not news
         if phase == "ready":
             self.post(Ready(pid))
@@ -256,7 +256,7 @@ class Instance:
             if self.record.probe_failures:
                 self.post(ProbeOk(pid))
         else:
-            self.post(ProbeFailed(pid, health.error or ""))
+            self.post(ProbeFailed(pid, health.error or "", health.fatal))
 
     # Views ---------------------------------------------------------------------
 

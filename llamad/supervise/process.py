@@ -158,7 +158,7 @@ def port_owner(port: int) -> str:
 
 
 def model_problem(model: Path | None) -> str | None:
-    """A model file that went missing since the config was checked."""
-    if model is not None and not model.is_file():
+    """A model file (or MLX model directory) that went missing since the config was checked."""
+    if model is not None and not model.exists():
         return f"model file not found: {model}"
     return None
