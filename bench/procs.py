@@ -18,8 +18,8 @@ import psutil
 
 from bench.common import Context, wait_for, wait_healthy, write_config
 from llamad.client.http import Client, ClientError
+from llamad.common.childenv import child_env
 from llamad.config.load import load
-from llamad.supervise.process import child_env
 
 
 def daemon_env(ctx: Context) -> dict[str, str]:

@@ -155,12 +155,12 @@ class StubController:
             raise UnknownInstance(name)
         return dict(self.inst)
 
-    async def start(self, name: str) -> dict[str, Any]:
+    async def start(self, name: str, wait: float | None = None) -> dict[str, Any]:
         return self.instance(name)
 
     stop = start
 
-    async def restart(self, name: str) -> dict[str, Any]:
+    async def restart(self, name: str, wait: float | None = None) -> dict[str, Any]:
         self.pid += 1
         self.inst.update(pid=self.pid, state="running")
         return self.instance(name)

@@ -7,7 +7,6 @@ stderr of the longest matching rule, so a test can script a tool that cannot run
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from llamad.service import install as service
+from llamad.cli.parser import build_parser
 
 FAKE_TOOL = """#!{python}
 import json, os, sys
@@ -71,10 +70,8 @@ def install_fakes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *names: str) 
 
 
 def service_llamactl(manager: str, *argv: str) -> int:
-    """What `llamactl service ... --manager <manager>` does: register, parse, call func."""
-    parser = argparse.ArgumentParser(prog="llamactl")
-    service.register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["service", *argv, "--manager", manager])
+    """What `llamactl service ... --manager <manager>` does: parse, call func."""
+    args = build_parser(service=True).parse_args(["service", *argv, "--manager", manager])
     result: int = args.func(args)
     return result
 

@@ -7,11 +7,11 @@ on TCP. Every error leaves as `{"error": {"code": ..., "message": ...}}`.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -24,10 +24,11 @@ from llamad.api.uds import SocketInUse, serve_unix
 
 __all__ = ["Controller", "SocketInUse", "create_app", "serve_unix", "tail_offset"]
 
-log = logging.getLogger("llamad.control")
+log = structlog.get_logger("llamad.control")
 
 DEFAULT_LINES = 100
 MAX_LINES = 1_000_000
+MAX_WAIT_S = 3600
 
 
 class Controller(Protocol):
@@ -35,9 +36,9 @@ class Controller(Protocol):
 
     def status(self) -> dict[str, Any]: ...
     def instance(self, name: str) -> dict[str, Any]: ...
-    async def start(self, name: str) -> dict[str, Any]: ...
-    async def stop(self, name: str) -> dict[str, Any]: ...
-    async def restart(self, name: str) -> dict[str, Any]: ...
+    async def start(self, name: str, wait: float | None = None) -> dict[str, Any]: ...
+    async def stop(self, name: str, wait: float | None = None) -> dict[str, Any]: ...
+    async def restart(self, name: str, wait: float | None = None) -> dict[str, Any]: ...
     async def reload(self) -> dict[str, Any]: ...
     def log_file(self, name: str) -> Path: ...
     async def metrics(self) -> bytes: ...
@@ -55,10 +56,23 @@ def _guarded(endpoint: Endpoint) -> Endpoint:
         except ControlError as exc:
             return error_response(exc.status, exc.code, exc.message)
         except Exception:
-            log.exception("control API: %s %s failed", request.method, request.url.path)
+            log.exception("control.request_failed", method=request.method, path=request.url.path)
             return error_response(500, "internal", "internal error in llamad; see its log")
 
     return wrapper
+
+
+def _wait_seconds(raw: str | None) -> float | None:
+    """`?wait=S`: how long a command may hold the request for its outcome."""
+    if raw is None:
+        return None
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = -1.0
+    if not 0 <= wait <= MAX_WAIT_S:  # also refuses nan and inf
+        raise ControlError(f"wait must be a number of seconds from 0 to {MAX_WAIT_S}, not {raw!r}")
+    return wait
 
 
 def create_app(controller: Controller, *, shutdown: asyncio.Event | None = None) -> Starlette:
@@ -73,7 +87,8 @@ def create_app(controller: Controller, *, shutdown: asyncio.Event | None = None)
     def command(verb: str) -> Endpoint:
         async def run(request: Request) -> Response:
             method = getattr(controller, verb)
-            return JSONResponse(await method(request.path_params["name"]))
+            wait = _wait_seconds(request.query_params.get("wait"))
+            return JSONResponse(await method(request.path_params["name"], wait))
 
         return run
 

@@ -15,8 +15,9 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 
 import structlog
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from llamad.api.errors import error_response
 
 log = structlog.get_logger("llamad.remote")
 
@@ -25,11 +26,6 @@ MAX_FAILURES = 10
 WINDOW_S = 60.0
 # Bounds the memory an address-spraying client can make us spend (IPv6 makes it cheap).
 MAX_TRACKED = 4096
-
-
-def _error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
-    body = {"error": {"code": code, "message": message}}
-    return JSONResponse(body, status_code=status, headers=headers)
 
 
 class RateLimiter:
@@ -113,7 +109,7 @@ class BearerAuth:
         wait = self.limiter.retry_after(client)
         if wait is not None:
             retry = {"retry-after": str(int(wait) + 1)}
-            await _error(429, "rate_limited", "too many failed attempts", **retry)(
+            await error_response(429, "rate_limited", "too many failed attempts", **retry)(
                 scope, receive, send
             )
             return
@@ -124,9 +120,11 @@ class BearerAuth:
             else:
                 log.debug("remote.unauthorized", client=client)
             challenge = {"www-authenticate": 'Bearer realm="llamad"'}
-            await _error(401, "unauthorized", "unauthorized", **challenge)(scope, receive, send)
+            await error_response(401, "unauthorized", "unauthorized", **challenge)(
+                scope, receive, send
+            )
             return
         if role == "read" and scope["method"] not in READ_METHODS:
-            await _error(403, "forbidden", "forbidden")(scope, receive, send)
+            await error_response(403, "forbidden", "forbidden")(scope, receive, send)
             return
         await self.app(scope, receive, send)

@@ -13,9 +13,12 @@ from llamad.api.errors import Conflict, InvalidConfig, UnknownInstance
 from llamad.api.status import ProcessFacts, instance_doc
 from llamad.common.clock import utcnow
 from llamad.config.load import ConfigError
-from llamad.lifecycle.states import Restart, Start, Stop
+from llamad.lifecycle.states import Event, Restart, Start, State, Stop
 from llamad.supervise.instance import Instance
 from llamad.supervise.reload import Reloader
+
+_STARTED = (State.RUNNING, State.FAILED)
+_STOPPED = (State.STOPPED, State.FAILED)
 
 
 class DaemonController:
@@ -75,22 +78,27 @@ class DaemonController:
 
     # Commands --------------------------------------------------------------------
 
-    async def start(self, name: str) -> dict[str, Any]:
-        """Start (or clear FAILED); returns once the instance has taken the command in."""
-        inst = self._get(name)
-        await inst.send(Start())
-        return self._doc(inst)
+    async def start(self, name: str, wait: float | None = None) -> dict[str, Any]:
+        """Start (or clear FAILED); with `wait`, answer once running or failed."""
+        return await self._command(name, Start(), wait, _STARTED)
 
-    async def stop(self, name: str) -> dict[str, Any]:
-        """Stop gracefully; returns once the instance has taken the command in."""
-        inst = self._get(name)
-        await inst.send(Stop())
-        return self._doc(inst)
+    async def stop(self, name: str, wait: float | None = None) -> dict[str, Any]:
+        """Stop gracefully; with `wait`, answer once stopped (or failed: no process either)."""
+        return await self._command(name, Stop(), wait, _STOPPED)
 
-    async def restart(self, name: str) -> dict[str, Any]:
-        """Restart; coalesced with a start already under way."""
+    async def restart(self, name: str, wait: float | None = None) -> dict[str, Any]:
+        """Restart, coalesced with a start already under way; `wait` as for start."""
+        return await self._command(name, Restart(), wait, _STARTED)
+
+    async def _command(
+        self, name: str, event: Event, wait: float | None, target: tuple[State, ...]
+    ) -> dict[str, Any]:
+        # Once send() returns the machine has taken the event in, so the record no longer
+        # shows the state from before the command: reaching `target` is its outcome.
         inst = self._get(name)
-        await inst.send(Restart())
+        await inst.send(event)
+        if wait:
+            await inst.wait_until(*target, timeout=wait)
         return self._doc(inst)
 
     async def metrics(self) -> bytes:

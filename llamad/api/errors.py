@@ -43,8 +43,9 @@ class InvalidConfig(ControlError):
     code = "invalid_config"
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
+def error_response(status: int, code: str, message: str, **headers: str) -> JSONResponse:
     """The control API's error body: `{"error": {"code": ..., "message": ...}}`."""
     from starlette.responses import JSONResponse  # the CLI imports this module; keep it light
 
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+    body = {"error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers or None)

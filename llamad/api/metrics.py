@@ -73,7 +73,7 @@ class Metrics:
 
     async def _fetch(self, client: httpx.AsyncClient, name: str) -> str:
         spec = self.reloader.supervisor.instances[name].spec
-        headers = {"Authorization": f"Bearer {spec.secrets[0]}"} if spec.secrets else {}
+        headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
         try:
             url = server_url(spec.probe_host, spec.port, "/metrics")
             resp = await client.get(url, headers=headers, timeout=2)

@@ -8,15 +8,15 @@ cannot hand another user the power to start and stop models.
 from __future__ import annotations
 
 import asyncio
-import logging
 import socket
 import struct
 import sys
 from typing import Any
 
+import structlog
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-log = logging.getLogger("llamad.control")
+log = structlog.get_logger("llamad.control")
 
 # macOS: <sys/un.h> SOL_LOCAL and LOCAL_PEERCRED; Python does not export them.
 _SOL_LOCAL = 0
@@ -48,7 +48,7 @@ def _allowed(sock: Any, allowed_uid: int) -> bool:
     try:
         uid = peer_uid(sock)
     except OSError as exc:
-        log.warning("control socket: cannot read peer credentials (%s); refusing", exc)
+        log.warning("control.peer_unknown", error=str(exc))
         return False
     # An OS without a peer-credential call leaves the 0600 socket mode as the only guard.
     return uid is None or uid == allowed_uid
@@ -66,7 +66,7 @@ def peer_checked_protocol(allowed_uid: int) -> type[asyncio.Protocol]:
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             if not _allowed(transport.get_extra_info("socket"), allowed_uid):
-                log.warning("control socket: refused a connection from another user")
+                log.warning("control.peer_refused")
                 # Close before any byte is read: the request is never parsed, let alone served.
                 transport.close()
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import structlog
 import uvicorn
 
 from llamad.api.peercred import peer_checked_protocol
@@ -25,7 +25,7 @@ __all__ = [
     "serve_until",
 ]
 
-log = logging.getLogger("llamad.control")
+log = structlog.get_logger("llamad.control")
 
 # Log followers hold their connection open forever; shutdown must not wait on them.
 GRACEFUL_SHUTDOWN_S = 1
@@ -96,10 +96,18 @@ async def serve_unix(
         http=peer_checked_protocol(uid),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+
+    def bound() -> None:
+        # uvicorn's own startup lines are prose; this is the one event that says it.
+        log.info("control.serving", socket=str(path))
+        if on_bound is not None:
+            on_bound()
+
     try:
-        await serve_until(QuietServer(config, on_bound), sock, shutdown)
+        await serve_until(QuietServer(config, bound), sock, shutdown)
     finally:
         _unlink_if_ours(path, inode)
+        log.info("control.stopped", socket=str(path))
 
 
 async def serve_until(server: QuietServer, sock: socket.socket, shutdown: asyncio.Event) -> None:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from llamad.backends.binaries import CatalogError
 from llamad.backends.catalog import Catalog, parse_help
 from llamad.backends.options import Option
+from llamad.common.childenv import child_env
 
 SCHEMA = 1  # bump when Option or the parser changes, so stale caches are re-read
 TIMEOUT = 10.0
@@ -84,9 +85,7 @@ def _cache_key(path: Path) -> list[Any]:
 
 def run_flag(path: Path, arg: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
     """`path arg` (`--help`, `--version`) with a timeout, outside our LLAMA_* environment."""
-    # llama.cpp applies LLAMA_* env vars before it looks at argv, so a stray one in our own
-    # environment could make even --help fail.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_")}
+    env = child_env(os.environ)
     try:
         return subprocess.run(
             [str(path), arg],

@@ -74,7 +74,7 @@ class LlamaServer:
         model = Path(settings["LLAMA_ARG_MODEL"]) if "LLAMA_ARG_MODEL" in settings else None
         if model is not None and not model.is_file():
             problem(("model",), f"model file not found: {model}")
-        secrets = _secrets(settings, problem)
+        secrets, api_key = _secrets(settings, problem)
         port = port_number(settings.get("LLAMA_ARG_PORT"), problem)
         host = settings.setdefault("LLAMA_ARG_HOST", "127.0.0.1")
         if host.endswith(".sock"):
@@ -90,6 +90,7 @@ class LlamaServer:
             model=model,
             settings=tuple(sorted(settings.items())),
             secrets=secrets,
+            api_key=api_key,
             workers=workers,
             remote_workers=remote,
         )
@@ -146,16 +147,19 @@ def _render(
     return out
 
 
-def _secrets(settings: dict[str, str], problem: Problem) -> tuple[str, ...]:
-    secrets = [settings[e] for e in _SECRET_ENVS if e in settings]
+def _secrets(settings: dict[str, str], problem: Problem) -> tuple[tuple[str, ...], str | None]:
+    """Every value to blank out of the log, and the API key llamad itself presents."""
+    # llama-server takes a comma-separated list of keys, or one key a line from the file.
+    keys = [k.strip() for k in settings.get(API_KEY_ENV, "").split(",") if k.strip()]
     key_file = settings.get("LLAMA_ARG_API_KEY_FILE")
     if key_file:
         try:
             lines = Path(key_file).read_text(encoding="utf-8").splitlines()
-            secrets += [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+            keys += [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
         except OSError as exc:
             problem(("api_key_file",), f"cannot read key file {key_file}: {exc.strerror}")
-    return tuple(s for s in secrets if s)
+    secrets = [settings[e] for e in sorted(_SECRET_ENVS) if settings.get(e)] + keys
+    return tuple(dict.fromkeys(secrets)), keys[0] if keys else None
 
 
 def _check_args(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import ipaddress
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -24,6 +23,7 @@ from llamad.backends.binaries import CatalogError
 from llamad.backends.catalog_cache import run_flag
 from llamad.backends.probes import Health
 from llamad.common.clock import utcnow
+from llamad.common.hosts import is_loopback
 
 KIND = "rpc-worker"
 # Keys of an rpc-worker table besides llamad's own (args, env, autostart, supervise).
@@ -46,7 +46,7 @@ def worker_args(
     if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
         problem(("port",), "is required: a TCP port from 1 to 65535")
         port = 0
-    if not _loopback(host) and keys.get("allow_remote") is not True:
+    if not is_loopback(host) and keys.get("allow_remote") is not True:
         problem(
             ("host",),
             f"{host} is beyond loopback and RPC has no authentication; "
@@ -68,15 +68,6 @@ def worker_args(
 
 def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def rpc_help(binary: Path) -> str:
@@ -118,7 +109,7 @@ def head_servers(
 
 
 def _address(host: str, port: int) -> str:
-    return f"{'127.0.0.1' if _loopback(host) else host}:{port}"
+    return f"{'127.0.0.1' if is_loopback(host) else host}:{port}"
 
 
 def _address_of(text: str) -> str | None:

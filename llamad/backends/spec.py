@@ -28,7 +28,8 @@ class InstanceSpec:
     autostart: bool = True
     watch_model: bool = True
     knobs: Knobs = field(default_factory=Knobs)
-    secrets: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()  # blanked out of the child's log
+    api_key: str | None = None  # what llamad presents to the server (metrics re-export)
     kind: str = "llama-server"
     workers: tuple[str, ...] = ()  # local rpc-workers this head needs ready first
     remote_workers: tuple[tuple[str, str], ...] = ()  # (peer, worker): asked at launch

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from urllib.parse import quote
 
 from llamad import __version__
+from llamad.cli import exits
 from llamad.client.http import APIError, AuthError, Client, ClientError, find_socket
 from llamad.common import paths
 
@@ -19,10 +19,10 @@ from llamad.common import paths
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
 
-POLL_S = 0.05
-# A start that finds the instance failed may be looked at before llamad has acted on it.
-FAILED_GRACE_S = 1.0
+# The request may take as long as llamad's wait, plus this for the answer to arrive.
+SLACK_S = 10.0
 
 
 def err(message: str) -> None:
@@ -59,7 +59,7 @@ def status(args: argparse.Namespace) -> int:
         for name in missing:
             err(f"no instance named {name!r}")
         if missing:
-            return 1
+            return exits.UNKNOWN_INSTANCE
         doc = {**doc, "instances": [i for i in instances if i.get("name") in args.names]}
     if args.json:
         print(json.dumps(doc, indent=2))
@@ -67,56 +67,53 @@ def status(args: argparse.Namespace) -> int:
         from llamad.cli import table
 
         print(table.render(doc, colour=table.use_colour(sys.stdout)))
-    return 0 if all(i.get("state") == "running" for i in doc["instances"]) else 3
+    running = all(i.get("state") == "running" for i in doc["instances"])
+    return exits.OK if running else exits.NOT_RUNNING
 
 
 def control(args: argparse.Namespace) -> int:
-    """`start`, `stop` and `restart`: send the command, then wait for its outcome."""
-    verb, client = args.command, client_for(args)
+    """`start`, `stop` and `restart`: llamad holds each request until the outcome is known."""
+    verb, client = args.command, client_for(args, timeout=args.timeout + SLACK_S)
     names = list(args.names)
     if args.all:
         names = [i["name"] for i in client.call("GET", "/v1/status").get("instances") or []]
     elif not names:
         err(f"{verb}: name at least one instance, or use --all")
-        return 2
-    ok, pending, old_pids = True, {}, {}
-    for name in dict.fromkeys(names):
-        path = f"/v1/instances/{quote(name, safe='')}"
-        try:
-            if verb == "restart":
-                old_pids[name] = client.call("GET", path).get("pid")
-            doc = client.call("POST", f"{path}/{verb}")
-        except AuthError:
-            raise  # the host refused us, not this instance: say it once
-        except APIError as exc:
-            print(f"{name}: {exc.message}")
-            ok = False
-            continue
-        if args.no_wait:
-            print(f"{name}: {verb} requested (now {doc.get('state')})")
-        else:
-            pending[name] = (path, doc)
+        return exits.USAGE
+    from concurrent.futures import ThreadPoolExecutor  # one request per name, in parallel
+
+    query = "" if args.no_wait else f"?wait={args.timeout:g}"
+    with ThreadPoolExecutor(max_workers=min(len(names), 16)) as pool:
+        docs = list(pool.map(lambda n: _command(client, verb, n, query), dict.fromkeys(names)))
+    codes = [_report(verb, doc, args.no_wait) for doc in docs]
+    return exits.worst(codes)
+
+
+def _command(client: Client, verb: str, name: str, query: str) -> dict[str, Any] | APIError:
+    try:
+        return client.call("POST", f"/v1/instances/{quote(name, safe='')}/{verb}{query}")
+    except AuthError:
+        raise  # the host refused us, not this instance: say it once
+    except APIError as exc:
+        return exc
+
+
+def _report(verb: str, doc: dict[str, Any] | APIError, no_wait: bool) -> int:
+    """Print one instance's line; its exit code."""
+    if isinstance(doc, APIError):
+        err(doc.message)
+        return exits.for_api_error(doc)
+    if no_wait:
+        print(f"{doc.get('name')}: {verb} requested (now {doc.get('state')})")
+        return exits.OK
     from llamad.cli import table
 
-    started, seen_other = time.monotonic(), set()
-    while pending:
-        for name, (_, doc) in list(pending.items()):
-            if doc.get("state") != "failed":
-                seen_other.add(name)
-            final = name in seen_other or time.monotonic() - started > FAILED_GRACE_S
-            result = table.outcome(verb, doc, old_pids.get(name), final)
-            if result:
-                print(result[1], flush=True)
-                ok = ok and result[0]
-                del pending[name]
-        if pending and time.monotonic() - started >= args.timeout:
-            for _, doc in pending.values():
-                print(table.timed_out(doc))
-            return 1
-        if pending:
-            time.sleep(POLL_S)
-            pending = {n: (p, client.call("GET", p)) for n, (p, _) in pending.items()}
-    return 0 if ok else 1
+    result = table.outcome(verb, doc)
+    if result is None:
+        print(table.timed_out(doc))
+        return exits.FAILED
+    print(result[1], flush=True)
+    return exits.OK if result[0] else exits.FAILED
 
 
 def reload(args: argparse.Namespace) -> int:

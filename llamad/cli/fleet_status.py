@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from llamad.cli import table
+from llamad.cli import exits, table
 from llamad.client.http import Client, ClientError, Unreachable, find_socket
 from llamad.fleet import peers
 
@@ -204,6 +204,6 @@ def fleet_status(args: argparse.Namespace, out: Callable[[str], None] = print) -
         out(render(hosts, skews, table.use_colour(sys.stdout)))
     statuses = [h.status for h in hosts if h.status is not None]
     if len(statuses) < len(hosts):
-        return 4
+        return exits.UNKNOWN
     running = (i.get("state") == "running" for s in statuses for i in s.get("instances") or [])
-    return 0 if all(running) else 3
+    return exits.OK if all(running) else exits.NOT_RUNNING

@@ -1,9 +1,7 @@
 """llamactl: talk to a running llamad over its control socket, or to peers over HTTP(S).
 
-Exit codes follow supervisorctl: 0 all good, 1 a command failed, 2 bad usage or an invalid
-config, 3 some selected instance is not running, 4 llamad cannot be reached (for `fleet
-status`: some host could not be queried). Only the standard library is imported on the
-way to `status`, which has to feel instant.
+Exit codes follow LSB by command kind, as supervisorctl's do: see `exits.py`. Only the
+standard library is imported on the way to `status`, which has to feel instant.
 
 The parser lives in `cli_parser.py`, the commands in `commands.py` and `fleet.py`.
 """
@@ -13,9 +11,10 @@ from __future__ import annotations
 import os
 import sys
 
+from llamad.cli import exits
 from llamad.cli.commands import err, version
 from llamad.cli.parser import build_parser
-from llamad.client.http import BadConfig, ClientError, Unreachable
+from llamad.client.http import APIError, BadConfig, ClientError, Unreachable
 
 __all__ = ["build_parser", "main", "run"]
 
@@ -52,13 +51,16 @@ def run(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except Unreachable as exc:
         err(str(exc))
-        return 4
+        return exits.unreachable(args.kind)
     except BadConfig as exc:
         err(str(exc))
-        return 2
+        return exits.USAGE
+    except APIError as exc:
+        err(str(exc))
+        return exits.for_api_error(exc)
     except ClientError as exc:
         err(str(exc))
-        return 1
+        return exits.FAILED
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from llamad.cli import commands
+from llamad.cli import commands, exits
 
 # typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
 TYPE_CHECKING = False
@@ -23,10 +23,6 @@ HOST_HELP = "talk to this peer instead: a name from [fleet] peers (or Tailscale)
 TOKEN_HELP = "bearer token file for --host (and for peers that have none of their own)"
 CA_HELP = "CA certificate to trust for an https peer (e.g. its self-signed cert)"
 DESCRIPTION = "Control a running llamad (or a fleet of them): status, start and stop, logs."
-EPILOG = (
-    "exit codes: 0 ok, 1 failed, 2 usage/invalid config, 3 not running, "
-    "4 no llamad (fleet status: some host could not be queried)"
-)
 
 
 def _connection_options(parser: argparse.ArgumentParser, default: Any) -> None:
@@ -41,6 +37,7 @@ def _fleet(sub: Any, common: argparse.ArgumentParser) -> None:
     text = "every known llamad at once: [fleet] peers, Tailscale, mDNS"
     fleet = sub.add_parser("fleet", parents=[common], help=text, description=text)
     fleet.set_defaults(func=_fleet_status, json=False, timeout=None, discover=False)
+    fleet.set_defaults(kind=exits.STATUS)
     fleet.set_defaults(mdns_interface=None)
     verbs = fleet.add_subparsers(dest="fleet_command", metavar="COMMAND")
     text = "status of every host; exit 3 if an instance is not running, 4 if a host is not"
@@ -59,10 +56,10 @@ def _fleet_status(args: argparse.Namespace) -> int:
 
 def build_parser(service: bool) -> argparse.ArgumentParser:
     """The llamactl parser; `service` pulls in llamad.service's sub-commands (may raise)."""
-    parser = argparse.ArgumentParser(prog="llamactl", description=DESCRIPTION, epilog=EPILOG)
+    parser = argparse.ArgumentParser(prog="llamactl", description=DESCRIPTION, epilog=exits.EPILOG)
     _connection_options(parser, None)
     parser.add_argument("--version", action="store_true", help="print versions and exit")
-    parser.set_defaults(names=[], json=False, func=commands.status)
+    parser.set_defaults(names=[], json=False, func=commands.status, kind=exits.STATUS)
     # Also accepted after the command. SUPPRESS keeps a sub-parser from resetting a value
     # given before it; these must be actions of their own, as parents share action objects.
     common = argparse.ArgumentParser(add_help=False)
@@ -71,10 +68,10 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
 
     def add(name: str, func: Any, text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=text, description=text)
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, kind=exits.STATUS if name == "status" else exits.ACTION)
         return p
 
-    p = add("status", commands.status, "show instances; exit 3 if a selected one is not running")
+    p = add("status", commands.status, "show instances; exit 3 if one is not running")
     p.add_argument("names", nargs="*", metavar="NAME", help="only these instances")
     p.add_argument("--json", action="store_true", help="print llamad's status document")
     for verb, text in VERBS.items():
@@ -96,7 +93,7 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
         # import_module consults sys.modules, so a stand-in registered there is honoured.
         service_module = importlib.import_module("llamad.service.install")
 
-        service_module.register(sub)
+        service_module.register(sub, [common])
     else:
         # A placeholder keeps other commands from importing the service code; run() swaps it.
         sub.add_parser("service", add_help=False, help="run llamad under launchd or systemd")

@@ -133,21 +133,19 @@ def render(doc: dict[str, Any], colour: bool = False) -> str:
     return "\n".join(lines)
 
 
-def outcome(
-    verb: str, doc: dict[str, Any], old_pid: Any, failed_final: bool
-) -> tuple[bool, str] | None:
-    """(succeeded, line) once `verb` has played out on the instance `doc`; None to keep waiting.
+def outcome(verb: str, doc: dict[str, Any]) -> tuple[bool, str] | None:
+    """(succeeded, line) once `verb` has played out on the instance `doc`; None if it has not.
 
-    start and restart aim at running (restart with a new pid); stop at stopped, which a
-    failed instance also satisfies: it has no process either. `failed_final` says whether
-    a failed state can be trusted as the result rather than the state before the command.
+    llamad answers a waited-for command only once the instance left the state it was in,
+    so start and restart aim at running; stop at stopped, which a failed instance also
+    satisfies: it has no process either.
     """
     name, state, pid = doc.get("name"), doc.get("state"), doc.get("pid")
     if verb == "stop" and state in ("stopped", "failed"):
         return True, f"{name}: {state}" + (" (not running)" if state == "failed" else "")
-    if verb != "stop" and state == "running" and not (verb == "restart" and pid == old_pid):
+    if verb != "stop" and state == "running":
         return True, f"{name}: running (pid {pid})"
-    if verb != "stop" and state == "failed" and failed_final:
+    if verb != "stop" and state == "failed":
         return False, f"{name}: failed: {problem(doc) or 'no error recorded'}"
     return None
 

@@ -7,38 +7,48 @@ finds it under the home directory, and the paths stay short enough for AF_UNIX (
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 
-def _xdg(var: str, fallback: str) -> Path:
-    value = os.environ.get(var)
-    return Path(value) if value else Path.home() / fallback
+def xdg_base(
+    var: str, fallback: str, environ: Mapping[str, str] | None = None, home: Path | None = None
+) -> Path:
+    """The XDG base directory `$var`, else `home/fallback` (home: the user's).
+
+    The spec says a relative value is invalid and must be ignored: it would depend on the
+    current directory, which for a launchd or systemd job is not the user's.
+    """
+    value = (os.environ if environ is None else environ).get(var, "")
+    if os.path.isabs(value):
+        return Path(value)
+    return (Path.home() if home is None else home) / fallback
 
 
-def config_home() -> Path:
+def config_home(environ: Mapping[str, str] | None = None) -> Path:
     """`$XDG_CONFIG_HOME/llamad`, by default `~/.config/llamad`."""
-    return _xdg("XDG_CONFIG_HOME", ".config") / "llamad"
+    return xdg_base("XDG_CONFIG_HOME", ".config", environ) / "llamad"
 
 
 def state_home() -> Path:
     """`$XDG_STATE_HOME/llamad`, by default `~/.local/state/llamad`: socket, logs, lock."""
-    return _xdg("XDG_STATE_HOME", ".local/state") / "llamad"
+    return xdg_base("XDG_STATE_HOME", ".local/state") / "llamad"
 
 
 def data_home() -> Path:
     """`$XDG_DATA_HOME/llamad`, by default `~/.local/share/llamad`: the demo model."""
-    return _xdg("XDG_DATA_HOME", ".local/share") / "llamad"
+    return xdg_base("XDG_DATA_HOME", ".local/share") / "llamad"
 
 
 def cache_home() -> Path:
     """`$XDG_CACHE_HOME/llamad`, by default `~/.cache/llamad`: the llama-server catalogue."""
-    return _xdg("XDG_CACHE_HOME", ".cache") / "llamad"
+    return xdg_base("XDG_CACHE_HOME", ".cache") / "llamad"
 
 
-def default_config() -> Path:
+def default_config(environ: Mapping[str, str] | None = None) -> Path:
     """The config file: `$LLAMAD_CONFIG`, else `config_home()/llamad.toml`."""
-    env = os.environ.get("LLAMAD_CONFIG")
-    return Path(env).expanduser() if env else config_home() / "llamad.toml"
+    env = (os.environ if environ is None else environ).get("LLAMAD_CONFIG")
+    return Path(env).expanduser() if env else config_home(environ) / "llamad.toml"
 
 
 def default_socket() -> Path:

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import socket
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-log = logging.getLogger("llamad.control")
+import structlog
+
+log = structlog.get_logger("llamad.control")
 
 # sun_path is 104 bytes on macOS (108 on Linux); the smaller limit keeps configs portable.
 MAX_SOCKET_PATH = 104
@@ -69,7 +70,7 @@ def _clear_stale(path: Path) -> None:
         probe.settimeout(1.0)
         probe.connect(os.fspath(path))
     except ConnectionRefusedError:
-        log.info("control socket: replacing stale %s", path)
+        log.info("control.socket_replaced", path=str(path), reason="nothing answered on it")
         path.unlink(missing_ok=True)
         return
     except OSError as exc:

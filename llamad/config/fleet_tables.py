@@ -1,12 +1,12 @@
-"""`[daemon.remote]` and `[fleet]`: the config tables of remote control and of the fleet.
+"""`[daemon.remote]`: the config table of remote control.
 
-Structure only, like the rest of `config.py`; files named here are read in `remote.py`
-(the daemon's side) and by llamactl, which reads `[fleet]` with tomllib alone.
+Structure only, like the rest of `schema.py`; files named here are read in `remote.py`.
+`[fleet]` is parsed by `llamad.fleet.table`, which llamactl shares.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 DEFAULT_PORT = 7777
 
@@ -47,45 +47,4 @@ class RemoteSettings(BaseModel):
     def _tls_pair(self) -> RemoteSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert and tls_key go together: set both or neither")
-        return self
-
-
-class PeerSettings(BaseModel):
-    """One `[[fleet.peers]]` entry: another llamad that `llamactl fleet status` asks."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1)
-    url: str
-    token_file: str | None = None
-    ca_file: str | None = None  # trust this CA (e.g. a self-signed cert) for https
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(f"must start with http:// or https:// (got {value!r})")
-        return value
-
-
-class FleetSettings(BaseModel):
-    """`[fleet]`: which daemons llamactl knows about; llamad uses `peers` for RPC heads'
-    `peer/worker` names."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    peers: list[PeerSettings] = []
-    token_file: str | None = None  # for peers without their own: Tailscale, mDNS, URLs
-    timeout: PositiveFloat = 2.0
-    tailscale_tag: str | None = None
-    tailscale_port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
-
-    @model_validator(mode="after")
-    def _unique_names(self) -> FleetSettings:
-        names = [p.name for p in self.peers]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"peer names must be unique: {', '.join(dupes)}")
-        if "local" in names:
-            raise ValueError("peer name 'local' is taken by the daemon on this machine")
         return self

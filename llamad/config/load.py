@@ -5,7 +5,7 @@ executable and every instance resolved by its backend (resolve.py).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from llamad.backends.base import Backend, Tool
@@ -16,7 +16,7 @@ from llamad.common.unixsock import MAX_SOCKET_PATH
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.config.resolve import Resolver
 from llamad.config.schema import ConfigError, ConfigFile, read_file, where_is
-from llamad.fleet.remote_workers import RemotePeer
+from llamad.fleet.table import Peer
 
 __all__ = ["ConfigError", "Daemon", "InstanceSpec", "Resolved", "check", "load", "resolve"]
 
@@ -43,7 +43,7 @@ class Resolved:
     daemon: Daemon
     instances: dict[str, InstanceSpec]
     tools: dict[str, Tool] = field(default_factory=dict)  # kind -> executable, kinds in use
-    peers: dict[str, RemotePeer] = field(default_factory=dict)  # [fleet] peers, for rpc
+    peers: dict[str, Peer] = field(default_factory=dict)  # [fleet] peers, for rpc
 
     @property
     def llama_server(self) -> Tool | None:
@@ -76,10 +76,6 @@ def check(path: Path) -> list[str]:
 
 def _abs(value: str | None, default: Path) -> Path:
     return Path(value).expanduser().absolute() if value else default
-
-
-def _maybe(value: str | None) -> Path | None:
-    return Path(value).expanduser().absolute() if value else None
 
 
 def _inspect(backend: Backend, path: Path) -> Tool:
@@ -115,11 +111,8 @@ def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
     return Resolved(path, daemon, instances, tools, _peers(cfg))
 
 
-def _peers(cfg: ConfigFile) -> dict[str, RemotePeer]:
+def _peers(cfg: ConfigFile) -> dict[str, Peer]:
     """`[fleet] peers` as heads reach their remote workers; the token is read when asked,
     and, as with llamactl, a peer without a token_file uses `[fleet] token_file`."""
-    default = cfg.fleet.token_file
-    return {
-        p.name: RemotePeer(p.name, p.url, _maybe(p.token_file or default), _maybe(p.ca_file))
-        for p in cfg.fleet.peers
-    }
+    fleet = cfg.fleet
+    return {p.name: replace(p, token_file=p.token_file or fleet.token_file) for p in fleet.peers}

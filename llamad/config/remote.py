@@ -6,12 +6,12 @@ token file or a broken certificate with one line and exit 2, before anything sta
 
 from __future__ import annotations
 
-import ipaddress
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llamad.common.hosts import is_loopback
 from llamad.common.tokenfile import MIN_TOKEN_CHARS, TokenFileError, check_private, read_token
 from llamad.config.fleet_tables import RemoteSettings, split_listen
 from llamad.config.schema import where_is
@@ -39,10 +39,7 @@ class Remote:
     @property
     def loopback(self) -> bool:
         """Whether only this machine can connect (then mDNS stays on loopback too)."""
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return self.host == "localhost"
+        return is_loopback(self.host)
 
 
 def resolve_remote(

@@ -32,8 +32,9 @@ from pydantic_settings import (
 )
 
 from llamad.backends.registry import DEFAULT_KIND
-from llamad.config.fleet_tables import FleetSettings, PeerSettings, RemoteSettings
+from llamad.config.fleet_tables import RemoteSettings
 from llamad.config.tomlpos import locate
+from llamad.fleet.table import Fleet, parse_fleet
 
 Scalar = str | int | float | bool
 Value = Scalar | list[Scalar]
@@ -101,13 +102,15 @@ class InstanceTable(BaseModel):
 class ConfigFile(BaseSettings):
     """The whole file. Sources: keyword arguments, then the TOML file being loaded."""
 
-    model_config = SettingsConfigDict(extra="forbid")
+    model_config = SettingsConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     daemon: DaemonSettings = DaemonSettings()
     supervise: SuperviseSettings = SuperviseSettings()
     defaults: dict[str, Value] = {}
     instances: dict[str, InstanceTable] = {}
-    fleet: FleetSettings = FleetSettings()  # read by llamactl; peers also serve RPC heads
+    # Read by llamactl too, so parsed by fleet.table's stdlib parser (see read_file).
+    # Peers also serve RPC heads.
+    fleet: Fleet = Fleet()
 
     @classmethod
     def settings_customise_sources(
@@ -136,19 +139,26 @@ def read_file(path: Path) -> tuple[ConfigFile, str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([f"{path}: cannot read config file: {exc}"]) from None
     try:
-        tomllib.loads(text)
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         at = _TOML_AT.search(msg)
         where = f"{path}:{at.group(1)}" if at else str(path)
         raise ConfigError([f"{where}: invalid TOML: {_TOML_AT.sub('', msg).strip()}"]) from None
+    fleet, fleet_problems = parse_fleet(raw.get("fleet", {}))
+    lines = [
+        f"{where_is(path, text, ('fleet', *p.keys))}: {p.dotted}: {p.message}"
+        for p in fleet_problems
+    ]
     token = _toml_file.set(path)
     try:
-        cfg = ConfigFile()
+        cfg = ConfigFile(fleet=fleet)  # given, it takes the place of the file's raw table
     except PydanticError as exc:
-        raise ConfigError(_pydantic_lines(path, text, exc)) from None
+        raise ConfigError(_pydantic_lines(path, text, exc) + lines) from None
     finally:
         _toml_file.reset(token)
+    if lines:
+        raise ConfigError(lines)
     bad = [n for n in cfg.instances if not _INSTANCE_NAME.match(n)]
     if bad:
         raise ConfigError(
@@ -200,8 +210,6 @@ def _suggest(loc: tuple[Any, ...]) -> str | None:
     fields = {
         "daemon": DaemonSettings.model_fields,
         "daemon.remote": RemoteSettings.model_fields,
-        "fleet": FleetSettings.model_fields,
-        "fleet.peers": PeerSettings.model_fields,
         "supervise": SuperviseSettings.model_fields,
         None: ConfigFile.model_fields,
     }.get(section, {})

@@ -1,12 +1,14 @@
 """The daemon's own logs: structlog, rendered for people on a TTY and as JSON otherwise.
 
 Stdlib loggers (uvicorn, httpx, watchfiles) go through the same processors, so every
-line on stderr has one shape.
+line on stderr has one shape: a dotted event name. A library's prose message becomes the
+`library.message` event with the text under `message`.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from typing import TextIO
 
@@ -15,6 +17,7 @@ from structlog.typing import Processor
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 _LEVELS["error"] = logging.ERROR
+_DOTTED = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+")
 
 
 def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
@@ -40,7 +43,7 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
         cache_logger_on_first_use=True,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
+        foreign_pre_chain=[*shared, dotted_event],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.dict_tracebacks if fmt == "json" else _identity,
@@ -52,9 +55,20 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS[level])
-    # Per-request chatter from the libraries is noise in a daemon's log.
-    for noisy in ("httpx", "httpcore", "uvicorn.access", "watchfiles"):
+    # Per-request chatter from the libraries is noise in a daemon's log; uvicorn's startup
+    # and shutdown lines are said by control.serving and control.stopped instead.
+    for noisy in ("httpx", "httpcore", "uvicorn.access", "uvicorn.error", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def dotted_event(
+    logger: object, name: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """A stdlib record's prose becomes `message` under the event `library.message`."""
+    text = str(event.get("event", ""))
+    if not _DOTTED.fullmatch(text):
+        event["message"], event["event"] = text, "library.message"
+    return event
 
 
 def _identity(

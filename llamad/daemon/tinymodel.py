@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from llamad.common import paths
+
 _MISSING_EXTRA = "the demo needs the 'demo' extra: pip install 'llamad[demo]'"
 
 N_EMBD = 64
@@ -137,10 +139,7 @@ def demo_model_path() -> Path:
     Lives in ``$XDG_DATA_HOME/llamad/tiny-llama.gguf`` (default ``~/.local/share``) so
     every ``llamad --demo`` after the first reuses it.
     """
-    xdg = os.environ.get("XDG_DATA_HOME", "")
-    # The XDG spec says to ignore a relative value; it would depend on the cwd.
-    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
-    path = base / "llamad" / "tiny-llama.gguf"
+    path = paths.data_home() / "tiny-llama.gguf"
     try:
         usable = path.stat().st_size > 0
     except FileNotFoundError:

@@ -22,6 +22,8 @@ from typing import Any
 
 import structlog
 
+from llamad.common.hosts import is_loopback
+
 log = structlog.get_logger("llamad.discovery")
 
 SERVICE_TYPE = "_llamad._tcp.local."
@@ -69,13 +71,6 @@ def parse_txt(name: str, address: str, port: int, props: dict[Any, Any]) -> Foun
     txt = {text(k): text(v) for k, v in props.items()}
     short = name.removesuffix("." + SERVICE_TYPE)
     return Found(short, address, port, txt.get("v"), txt.get("llama"), txt.get("tls") == "1")
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def _loopback_sockets(
@@ -131,7 +126,7 @@ def _zeroconf_sockets(loopback: bool) -> Iterator[dict[str, Any]]:
 
 
 def _addresses(host: str) -> list[str]:
-    if _is_loopback(host):
+    if is_loopback(host):
         return ["127.0.0.1"]
     with contextlib.suppress(ValueError):
         if str(ipaddress.ip_address(host)) not in WILDCARDS:
@@ -156,7 +151,7 @@ async def advertise(host: str, port: int, txt: dict[str, str], stop: asyncio.Eve
     zc: AsyncZeroconf | None = None
     try:
         addresses = _addresses(host)
-        with _zeroconf_sockets(_is_loopback(host)) as kwargs:
+        with _zeroconf_sockets(is_loopback(host)) as kwargs:
             zc = AsyncZeroconf(**kwargs)
         info = ServiceInfo(
             SERVICE_TYPE, name, port=port, properties=dict(txt), parsed_addresses=addresses
@@ -191,7 +186,7 @@ def browse(timeout: float = 1.0, interface: str | None = None) -> list[Found]:
         def remove_service(self, zc: Zeroconf, type_: str, name: str) -> None:
             names.discard(name)
 
-    loopback = interface is not None and _is_loopback(interface)
+    loopback = interface is not None and is_loopback(interface)
     with _zeroconf_sockets(loopback) as kwargs:
         # A one-shot querier (RFC 6762 5.1): answers come to a port of our own, not to a
         # 5353 shared with the system's responder, which could be handed them instead.

@@ -10,7 +10,6 @@ or (when already running) keeps running while the peer is away.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,23 +21,15 @@ import httpx
 import structlog
 
 from llamad.backends import rpc
+from llamad.common.hosts import is_loopback, is_wildcard
 from llamad.common.tokenfile import TokenFileError, read_token
+from llamad.fleet.table import Peer
 
 log = structlog.get_logger("llamad.rpc")
 
 ASK_TIMEOUT_S = 2.0
 LOCAL_POLL_S = 0.05  # local readiness is a dict lookup: poll it often
 REMOTE_POLL_S = 0.5  # a request to another host: poll it less
-
-
-@dataclass(frozen=True)
-class RemotePeer:
-    """A `[fleet]` peer a head's workers live on; the token is read when asked."""
-
-    name: str
-    url: str
-    token_file: Path | None = None
-    ca_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +50,7 @@ class PeerUnreachable(Exception):
 class RemoteWorkers:
     """Asks peers about workers; remembers the last answer per worker for status."""
 
-    def __init__(self, peers: dict[str, RemotePeer] | None = None) -> None:
+    def __init__(self, peers: dict[str, Peer] | None = None) -> None:
         self.peers = peers or {}  # replaced on reload
         self.seen_running: dict[str, bool] = {}
         self._away: set[str] = set()  # peers in an outage, warned about once
@@ -137,7 +128,7 @@ class RemoteWorkers:
                     return
 
 
-async def _ask(peer: RemotePeer, worker: str) -> dict[str, object] | None:
+async def _ask(peer: Peer, worker: str) -> dict[str, object] | None:
     """The peer's status entry for `worker`; None when it has no such instance."""
     headers = {}
     try:
@@ -175,11 +166,7 @@ def _worker(doc: dict[str, object], peer_url: str) -> Worker | str:
 
 
 def _specific(host: str) -> bool:
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return host not in ("", "localhost")
-    return not (ip.is_loopback or ip.is_unspecified)
+    return not (is_loopback(host) or is_wildcard(host))
 
 
 @lru_cache(maxsize=16)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from llamad.common import paths
+
 MANAGERS = ("launchd", "systemd")
 DEFAULT_LABEL = "dev.llamad.daemon"
 # Used when the config sets no stop_timeout; matches the daemon's own default.
@@ -82,19 +84,9 @@ def stop_timeout_seconds(stop_budget: float) -> int:
     return math.ceil(stop_budget) + 5
 
 
-def default_config_path(environ: Mapping[str, str]) -> Path:
-    """LLAMAD_CONFIG, else $XDG_CONFIG_HOME/llamad/llamad.toml (~/.config when unset)."""
-    if environ.get("LLAMAD_CONFIG"):
-        return Path(environ["LLAMAD_CONFIG"])
-    xdg = environ.get("XDG_CONFIG_HOME", "")
-    # The XDG spec says relative values are invalid and must be ignored.
-    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".config"
-    return base / "llamad" / "llamad.toml"
-
-
 def resolve_config(arg: str | None, environ: Mapping[str, str]) -> Path:
     """The config path made absolute: launchd and systemd start us in another directory."""
-    path = Path(arg) if arg else default_config_path(environ)
+    path = Path(arg) if arg else paths.default_config(environ)
     return Path(os.path.abspath(path.expanduser()))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from llamad.service.common import (
@@ -69,9 +69,18 @@ def _handler(command: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `service install|uninstall|status|restart` to llamactl's argparse tree."""
-    service = subparsers.add_parser("service", help="run llamad under launchd or systemd")
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: Sequence[argparse.ArgumentParser] = (),
+) -> None:
+    """Add `service install|uninstall|status|restart` to llamactl's argparse tree.
+
+    `parents` carry llamactl's global options (--config among them) so that they are
+    accepted after every service command too, not only before `service`.
+    """
+    service = subparsers.add_parser(
+        "service", parents=list(parents), help="run llamad under launchd or systemd"
+    )
     commands = service.add_subparsers(dest="service_command", metavar="COMMAND", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--label", help=f"launchd job label (default {DEFAULT_LABEL})")
@@ -84,10 +93,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ("status", "show whether llamad is loaded and its pid; exit 3 if not running"),
         ("restart", "restart the running service"),
     ):
-        sub = commands.add_parser(name, parents=[common], help=text, description=text)
+        sub = commands.add_parser(name, parents=[*parents, common], help=text, description=text)
         sub.set_defaults(func=_handler(name))
         if name == "install":
             help_print = "write the file to stdout instead of installing"
             sub.add_argument("--print", dest="print_only", action="store_true", help=help_print)
-            # SUPPRESS: a top-level `llamactl --config FILE` must survive this sub-parser.
-            sub.add_argument("--config", default=argparse.SUPPRESS, help="the config to serve")

@@ -1,6 +1,6 @@
 """`llamactl service` on macOS: a LaunchAgent, or with --system a LaunchDaemon.
 
-The plist is `templates/llamad.plist` (`launchd/llamad.plist.template` in the repo is a copy);
+The plist is `templates/llamad.plist`, the only copy (launchd/README.md points here);
 its comments explain the KeepAlive, ThrottleInterval, ProcessType and ExitTimeOut choices.
 """
 

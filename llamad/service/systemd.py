@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
+from llamad.common import paths
 from llamad.service.common import (
     InstallOptions,
     Options,
@@ -30,9 +31,7 @@ SYSTEMCTL = ["systemctl", "--user"]
 
 def unit_path(home: Path, environ: Mapping[str, str] | None = None) -> Path:
     """Where the user unit goes: $XDG_CONFIG_HOME/systemd/user, else ~/.config/systemd/user."""
-    xdg = (os.environ if environ is None else environ).get("XDG_CONFIG_HOME", "")
-    base = Path(xdg) if os.path.isabs(xdg) else home / ".config"
-    return base / "systemd" / "user" / UNIT
+    return paths.xdg_base("XDG_CONFIG_HOME", ".config", environ, home) / "systemd" / "user" / UNIT
 
 
 def quote(value: str, *, exec_arg: bool = False) -> str:

@@ -11,7 +11,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,18 +48,26 @@ class ExitInfo:
         }
 
 
-def child_env(base: Mapping[str, str], *layers: Mapping[str, str]) -> dict[str, str]:
-    """The daemon's environment minus inherited LLAMA_* (the child would obey them), plus layers."""
-    env = {k: v for k, v in base.items() if not k.startswith("LLAMA_")}
-    for layer in layers:
-        env.update(layer)
-    return env
+def _resolve_prctl() -> Callable[[int, int], int] | None:
+    # Resolved here, in the parent at import: a dlopen in the forked child of a threaded
+    # daemon can deadlock on a loader lock another thread held at fork time.
+    if sys.platform != "linux":
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl.argtypes, prctl.restype = [ctypes.c_int, ctypes.c_ulong], ctypes.c_int
+    return prctl
+
+
+_PRCTL = _resolve_prctl()
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = int(signal.SIGKILL)
 
 
 def _die_with_parent() -> None:
-    # PR_SET_PDEATHSIG = 1: the kernel SIGKILLs the child when llamad dies, even by SIGKILL.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)
+    # Runs between fork and exec: only the pointer resolved above, no loader code.
+    # The kernel then SIGKILLs the child when llamad dies, even by SIGKILL.
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, _SIGKILL)
 
 
 class Child:
@@ -85,7 +93,7 @@ class Child:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            preexec_fn=_die_with_parent if _PRCTL is not None else None,
         )
         return cls(proc, write)
 

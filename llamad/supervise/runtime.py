@@ -11,10 +11,11 @@ from llamad.backends.base import Tool
 from llamad.backends.probes import Health, Prober
 from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
+from llamad.common.childenv import child_env
 from llamad.fleet.remote_workers import Found, RemoteWorkers
 from llamad.supervise.childlog import ChildLog
 from llamad.supervise.orphans import ChildRegistry
-from llamad.supervise.process import Child, ExitInfo, child_env, model_problem, port_problem
+from llamad.supervise.process import Child, ExitInfo, model_problem, port_problem
 
 
 @dataclass

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -68,4 +70,46 @@ def test_metrics_follow_state_restarts_and_exits(tmp_path: Path, tiny_model: Pat
         reexported = [k for k in m if k[0].startswith("llamacpp:")]
         assert reexported
         assert all(dict(k[1])["instance"] == "b" for k in reexported)
+        assert d.stop() == 0
+
+
+def _seed_iterating_hf_token_first() -> str:
+    # The bug took whichever secret a set of env names yielded first: pin a hash seed under
+    # which that is HF_TOKEN, so the old code fails every time rather than sometimes.
+    for seed in range(64):
+        first = subprocess.run(
+            [sys.executable, "-c", "print(next(iter({'LLAMA_API_KEY', 'HF_TOKEN'})))"],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        if first == "HF_TOKEN":
+            return str(seed)
+    raise AssertionError("no hash seed puts HF_TOKEN first")
+
+
+def test_reexport_presents_the_api_key_not_the_hf_token(tmp_path: Path, tiny_model: Path) -> None:
+    """With api_key and hf_token both set, the re-export authenticates with the API key."""
+    cfg = write_config(
+        tmp_path / "llamad.toml",
+        {
+            "k": {
+                "model": tiny_model,
+                "port": free_port(),
+                "endpoint_metrics": True,
+                "api_key": "the-api-key",
+                "hf_token": "hf_not_a_bearer",
+            }
+        },
+        daemon={"state_dir": str(tmp_path / "state"), "reexport_metrics": True},
+    )
+    with Llamad(cfg, env={"PYTHONHASHSEED": _seed_iterating_hf_token_first()}) as d:
+        d.wait_ready()
+        d.wait_running("k")
+
+        def reexported() -> bool:
+            return any(k[0].startswith("llamacpp:") for k in scrape(d))
+
+        wait_for(reexported, 10, "llama-server's own metrics, fetched with the API key")
         assert d.stop() == 0

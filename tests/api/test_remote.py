@@ -205,7 +205,7 @@ def test_remote_and_fleet_tables_are_checked(tmp_path: Path) -> None:
     lines = info.value.lines
     assert f"{config}:5: daemon.remote: unknown key 'advertize' (did you mean advertise?)" in lines
     assert any("daemon.remote.listen: must be HOST:PORT" in line for line in lines)
-    assert any("fleet.peers.0.url: must start with http:// or https://" in line for line in lines)
+    assert any("fleet.peers[0].url: must start with http:// or https://" in line for line in lines)
     for text, message in (
         (
             '[daemon.remote]\nlisten = "127.0.0.1:1"\ntoken_file = "/x"\ntls_key = "/k"\n',

@@ -96,3 +96,38 @@ def test_status_start_stop_logs_and_failed(tmp_path: Path, tiny_model: Path) -> 
     )
     assert down.returncode == 4
     assert str(d.socket) in down.stderr
+
+
+def test_commands_wait_on_the_server(tmp_path: Path, tiny_model: Path) -> None:
+    """`?wait=S` answers with the outcome: running, stopped, a new pid, or failed."""
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"broken" * 100)
+    cfg = write_config(
+        tmp_path / "llamad.toml",
+        {
+            "good": {"model": tiny_model, "port": free_port(), "autostart": False},
+            "bad": {"model": broken, "port": free_port(), "autostart": False},
+        },
+        daemon={"state_dir": str(tmp_path / "state")},
+        supervise={"health_interval": 0.2, "max_restarts": 0, "backoff_initial": 0.1},
+    )
+    with Llamad(cfg) as d:
+        d.wait_ready()
+        doc = d.api("POST", "/v1/instances/good/start?wait=30")
+        assert (doc["state"], doc["health"]["ok"]) == ("running", True)
+        again = d.api("POST", "/v1/instances/good/restart?wait=30")
+        assert again["state"] == "running"
+        assert again["pid"] not in (None, doc["pid"])
+        assert d.api("POST", "/v1/instances/good/stop?wait=30")["state"] == "stopped"
+        failed = d.api("POST", "/v1/instances/bad/start?wait=30")
+        assert failed["state"] == "failed"
+        assert failed["error"]
+
+        started = d.ctl("start", "good", "bad")
+        assert started.returncode == 1  # bad failed
+        assert "good: running" in started.stdout
+        assert "bad: failed" in started.stdout
+        assert d.ctl("stop", "nope").returncode == 6
+        assert d.ctl("stop", "good", "bad").returncode == 0
+        assert d.stop() == 0
+    assert d.ctl("stop", "good").returncode == 7  # llamad is not running

@@ -27,6 +27,7 @@ from remote_helpers import (
 )
 
 from llamad.cli import fleet_status as fleet
+from llamad.config.load import check
 
 HEAVY = ("httpx", "pydantic", "starlette", "structlog", "psutil", "uvicorn", "zeroconf")
 
@@ -236,3 +237,34 @@ def test_fleet_status_imports_no_heavy_modules(tmp_path: Path) -> None:
     config = fleet_config(tmp_path / "c.toml", {"gone": {"url": "http://127.0.0.1:1"}})
     out = import_probe(["--config", str(config), "fleet", "status", "--json"], HEAVY)
     assert json.loads(out.stdout.splitlines()[-1]) == [4, []]
+
+
+@pytest.mark.parametrize(
+    ("toml", "problem"),
+    [
+        (
+            '[[fleet.peers]]\nname = "a"\nurl = "http://a:1"\ntokn_file = "t"\n',
+            "fleet.peers[0].tokn_file: unknown key 'tokn_file' (did you mean token_file?)",
+        ),
+        (
+            '[[fleet.peers]]\nname = "a"\nurl = "http://a:1"\n'
+            '[[fleet.peers]]\nname = "a"\nurl = "http://b:1"\n',
+            "fleet.peers[1].name: peer names must be unique: 'a' is used twice",
+        ),
+        ("[fleet]\ntimeout = 0\n", "fleet.timeout: must be a positive number of seconds (got 0)"),
+    ],
+)
+def test_llamactl_and_llamad_refuse_the_same_fleet_table(
+    tmp_path: Path, toml: str, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One parser: llamactl's first problem is the daemon's, which also has the line."""
+    config = tmp_path / "c.toml"
+    config.write_text(toml)
+    code, _, err = llamactl(capsys, "--config", str(config), "fleet", "status")
+    assert (code, err) == (2, f"llamactl: {config}: {problem}\n")
+    lines = check(config)
+    assert len(lines) == 1
+    where, _, said = lines[0].partition(": ")
+    assert said == problem
+    file, _, line = where.rpartition(":")
+    assert (file, line.isdigit()) == (str(config), True)  # file:line

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from llamad.cli.parser import build_parser
 from llamad.service import common
-from llamad.service import install as service
 from llamad.service.common import ServiceError
 
 
@@ -31,12 +31,8 @@ def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    """A parser shaped like llamactl's: a global --config that sub-commands must not reset."""
-    parser = argparse.ArgumentParser(prog="llamactl")
-    parser.add_argument("--config", default=argparse.SUPPRESS)
-    parser.set_defaults(config=None)
-    service.register(parser.add_subparsers(dest="command"))
-    return parser
+    """llamactl's own parser, service commands included."""
+    return build_parser(service=True)
 
 
 def llamactl(*argv: str) -> int:

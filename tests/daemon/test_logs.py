@@ -1,0 +1,96 @@
+"""The daemon's log: one dotted event per line, and README's event table kept complete."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+from helpers import Llamad, free_port, write_config
+
+from llamad.daemon.logs import configure
+
+ROOT = Path(__file__).resolve().parents[2]
+DOTTED = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+")
+# A structlog call naming its event: `log.info("instance.exited", ...)`, over several lines.
+EMITTED = re.compile(
+    r"\.(?:debug|info|warning|error|exception|critical)\(\s*\"([a-z0-9_]+\.[a-z0-9_.]+)\""
+)
+# Emitted by the formatter for other libraries' records, not by a log call of ours.
+FROM_THE_FORMATTER = {"library.message"}
+QUIETED = ("httpx", "httpcore", "uvicorn.access", "uvicorn.error", "watchfiles")
+
+
+def readme_events() -> set[str]:
+    section = (ROOT / "README.md").read_text().split("## Events and metrics", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| `")]
+    return {name for row in rows for name in re.findall(r"`([a-z0-9_.]+)`", row.split("|")[1])}
+
+
+def source_events() -> set[str]:
+    text = "\n".join(p.read_text() for p in (ROOT / "llamad").rglob("*.py"))
+    return set(EMITTED.findall(text))
+
+
+def test_readme_table_names_every_event_and_only_those() -> None:
+    documented, emitted = readme_events(), source_events()
+    assert emitted - documented == set(), "events missing from README's table"
+    assert documented - emitted - FROM_THE_FORMATTER == set(), "README names unknown events"
+    assert all(DOTTED.fullmatch(name) for name in documented | emitted)
+
+
+@pytest.fixture
+def json_log() -> Iterator[io.StringIO]:
+    stream = io.StringIO()
+    root = logging.getLogger()
+    handlers = root.handlers[:]
+    levels = {name: logging.getLogger(name).level for name in ("", *QUIETED)}
+    configure("info", "json", stream)
+    yield stream
+    root.handlers[:] = handlers
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    structlog.reset_defaults()
+
+
+def test_library_prose_becomes_a_dotted_event(json_log: io.StringIO) -> None:
+    """uvicorn's startup prose is silenced; its warnings keep their text under `message`."""
+    logging.getLogger("uvicorn.error").info("Started server process [%d]", 42)
+    logging.getLogger("uvicorn.error").warning("Invalid HTTP request received.")
+    structlog.get_logger("llamad.test").info("instance.exited", instance="a")
+    lines = [json.loads(ln) for ln in json_log.getvalue().splitlines()]
+    assert [(ln["event"], ln.get("message")) for ln in lines] == [
+        ("library.message", "Invalid HTTP request received."),
+        ("instance.exited", None),
+    ]
+    assert lines[0]["logger"] == "uvicorn.error"
+
+
+def test_every_daemon_line_is_a_documented_dotted_event(tmp_path: Path, tiny_model: Path) -> None:
+    """A real run, stale socket included: JSON lines only, each named in README's table."""
+    cfg = write_config(
+        tmp_path / "llamad.toml",
+        {"a": {"model": tiny_model, "port": free_port()}},
+        daemon={"socket": str(tmp_path / "c.sock"), "state_dir": str(tmp_path / "state")},
+    )
+    with socket.socket(socket.AF_UNIX) as dead:
+        dead.bind(str(tmp_path / "c.sock"))  # bound, never listening: a stale socket
+    with Llamad(cfg) as d:
+        d.wait_ready()
+        d.wait_running("a")
+        d.ctl("restart", "a")
+        assert d.stop() == 0
+    raw = d.stderr_path.read_text().splitlines()
+    events = [json.loads(line) for line in raw]  # every line is JSON
+    names = {e["event"] for e in events}
+    assert names <= readme_events()
+    assert {"control.socket_replaced", "control.serving", "control.stopped"} <= names
+    (replaced,) = [e for e in events if e["event"] == "control.socket_replaced"]
+    assert replaced["path"] == str(tmp_path / "c.sock")
