@@ -92,6 +92,14 @@ def test_bad_keys_and_args_are_one_line_each_with_hints(
     assert "unknown mlx_lm.server flag '--nope'" in text
 
 
+def test_beyond_loopback_needs_allow_remote(tmp_path: Path, tiny_mlx_model: Path) -> None:
+    """No API key: like an RPC worker, it binds beyond loopback only when told to."""
+    (line,) = problems(mlx_config(tmp_path, tiny_mlx_model, host="0.0.0.0"))
+    assert "instances.m.host: 0.0.0.0 is beyond loopback and mlx_lm.server has no API key" in line
+    spec = load(mlx_config(tmp_path, tiny_mlx_model, host="0.0.0.0", allow_remote=True))
+    assert spec.instances["m"].host == "0.0.0.0"
+
+
 def test_missing_model_is_a_clear_error(tmp_path: Path) -> None:
     lines = problems(mlx_config(tmp_path, tmp_path / "nowhere"))
     assert lines == [lines[0]]

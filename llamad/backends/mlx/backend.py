@@ -21,9 +21,11 @@ from llamad.backends.mlx.tool import find_server, load_options
 from llamad.backends.probes import Prober
 from llamad.backends.spec import InstanceSpec
 from llamad.backends.values import is_number, port_number
+from llamad.common.hosts import is_loopback
 
 KIND = "mlx"
 _NO_KEY = "mlx_lm.server has no API key: remove it and bind the server to loopback"
+_REMOTE = "mlx_lm.server has no API key; set allow_remote = true only on a private network"
 
 
 class Mlx:
@@ -52,6 +54,9 @@ class Mlx:
         host = str(keys.pop("host", "127.0.0.1"))
         if host.endswith(".sock"):
             problem(("host",), "unix-socket hosts are not supported; use an address")
+        elif not is_loopback(host) and keys.pop("allow_remote", False) is not True:
+            problem(("host",), f"{host} is beyond loopback and {_REMOTE}")
+        keys.pop("allow_remote", None)
         for key in ("api_key", "api_key_file"):
             if keys.pop(key, None) is not None:
                 problem((key,), _NO_KEY)
