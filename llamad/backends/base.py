@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from llamad.backends.probes import Health, Prober
 from llamad.backends.spec import InstanceSpec
+from llamad.lifecycle.states import Knobs
 
 # Reports a problem with the keys under the instance's table, e.g. (("port",), "is required").
 Problem = Callable[[tuple[str, ...], str], None]
@@ -82,8 +83,9 @@ class Backend(Protocol):
         names to addresses found just now (RPC heads)."""
         ...
 
-    def probe(self, spec: InstanceSpec, prober: Prober) -> ProbeFn:
-        """How to ask a running instance whether it is healthy."""
+    def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
+        """How to ask a running instance whether it is healthy; `knobs` gives its current
+        `[supervise]` settings (a reload changes them without a restart)."""
         ...
 
     def watched(self, spec: InstanceSpec) -> tuple[Path, ...]:

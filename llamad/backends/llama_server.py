@@ -7,7 +7,7 @@ llama.cpp brings new options without a llamad release.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from llamad.backends.catalog_cache import load_catalog
 from llamad.backends.probes import Prober, server_url
 from llamad.backends.spec import InstanceSpec
 from llamad.backends.values import is_number, port_number
+from llamad.lifecycle.states import Knobs
 
 KIND = "llama-server"
 _MODEL_SOURCES = (
@@ -106,7 +107,7 @@ class LlamaServer:
             settings["LLAMA_ARG_RPC"] = ",".join(filter(None, servers))
         return [str(tool.path), *spec.args], settings
 
-    def probe(self, spec: InstanceSpec, prober: Prober) -> ProbeFn:
+    def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
         """GET /health: 503 while loading, 200 once ready."""
         url = server_url(spec.probe_host, spec.port)
         return lambda timeout: prober.probe(url, timeout)

@@ -219,7 +219,7 @@ class Instance:
         )
         probes = self._helper(
             watch_health(
-                self.runtime.probe_for(self.spec),
+                self.runtime.probe_for(self.spec, lambda: self.spec.knobs),
                 lambda: self.spec.knobs,
                 lambda health, phase: self._report(child.pid, health, phase),
             ),

@@ -13,6 +13,7 @@ from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
 from llamad.common.childenv import child_env
 from llamad.fleet.remote_workers import Found, RemoteWorkers
+from llamad.lifecycle.states import Knobs
 from llamad.supervise.childlog import ChildLog
 from llamad.supervise.orphans import ChildRegistry
 from llamad.supervise.process import Child, ExitInfo, model_problem, port_problem
@@ -84,6 +85,8 @@ class Runtime:
             return port_problem(spec.host, spec.port) or "port in use"
         return info.describe()
 
-    def probe_for(self, spec: InstanceSpec) -> Callable[[float], Awaitable[Health]]:
+    def probe_for(
+        self, spec: InstanceSpec, knobs: Callable[[], Knobs]
+    ) -> Callable[[float], Awaitable[Health]]:
         """`probe(timeout)` for `spec`, as its backend asks (GET /health, a TCP connect...)."""
-        return backend_for(spec.kind).probe(spec, self.prober)
+        return backend_for(spec.kind).probe(spec, self.prober, knobs)

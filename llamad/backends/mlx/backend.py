@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from llamad.backends.probes import Prober
 from llamad.backends.spec import InstanceSpec
 from llamad.backends.values import is_number, port_number
 from llamad.common.hosts import is_loopback
+from llamad.lifecycle.states import Knobs
 
 KIND = "mlx"
 _NO_KEY = "mlx_lm.server has no API key: remove it and bind the server to loopback"
@@ -94,9 +95,9 @@ class Mlx:
         where = ["--model", str(spec.model), "--host", spec.host, "--port", str(spec.port)]
         return [str(tool.path), *where, *spec.args], settings
 
-    def probe(self, spec: InstanceSpec, prober: Prober) -> ProbeFn:
+    def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
         """`/health` plus one-token completions (probe.py says why)."""
-        return DeepProbe(spec, prober)
+        return DeepProbe(spec, prober, knobs)
 
     def watched(self, spec: InstanceSpec) -> tuple[Path, ...]:
         """The model's config.json and weights, unless `watch_model = false`."""

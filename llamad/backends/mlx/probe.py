@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 
 from llamad.backends.probes import Health, Prober, server_url
 from llamad.backends.spec import InstanceSpec
+from llamad.lifecycle.states import Knobs
 
 # No `model`: the server then uses the one it was started with ("default_model").
 _ONE_TOKEN = json.dumps({"prompt": "Hi", "max_tokens": 1, "temperature": 0}).encode()
@@ -22,9 +24,9 @@ _ONE_TOKEN = json.dumps({"prompt": "Hi", "max_tokens": 1, "temperature": 0}).enc
 class DeepProbe:
     """`probe(timeout)` for one mlx_lm.server process; remembers when it last generated."""
 
-    def __init__(self, spec: InstanceSpec, prober: Prober) -> None:
+    def __init__(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> None:
         self._prober = prober
-        self._knobs = spec.knobs
+        self._knobs = knobs
         self._health = server_url(spec.probe_host, spec.port)
         self._complete = server_url(spec.probe_host, spec.port, "/v1/completions")
         self._ready = False
@@ -40,7 +42,7 @@ class DeepProbe:
         if not health.ok or not self._due():
             return health
         deep = await self._prober.request(
-            "POST", self._complete, self._knobs.deep_probe_timeout, _ONE_TOKEN
+            "POST", self._complete, self._knobs().deep_probe_timeout, _ONE_TOKEN
         )
         self._last_deep = time.monotonic()
         # A failed completion is retried on every probe until one succeeds, so that the
@@ -54,5 +56,5 @@ class DeepProbe:
     def _due(self) -> bool:
         if not self._ready or self._failing:
             return True
-        every = self._knobs.deep_probe_interval
+        every = self._knobs().deep_probe_interval
         return every > 0 and time.monotonic() - self._last_deep >= every
