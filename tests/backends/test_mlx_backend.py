@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from helpers import free_port, write_config
 
 from llamad.backends.mlx.model import resolve_model
 from llamad.backends.mlx.options import parse_help
+from llamad.backends.mlx.requests import pin_model
 from llamad.backends.mlx.tool import find_server, load_options
 from llamad.backends.registry import backend_for
 from llamad.config.load import ConfigError, Resolved, load
@@ -134,6 +136,14 @@ def test_repo_id_must_be_in_the_local_cache(
     spec = load(mlx_config(tmp_path, "mlx-community/Tiny-4bit")).instances["m"]
     assert spec.model == model.directory
     assert dict(spec.settings)["HF_HUB_CACHE"] == str(cache)
+
+
+def test_a_proxied_body_cannot_switch_the_model() -> None:
+    """The gateway pins `model` (a client's would make the server load another one)."""
+    body = json.dumps({"model": "org/Other", "draft_model": "x", "adapters": "y", "n": 1})
+    assert json.loads(pin_model(body.encode())) == {"model": "default_model", "n": 1}
+    assert pin_model(b"not json") == b"not json"
+    assert pin_model(b"[1]") == b"[1]"
 
 
 def test_parse_help_reads_argparse_rows() -> None:

@@ -17,6 +17,7 @@ from llamad.backends.base import ProbeFn, Problem, ResolveContext, Tool
 from llamad.backends.mlx.model import WEIGHTS, hub_cache, resolve_model
 from llamad.backends.mlx.options import RESERVED, MlxOptions, render_flag
 from llamad.backends.mlx.probe import DeepProbe
+from llamad.backends.mlx.requests import pin_model
 from llamad.backends.mlx.tool import find_server, load_options
 from llamad.backends.probes import Prober
 from llamad.backends.spec import InstanceSpec
@@ -35,6 +36,7 @@ class Mlx:
     kind = KIND
     executable_key = "mlx_server"
     order = 1
+    serves_http = True  # OpenAI-compatible: the gateway may route to it
 
     def find(self, configured: str | None) -> Path:
         """`[daemon] mlx_server`, else PATH, else beside llamad's own Python."""
@@ -98,6 +100,10 @@ class Mlx:
     def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
         """`/health` plus one-token completions (probe.py says why)."""
         return DeepProbe(spec, prober, knobs)
+
+    def request_body(self, spec: InstanceSpec, body: bytes) -> bytes:
+        """A proxied request's body, with the model pinned to the instance's own."""
+        return pin_model(body)
 
     def watched(self, spec: InstanceSpec) -> tuple[Path, ...]:
         """The model's config.json and weights, unless `watch_model = false`."""
