@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 from helpers import free_port, write_config
 
-from llamad.backends.mlx.model import resolve_model
+from llamad.backends.mlx.model import pin_model, resolve_model
 from llamad.backends.mlx.options import parse_help
-from llamad.backends.mlx.requests import pin_model
 from llamad.backends.mlx.tool import find_server, load_options
 from llamad.backends.registry import backend_for
 from llamad.config.load import ConfigError, Resolved, load

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from llamad.backends.base import ProbeFn, Problem, ResolveContext, Tool
-from llamad.backends.mlx.model import WEIGHTS, hub_cache, resolve_model
+from llamad.backends.mlx.model import WEIGHTS, hub_cache, pin_model, resolve_model
 from llamad.backends.mlx.options import RESERVED, MlxOptions, render_flag
 from llamad.backends.mlx.probe import DeepProbe
-from llamad.backends.mlx.requests import pin_model
 from llamad.backends.mlx.tool import find_server, load_options
 from llamad.backends.probes import Prober
 from llamad.backends.spec import InstanceSpec

@@ -1,11 +1,16 @@
-"""Where an MLX model is: a local directory, or a Hugging Face repo id already cached.
+"""Where an MLX model is (a local directory, or a Hugging Face repo id already cached),
+and keeping requests on it.
 
 mlx_lm.server would download a repo id it lacks; llamad runs it with HF_HUB_OFFLINE=1 and
-checks here, before starting, that the model resolves locally.
+checks here, before starting, that the model resolves locally. It also loads whatever a
+request names in `model`, `draft_model` or `adapters`, for every client, so a proxy pins
+`model` to "default_model" (the server's own name for the model on its command line)
+and drops the other two.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -13,6 +18,8 @@ from pathlib import Path
 
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 WEIGHTS = ("*.safetensors",)
+DEFAULT_MODEL = "default_model"
+_SWITCHING = ("draft_model", "adapters")
 
 
 @dataclass(frozen=True)
@@ -79,3 +86,18 @@ def _check_files(directory: Path) -> None:
         raise ValueError(f"not an MLX model: {directory} has no config.json")
     if not any(next(directory.glob(g), None) for g in WEIGHTS):
         raise ValueError(f"not an MLX model: {directory} has no *.safetensors weights")
+
+
+def pin_model(body: bytes) -> bytes:
+    """`body` with `model` pinned and the model-switching fields dropped; a body that is
+    not a JSON object is passed on unchanged (the server answers it with its own error)."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(doc, dict):
+        return body
+    doc["model"] = DEFAULT_MODEL
+    for key in _SWITCHING:
+        doc.pop(key, None)
+    return json.dumps(doc).encode()

@@ -56,9 +56,12 @@ def package_version(path: Path) -> str:
             first = script.readline(512).decode("utf-8", "replace")
     except OSError:
         return "unknown"
-    python = first[2:].strip().split(" ")[0] if first.startswith("#!") else ""
-    if not python:
+    words = first[2:].split() if first.startswith("#!") else []
+    if words[:1] and Path(words[0]).name == "env":
+        words = words[1:]  # `#!/usr/bin/env python3`
+    if not words:
         return "unknown"  # not a pip entry script; the options still work
+    python = words[0]
     try:
         done = subprocess.run(
             [python, "-c", _VERSION_CODE],
