@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from helpers import free_port, write_config
 
 from llamad.backends.mlx.model import pin_model, resolve_model
 from llamad.backends.mlx.options import parse_help
-from llamad.backends.mlx.tool import find_server, load_options
+from llamad.backends.mlx.tool import find_server, load_options, package_version
 from llamad.backends.registry import backend_for
 from llamad.config.load import ConfigError, Resolved, load
 
@@ -135,6 +136,15 @@ def test_repo_id_must_be_in_the_local_cache(
     spec = load(mlx_config(tmp_path, "mlx-community/Tiny-4bit")).instances["m"]
     assert spec.model == model.directory
     assert dict(spec.settings)["HF_HUB_CACHE"] == str(cache)
+
+
+def test_version_is_read_from_the_scripts_interpreter(tmp_path: Path) -> None:
+    """The mlx-lm version comes from the Python named on the `#!` line, without MLX."""
+    script = tmp_path / "mlx_lm.server"
+    script.write_text(f"#!/usr/bin/env {sys.executable}\n")
+    assert package_version(script) == importlib.metadata.version("mlx-lm")
+    script.write_text("echo not python\n")
+    assert package_version(script) == "unknown"
 
 
 def test_a_proxied_body_cannot_switch_the_model() -> None:
