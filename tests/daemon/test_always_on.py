@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -102,6 +103,9 @@ def test_leftover_children_in_state_file_are_reaped(
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    # Reap it as soon as it dies, as init would: a zombie left to this test looks alive
+    # to the daemon's wait for its leftovers.
+    threading.Thread(target=orphan.wait, daemon=True).start()
     try:
         wait_for(lambda: health(port) == 200, 10, "orphan serving")
         state = tmp_path / "state"
