@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -22,16 +23,27 @@ from llamad.client.http import Client, ClientError
 FAKE_SERVER = Path(__file__).with_name("fake_llama_server.py")
 
 
+def _expired(began: float, timeout: float, what: str) -> None:
+    if time.monotonic() - began > timeout:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
 def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
     """Poll `cond` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    began = time.monotonic()
+    while not (value := cond()):
+        _expired(began, timeout, what)
         time.sleep(0.02)
+    return value
+
+
+async def until(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """`wait_for` for a test on the event loop: poll `cond` without blocking the loop."""
+    began = time.monotonic()
+    while not (value := cond()):
+        _expired(began, timeout, what)
+        await asyncio.sleep(0.02)
+    return value
 
 
 def free_port() -> int:

@@ -15,19 +15,25 @@ from llamad.common.clock import utcnow
 from llamad.config.load import ConfigError
 from llamad.lifecycle.states import Event, Restart, Start, State, Stop
 from llamad.supervise.instance import Instance
-from llamad.supervise.reload import Reloader
+from llamad.supervise.state import DaemonState
 
 _STARTED = (State.RUNNING, State.FAILED)
 _STOPPED = (State.STOPPED, State.FAILED)
 
 
 class DaemonController:
-    """Implements `control.Controller` over the supervisor; also owns config reloads."""
+    """Implements `control.Controller` over the daemon state; `reload` applies the file."""
 
-    def __init__(self, reloader: Reloader, metrics: Callable[[], Awaitable[bytes]]) -> None:
-        self.reloader = reloader
+    def __init__(
+        self,
+        state: DaemonState,
+        reload: Callable[[], Awaitable[dict[str, Any]]],
+        metrics: Callable[[], Awaitable[bytes]],
+    ) -> None:
+        self.state = state
+        self._reload = reload
         self._metrics = metrics
-        self.supervisor = reloader.supervisor
+        self.supervisor = state.supervisor
         self.started_at = utcnow()
         self._t0 = time.monotonic()
         self._facts = ProcessFacts()
@@ -36,7 +42,7 @@ class DaemonController:
 
     def status(self) -> dict[str, Any]:
         """The whole status document."""
-        r = self.reloader.resolved
+        r = self.state.resolved
         llama = r.llama_server
         insts = list(self.supervisor.instances.values())
         self._facts.forget_except({i.child.pid for i in insts if i.child is not None})
@@ -45,7 +51,7 @@ class DaemonController:
                 "pid": os.getpid(),
                 "version": __version__,
                 "config_path": str(r.path),
-                "config_error": self.reloader.config_error,
+                "config_error": self.state.config_error,
                 "started_at": self.started_at,
                 "uptime_s": round(time.monotonic() - self._t0, 3),
                 "llama_server": str(llama.path) if llama else None,
@@ -108,6 +114,6 @@ class DaemonController:
     async def reload(self) -> dict[str, Any]:
         """Re-read the config file and apply what changed; an invalid file changes nothing."""
         try:
-            return await self.reloader.reload()
+            return await self._reload()
         except ConfigError as exc:
             raise InvalidConfig("\n".join(exc.lines)) from None

@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector
 from llamad import __version__
 from llamad.backends.probes import Health, server_url
 from llamad.lifecycle.states import State
-from llamad.supervise.reload import Reloader
+from llamad.supervise.state import DaemonState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -35,8 +35,8 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 class Metrics:
     """The daemon's registry: one per daemon, so tests can run several side by side."""
 
-    def __init__(self, reloader: Reloader) -> None:
-        self.reloader = reloader
+    def __init__(self, state: DaemonState) -> None:
+        self.state = state
         self.registry = CollectorRegistry()
         self.probe_seconds = Histogram(
             "llamad_health_probe_seconds",
@@ -45,7 +45,7 @@ class Metrics:
             buckets=_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(_Live(reloader))
+        self.registry.register(_Live(state))
 
     def observe_probe(self, name: str, health: Health) -> None:
         """Record one probe's latency (the instance's probe hook)."""
@@ -54,7 +54,7 @@ class Metrics:
     async def render(self, client: httpx.AsyncClient | None = None) -> bytes:
         """The exposition text; with a client and the option on, instances' own metrics too."""
         own = generate_latest(self.registry)
-        if client is None or not self.reloader.resolved.daemon.reexport_metrics:
+        if client is None or not self.state.resolved.daemon.reexport_metrics:
             return own
         names = self._exporters()
         texts = await asyncio.gather(*(self._fetch(client, n) for n in names))
@@ -63,7 +63,7 @@ class Metrics:
         return own + generate_latest(extra)
 
     def _exporters(self) -> list[str]:
-        insts = self.reloader.supervisor.instances.values()
+        insts = self.state.supervisor.instances.values()
         return sorted(
             i.spec.name
             for i in insts
@@ -72,7 +72,7 @@ class Metrics:
         )
 
     async def _fetch(self, client: httpx.AsyncClient, name: str) -> str:
-        spec = self.reloader.supervisor.instances[name].spec
+        spec = self.state.supervisor.instances[name].spec
         headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
         try:
             url = server_url(spec.probe_host, spec.port, "/metrics")
@@ -85,11 +85,11 @@ class Metrics:
 class _Live(Collector):
     """Per-instance and daemon metrics, read from the supervisor at scrape time."""
 
-    def __init__(self, reloader: Reloader) -> None:
-        self.reloader = reloader
+    def __init__(self, state: DaemonState) -> None:
+        self.state = state
 
     def collect(self) -> Iterator[Metric]:
-        r = self.reloader
+        r = self.state
         up = GaugeMetricFamily(
             "llamad_instance_up", "1 when running and healthy.", labels=["instance"]
         )

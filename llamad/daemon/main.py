@@ -24,11 +24,14 @@ from llamad.common.unixsock import SocketInUse, bind_unix
 from llamad.config.load import Resolved, load
 from llamad.config.schema import ConfigError
 from llamad.daemon import logs
+from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.lock import AlreadyRunning, DaemonLock
 from llamad.daemon.notify import Notifier
 from llamad.fleet.remote_workers import RemoteWorkers
+from llamad.supervise.hooks import ProbeFeed
 from llamad.supervise.orphans import ChildRegistry
 from llamad.supervise.runtime import Runtime
+from llamad.supervise.state import DaemonState
 from llamad.supervise.supervisor import Supervisor
 
 log = structlog.get_logger("llamad.daemon")
@@ -64,10 +67,13 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
             registry=registry,
             remote=RemoteWorkers(resolved.peers),
         )
-        supervisor = Supervisor(runtime)
+        probes = ProbeFeed()
+        supervisor = Supervisor(runtime, observe_probe=probes)
+        state = DaemonState(resolved, supervisor, probes)
         signals = _SignalHandlers(trigger, supervisor)
         try:
             async with asyncio.TaskGroup() as group:
+                guard = ServiceGuard(group, services_stop, trigger)
                 group.create_task(supervisor.run(), name="supervisor")
                 await supervisor.apply(resolved.instances)
                 # The web stack loads after the first readiness polls (a small model is
@@ -78,7 +84,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
                     importlib.import_module, "llamad.daemon.services"
                 )
                 reloader = await services.start(
-                    group, resolved, supervisor, client, control_socket, services_stop, notifier
+                    guard, state, client, control_socket, services_stop, notifier
                 )
                 signals.on_hangup(reloader.request)
                 notifier.ready()
@@ -97,8 +103,10 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
         finally:
             signals.remove()
             control_socket.close()
-    log.info("daemon.stopped", exit_code=EXIT_OK)
-    return EXIT_OK
+    # A service that ended the daemon: exit non-zero so launchd or systemd starts it again.
+    code = EXIT_OK if guard.failed is None else EXIT_FATAL
+    log.info("daemon.stopped", exit_code=code)
+    return code
 
 
 class _SignalHandlers:

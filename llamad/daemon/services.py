@@ -18,42 +18,46 @@ from llamad.api.controller import DaemonController
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_remote
 from llamad.api.uds import serve_unix
-from llamad.config.load import Resolved
+from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.supervise.reload import Reloader
+from llamad.supervise.state import DaemonState
 from llamad.supervise.supervisor import Supervisor
 
 
 async def start(
-    group: asyncio.TaskGroup,
-    resolved: Resolved,
-    supervisor: Supervisor,
+    guard: ServiceGuard,
+    state: DaemonState,
     client: httpx.AsyncClient,
     control_socket: socket.socket,
     stop: asyncio.Event,
     notifier: Notifier,
 ) -> Reloader:
-    """Start every service in `group`; returns once the control socket is served."""
+    """Start every service under `guard`; returns once the control socket is served."""
+    resolved, supervisor = state.resolved, state.supervisor
     d = resolved.daemon
-    reloader = Reloader(resolved, supervisor)
-    metrics = Metrics(reloader)
-    supervisor.runtime.observe_probe = metrics.observe_probe
-    controller = DaemonController(reloader, lambda: metrics.render(client))
+    reloader = Reloader(state)
+    metrics = Metrics(state)
+    state.probes.listen(metrics.observe_probe)
+    controller = DaemonController(state, reloader.reload, lambda: metrics.render(client))
     app = create_app(controller, shutdown=stop)
     bound = asyncio.Event()
-    control = group.create_task(
-        serve_unix(app, d.socket, stop, on_bound=bound.set, sock=control_socket), name="control"
+    # Without its control socket the daemon cannot be managed: that failure ends it.
+    control = guard.start(
+        "control",
+        lambda: serve_unix(app, d.socket, stop, on_bound=bound.set, sock=control_socket),
+        retry=False,
     )
     waiter = asyncio.ensure_future(bound.wait())
     await asyncio.wait({waiter, control}, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
-    group.create_task(reloader.run(stop), name="reload")
-    if d.remote is not None:  # fleet: the same app on TCP with tokens, and mDNS
-        tcp = serve_remote(app, d.remote, stop, resolved.llama_server_version)
-        group.create_task(tcp, name="remote")
-    group.create_task(watchdog_loop(notifier, stop), name="watchdog")
+    guard.start("reload", lambda: reloader.run(stop), retry=True)
+    if (remote := d.remote) is not None:  # fleet: the same app on TCP with tokens, and mDNS
+        version = resolved.llama_server_version
+        guard.start("remote", lambda: serve_remote(app, remote, stop, version), retry=True)
+    guard.start("watchdog", lambda: watchdog_loop(notifier, stop), retry=True)
     if notifier.enabled:
-        group.create_task(_report_counts(notifier, supervisor, stop), name="sd-status")
+        guard.start("sd-status", lambda: _report_counts(notifier, supervisor, stop), retry=True)
     return reloader
 
 

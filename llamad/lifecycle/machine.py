@@ -12,6 +12,7 @@ from dataclasses import replace
 from llamad.lifecycle.states import (
     Action,
     Arm,
+    AwaitWorkers,
     Event,
     Exited,
     Failed,
@@ -29,7 +30,10 @@ from llamad.lifecycle.states import (
     Start,
     State,
     Stop,
+    StopWaiting,
     Timer,
+    WorkersMissing,
+    WorkersReady,
 )
 
 Step = tuple[Record, list[Action]]
@@ -56,7 +60,10 @@ def _arm(rec: Record, delay: float) -> tuple[Record, Arm]:
 
 
 def _spawn(rec: Record, knobs: Knobs) -> Step:
-    rec, arm = _arm(replace(rec, state=State.STARTING, pid=None), knobs.start_timeout)
+    # The deadline is armed afresh for every launch, so a head that waited for its
+    # workers still gets the whole start_timeout to load.
+    rec = replace(rec, state=State.STARTING, pid=None, killed=False, waiting_for=())
+    rec, arm = _arm(rec, knobs.start_timeout)
     return rec, [Spawn(), arm]
 
 
@@ -64,6 +71,11 @@ def _fresh_start(rec: Record, knobs: Knobs) -> Step:
     """A person asked for a start: forget past failures, including the flap guard's."""
     rec = replace(rec, failures=0, restart_times=(), probe_failures=0, error=None)
     return _spawn(replace(rec, then=State.STOPPED), knobs)
+
+
+def _gone(rec: Record) -> Record:
+    """The process is gone: forget it, and that we killed it."""
+    return replace(rec, pid=None, killed=False)
 
 
 def _terminate(rec: Record, knobs: Knobs, then: State) -> Step:
@@ -88,7 +100,7 @@ def _retry(
         error = (
             f"{reason}; gave up after {knobs.max_restarts} restarts in {knobs.restart_window:g}s"
         )
-        rec = replace(rec, state=State.FAILED, pid=None, restart_times=recent, error=error)
+        rec = replace(_gone(rec), state=State.FAILED, restart_times=recent, error=error)
         return rec, [Failed(reason=error)]
     rec = replace(rec, restart_times=(*recent, now), restarts=rec.restarts + 1, error=reason)
     attempt = len(rec.restart_times)
@@ -119,31 +131,45 @@ def _starting(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float
             return replace(rec, pid=pid), []
         case SpawnFailed(reason=reason):
             # STARTING -> BACKOFF/FAILED
-            rec = replace(rec, failures=rec.failures + 1, pid=None)
+            rec = replace(_gone(rec), failures=rec.failures + 1)
             return _retry(rec, now, knobs, jitter, reason, immediate=False)
+        case WorkersMissing(names=names) if rec.pid is None and not rec.waiting_for:
+            # STARTING -> STARTING (waiting): the launch waits until the workers are ready.
+            return replace(rec, waiting_for=names), [AwaitWorkers()]
+        case WorkersReady() if rec.waiting_for:
+            # STARTING (waiting) -> STARTING: launch now, with a fresh start deadline.
+            return _spawn(rec, knobs)
         case Ready():
             # STARTING -> RUNNING: a healthy server wipes the slate of consecutive failures.
             return replace(rec, state=State.RUNNING, failures=0, probe_failures=0, error=None), []
-        case ProbeFailed(reason=detail, fatal=True):
+        case ProbeFailed(reason=detail, fatal=True) if not rec.killed:
             # STARTING -> STARTING: the server gave up while loading; the kill's Exited retries.
-            return replace(rec, probe_failures=1, error=f"unhealthy: {detail}"), [Signal("KILL")]
+            return replace(rec, error=f"unhealthy: {detail}", killed=True), [Signal("KILL")]
         case Exited(reason=detail):
             # STARTING -> BACKOFF/FAILED; a start deadline or fatal probe we enforced outranks
             # the exit status.
-            ours = rec.error == timeout_error or rec.probe_failures > 0
-            reason = _because(rec.error if ours else None, detail, "exited while starting")
-            rec = replace(rec, failures=rec.failures + 1, pid=None, probe_failures=0)
+            reason = _because(rec.error if rec.killed else None, detail, "exited while starting")
+            rec = replace(_gone(rec), failures=rec.failures + 1)
             return _retry(rec, now, knobs, jitter, reason, immediate=False)
+        case Timer() if rec.waiting_for:
+            # STARTING (waiting) -> BACKOFF/FAILED: workers that never come count as a failed
+            # start, so the flap guard ends an endless wait as it ends a crash loop.
+            missing = ", ".join(rec.waiting_for)
+            reason = f"rpc workers not ready within {knobs.start_timeout:g}s: {missing}"
+            rec = replace(rec, failures=rec.failures + 1, waiting_for=())
+            rec, then = _retry(rec, now, knobs, jitter, reason, immediate=False)
+            return rec, [StopWaiting(), *then]
         case Timer() if rec.pid is None:
             # STARTING -> BACKOFF/FAILED: the launch never reported back, so no Exited will come.
             rec = replace(rec, failures=rec.failures + 1)
             return _retry(rec, now, knobs, jitter, timeout_error, immediate=False)
         case Timer():
             # STARTING -> STARTING: the Exited that the kill causes does the retry.
-            return replace(rec, error=timeout_error), [Signal("KILL")]
+            return replace(rec, error=timeout_error, killed=True), [Signal("KILL")]
         case Stop() if rec.pid is None:
-            # STARTING -> STOPPED: nothing to signal.
-            return replace(rec, state=State.STOPPED, error=None), []
+            # STARTING -> STOPPED: nothing to signal; a waiting head stops waiting.
+            unwait: list[Action] = [StopWaiting()] if rec.waiting_for else []
+            return replace(rec, state=State.STOPPED, error=None, waiting_for=()), unwait
         case Stop():
             # STARTING -> STOPPING
             return _terminate(rec, knobs, then=State.STOPPED)
@@ -161,17 +187,18 @@ def _running(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float)
             if fatal:  # one is enough, unless the kill is already under way
                 n = max(n, knobs.unhealthy_after)
             rec = replace(rec, probe_failures=n)
-            if n != knobs.unhealthy_after:
+            # `>=`: unhealthy_after may be lowered mid-streak, and the kill must still come.
+            if n < knobs.unhealthy_after or rec.killed:
                 # RUNNING -> RUNNING: not yet unhealthy, or already killed and awaiting Exited.
                 return rec, []
             # RUNNING -> RUNNING: a hung server is not trusted to stop gracefully.
             count = "fatal probe" if fatal else f"{n} failed probes"
             error = f"unhealthy: {count}" + (f" ({detail})" if detail else "")
-            return replace(rec, error=error), [Signal("KILL")]
+            return replace(rec, error=error, killed=True), [Signal("KILL")]
         case Exited(reason=detail):
             # RUNNING -> STARTING/FAILED: a crash after a healthy run restarts at once.
-            reason = _because(rec.error, detail, "exited")
-            rec = replace(rec, pid=None, probe_failures=0, failures=0)
+            reason = _because(rec.error if rec.killed else None, detail, "exited")
+            rec = replace(_gone(rec), probe_failures=0, failures=0)
             return _retry(rec, now, knobs, jitter, reason, immediate=True)
         case Stop():
             # RUNNING -> STOPPING
@@ -199,7 +226,7 @@ def _backoff(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float)
 def _stopping(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) -> Step:
     match event:
         case Exited():
-            then, rec = rec.then, replace(rec, pid=None, then=State.STOPPED, error=None)
+            then, rec = rec.then, replace(_gone(rec), then=State.STOPPED, error=None)
             if then is State.STARTING:
                 # STOPPING -> STARTING: a requested restart is a fresh run, not a failure.
                 return _spawn(replace(rec, failures=0, probe_failures=0), knobs)
@@ -207,7 +234,7 @@ def _stopping(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float
             return replace(rec, state=State.STOPPED), []
         case Timer():
             # STOPPING -> STOPPING: stop_timeout passed without an exit; force it.
-            return rec, [Signal("KILL")]
+            return replace(rec, killed=True), [Signal("KILL")]
         case Start() | Restart():
             # STOPPING -> STOPPING: start again once the old process is gone.
             return replace(rec, then=State.STARTING), []

@@ -55,6 +55,12 @@ class Record:
     # Every automatic restart since the daemon started (status `restarts`).
     restarts: int = 0
     probe_failures: int = 0
+    # True once we SIGKILLed the current process (start deadline, hung server): the exit
+    # that follows is ours, and `error` says why. Cleared with the pid.
+    killed: bool = False
+    # An RPC head's workers that were not ready when it was due to launch; while this is
+    # not empty the head is STARTING without a process, and a waiter watches for them.
+    waiting_for: tuple[str, ...] = ()
     # Where STOPPING leads once the process has exited: STOPPED or STARTING.
     then: State = State.STOPPED
     # Token of the one armed timer; a Timer event with another token is stale.
@@ -92,6 +98,18 @@ class SpawnFailed:
     """The process could not be launched (port taken, model missing, exec error)."""
 
     reason: str
+
+
+@dataclass(frozen=True)
+class WorkersMissing:
+    """The launch was put off: these RPC workers are not ready yet."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class WorkersReady:
+    """The workers a waiting head named are ready (remote ones: found running)."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +152,18 @@ class Timer:
 
 
 Event = (
-    Start | Stop | Restart | Spawned | SpawnFailed | Exited | Ready | ProbeOk | ProbeFailed | Timer
+    Start
+    | Stop
+    | Restart
+    | Spawned
+    | SpawnFailed
+    | WorkersMissing
+    | WorkersReady
+    | Exited
+    | Ready
+    | ProbeOk
+    | ProbeFailed
+    | Timer
 )
 
 
@@ -144,6 +173,16 @@ Event = (
 @dataclass(frozen=True)
 class Spawn:
     """Launch the process; the result comes back as Spawned or SpawnFailed."""
+
+
+@dataclass(frozen=True)
+class AwaitWorkers:
+    """Watch for the workers in `record.waiting_for`; deliver WorkersReady once they are."""
+
+
+@dataclass(frozen=True)
+class StopWaiting:
+    """Stop watching for workers: the head is no longer waiting to launch."""
 
 
 @dataclass(frozen=True)
@@ -177,4 +216,4 @@ class Failed:
     reason: str
 
 
-Action = Spawn | Signal | Arm | RestartScheduled | Failed
+Action = Spawn | AwaitWorkers | StopWaiting | Signal | Arm | RestartScheduled | Failed

@@ -19,6 +19,7 @@ from llamad.lifecycle.machine import step
 from llamad.lifecycle.states import (
     Action,
     Arm,
+    AwaitWorkers,
     Event,
     Exited,
     Failed,
@@ -33,36 +34,34 @@ from llamad.lifecycle.states import (
     SpawnFailed,
     State,
     Stop,
+    StopWaiting,
     Timer,
+    WorkersMissing,
+    WorkersReady,
 )
+from llamad.supervise.hooks import InstanceHooks
 from llamad.supervise.process import Child, ExitInfo
 from llamad.supervise.runtime import Runtime
 
 log = structlog.get_logger("llamad.instance")
 
 
-class _SpawnNow:
-    """Private event: the workers an RPC head waited for are ready (remote ones: found)."""
-
-    def __init__(self, remote: Found) -> None:
-        self.remote = remote
-
-
 class Instance:
     """A llama-server the daemon keeps running; `run()` is its task."""
 
-    def __init__(self, spec: InstanceSpec, runtime: Runtime) -> None:
+    def __init__(self, spec: InstanceSpec, runtime: Runtime, hooks: InstanceHooks) -> None:
         self.spec = spec
         self.runtime = runtime
+        self.hooks = hooks
         self.record = Record()
         self.child: Child | None = None
         self.health: Health | None = None
         self.last_exit: ExitInfo | None = None
         self.log = runtime.open_log(spec)
-        self._queue: asyncio.Queue[tuple[Event | _SpawnNow, asyncio.Future[None] | None]] = (
-            asyncio.Queue()
-        )
+        self._queue: asyncio.Queue[tuple[Event, asyncio.Future[None] | None]] = asyncio.Queue()
         self._waiter: asyncio.Task[None] | None = None
+        # The remote workers the waiter found running, for the launch it unblocked.
+        self._found: Found | None = None
         self._followups: deque[Event] = deque()
         self._timer: asyncio.TimerHandle | None = None
         self._helpers: set[asyncio.Task[None]] = set()
@@ -110,11 +109,7 @@ class Instance:
         try:
             while not (self._closing and self.record.state is State.STOPPED):
                 event, done = await self._queue.get()
-                if isinstance(event, _SpawnNow):
-                    if self.record.state is State.STARTING and self.record.pid is None:
-                        await self._spawn(event.remote)
-                else:
-                    await self._handle(event)
+                await self._handle(event)
                 while self._followups:
                     await self._handle(self._followups.popleft())
                 if done is not None and not done.done():
@@ -152,6 +147,12 @@ class Instance:
         match action:
             case Spawn():
                 await self._spawn()
+            case AwaitWorkers():
+                self.log.mark(f"waiting for rpc workers: {', '.join(self.record.waiting_for)}")
+                self._stop_waiting()
+                self._waiter = self._helper(self._await_workers(), f"await-{self.spec.name}")
+            case StopWaiting():
+                self._stop_waiting()
             case Signal(name=name):
                 if self.child is not None:
                     self.child.signal(name)
@@ -169,6 +170,12 @@ class Instance:
             case Failed(reason=reason):
                 log.error("instance.failed", instance=self.spec.name, reason=reason)
 
+    def _stop_waiting(self) -> None:
+        if self._waiter is not None:
+            self._waiter.cancel()
+            self._waiter = None
+        self._found = None
+
     def _disarm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -176,19 +183,19 @@ class Instance:
 
     # Process ---------------------------------------------------------------------
 
-    async def _spawn(self, remote: Found | None = None) -> None:
+    async def _spawn(self) -> None:
         spec = self.spec
         if self.child is not None:
             return
-        waiting = self.runtime.not_ready(spec.workers)
+        remote, self._found = self._found, None
         if remote is not None and list(remote) != [f"{p}/{w}" for p, w in spec.remote_workers]:
             remote = None  # found for the spec before a reload: look again
+        missing = self.hooks.not_ready(spec.workers)
         # Remote workers are only known running from a waiter's fresh look (`remote`).
-        if waiting or (spec.remote_workers and remote is None):
-            if self._waiter is None or self._waiter.done():
-                if waiting:
-                    self.log.mark(f"waiting for rpc workers: {', '.join(waiting)}")
-                self._waiter = self._helper(self._await_workers(), f"await-{spec.name}")
+        if spec.remote_workers and remote is None:
+            missing += [f"{p}/{w}" for p, w in spec.remote_workers]
+        if missing:
+            self._followups.append(WorkersMissing(tuple(missing)))
             return
         child = await self.runtime.launch(spec, self.log, remote)
         if isinstance(child, str):
@@ -202,10 +209,11 @@ class Instance:
         # Polled, not subscribed: it runs only while a head waits, and 50 ms (0.5 s for
         # a peer) is well inside any model's load time.
         spec = self.spec
-        remote = await self.runtime.remote.wait(
-            spec.remote_workers, lambda: not self.runtime.not_ready(spec.workers), self.log.mark
+        found = await self.runtime.remote.wait(
+            spec.remote_workers, lambda: not self.hooks.not_ready(spec.workers), self.log.mark
         )
-        self._queue.put_nowait((_SpawnNow(remote), None))
+        self._found = found
+        self.post(WorkersReady())
 
     def _helper(self, coro: object, name: str) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
@@ -215,7 +223,10 @@ class Instance:
 
     async def _watch(self, child: Child, remote: Found) -> None:
         peers = self._helper(
-            self.runtime.watch_remote(lambda: self.spec, remote), f"rpc-{child.pid}"
+            self.runtime.watch_remote(
+                lambda: self.spec, remote, lambda w: self.hooks.remote_lost(self.spec.name, w)
+            ),
+            f"rpc-{child.pid}",
         )
         probes = self._helper(
             watch_health(
@@ -232,6 +243,7 @@ class Instance:
             peers.cancel()
         self.last_exit = info
         reason = self.runtime.reaped(self.spec, child, info)
+        self.hooks.exited(self.spec.name)
         self.log.mark(f"pid {child.pid} {reason}")
         log.info(
             "instance.exited",
@@ -244,8 +256,7 @@ class Instance:
 
     def _report(self, pid: int, health: Health, phase: Phase) -> None:
         self.health = health
-        if self.runtime.observe_probe is not None:
-            self.runtime.observe_probe(self.spec.name, health)
+        self.hooks.observe_probe(self.spec.name, health)
         if phase == "loading" and not health.fatal:
             return  # a 503 or a refused connection while loading is not news
         if phase == "ready":

@@ -16,9 +16,9 @@ import structlog
 import watchfiles
 
 from llamad.backends.registry import backend_for
-from llamad.config.load import ConfigError, Resolved, load
+from llamad.config.load import ConfigError, load
 from llamad.lifecycle.states import Restart, State
-from llamad.supervise.supervisor import Supervisor
+from llamad.supervise.state import DaemonState
 
 log = structlog.get_logger("llamad.reload")
 
@@ -38,13 +38,11 @@ def file_id(path: Path) -> FileId | None:
 
 
 class Reloader:
-    """Owns the current config; re-reads it and applies the difference."""
+    """Re-reads the config and applies the difference; the daemon state's one writer."""
 
-    def __init__(self, resolved: Resolved, supervisor: Supervisor) -> None:
-        self.resolved = resolved
-        self.supervisor = supervisor
-        self.config_error: str | None = None
-        self.reloads = 0
+    def __init__(self, state: DaemonState) -> None:
+        self.state = state
+        self.supervisor = state.supervisor
         self._lock = asyncio.Lock()
         self._wanted = asyncio.Event()
         self._rewatch = asyncio.Event()
@@ -60,7 +58,7 @@ class Reloader:
         """Re-read the config and apply what changed; an invalid file changes nothing.
         `upgraded` names kinds whose executable was replaced in place."""
         async with self._lock:
-            old = self.resolved
+            old = self.state.resolved
             # Identities from before the read: a save that lands while we reload is then
             # still news to the watcher, not mistaken for what we just applied.
             before = self._snapshot()
@@ -68,7 +66,7 @@ class Reloader:
                 new = await asyncio.to_thread(load, old.path)
             except Exception as exc:  # a ConfigError; nothing must crash a running daemon
                 lines = getattr(exc, "lines", None) or [f"{old.path}: {exc}"]
-                self.config_error = "; ".join(lines)
+                self.state.rejected(lines)
                 log.error("config.rejected", path=str(old.path), errors=lines)
                 raise ConfigError(lines) from None
             if new.daemon != old.daemon:
@@ -81,9 +79,7 @@ class Reloader:
             self.supervisor.runtime.remote.peers = new.peers
             changes = await self.supervisor.apply(new.instances)
             old_dirs = self._dirs()
-            self.resolved = new
-            self.config_error = None
-            self.reloads += 1
+            self.state.accepted(new)
             self._files = self._watched()
             self._ids = {p: before[p] if p in before else file_id(p) for p in self._files}
             if self._dirs() != old_dirs:
@@ -131,7 +127,7 @@ class Reloader:
     def _watched(self) -> dict[Path, str]:
         """Every file whose change matters, with what it is: config, an executable
         (`binary:KIND`) or a file an instance runs from (model)."""
-        r = self.resolved
+        r = self.state.resolved
         files = {r.path: "config"}
         for kind, tool in r.tools.items():
             files[tool.path] = files[Path(os.path.realpath(tool.path))] = f"binary:{kind}"
@@ -179,13 +175,13 @@ class Reloader:
         what = {files.get(p, "") for p in moved}
         upgraded = frozenset(w.removeprefix("binary:") for w in what if w.startswith("binary:"))
         for kind in sorted(upgraded):
-            log.info("binary.changed", kind=kind, path=str(self.resolved.tools[kind].path))
+            log.info("binary.changed", kind=kind, path=str(self.state.resolved.tools[kind].path))
         if upgraded:
             with contextlib.suppress(ConfigError):
                 await self.reload(upgraded)
         elif "config" in what:
             self.request()
-        for spec in self.resolved.instances.values():
+        for spec in self.state.resolved.instances.values():
             inst = self.supervisor.instances.get(spec.name)
             live = inst is not None and inst.record.state not in (State.STOPPED, State.STOPPING)
             changed = moved.intersection(backend_for(spec.kind).watched(spec))

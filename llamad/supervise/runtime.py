@@ -21,7 +21,7 @@ from llamad.supervise.process import Child, ExitInfo, model_problem, port_proble
 
 @dataclass
 class Runtime:
-    """The executables, the prober, where logs go, and the supervisor's hooks."""
+    """The executables, the prober, where logs go, and the fleet's RPC workers."""
 
     tools: dict[str, Tool]  # kind -> executable; replaced on reload
     prober: Prober
@@ -29,14 +29,8 @@ class Runtime:
     log_max_bytes: int = 10 * 1024 * 1024
     log_backups: int = 3
     registry: ChildRegistry | None = None
-    observe_probe: Callable[[str, Health], None] | None = None
-    # Set by the supervisor: which of these instances are not running yet (RPC heads wait
-    # for their workers), and a hook for every process exit (a worker's restarts its heads).
-    not_ready: Callable[[tuple[str, ...]], list[str]] = lambda names: []
-    on_exit: Callable[[str], None] = lambda name: None
-    # Workers on fleet peers, and the hook for one of them restarting (head, "peer/worker").
+    # Workers on fleet peers.
     remote: RemoteWorkers = field(default_factory=RemoteWorkers)
-    on_remote_lost: Callable[[str, str], None] = lambda head, worker: None
 
     def open_log(self, spec: InstanceSpec) -> ChildLog:
         """The instance's output file, `log_dir/NAME.log`."""
@@ -67,20 +61,17 @@ class Runtime:
         log.mark(f"started pid {child.pid}")
         return child
 
-    async def watch_remote(self, spec: Callable[[], InstanceSpec], found: Found) -> None:
-        """While a head runs (`spec` is its current one): restart it when a remote worker
-        in `found` restarts. Returns at once for a head without remote workers."""
-        await self.remote.watch(
-            found,
-            lambda: spec().knobs.health_interval,
-            lambda worker: self.on_remote_lost(spec().name, worker),
-        )
+    async def watch_remote(
+        self, spec: Callable[[], InstanceSpec], found: Found, lost: Callable[[str], None]
+    ) -> None:
+        """While a head runs (`spec` is its current one): call `lost(worker)` when a remote
+        worker in `found` restarts. Returns at once for a head without remote workers."""
+        await self.remote.watch(found, lambda: spec().knobs.health_interval, lost)
 
     def reaped(self, spec: InstanceSpec, child: Child, info: ExitInfo) -> str:
         """Book-keeping after an exit; returns the reason to show for it."""
         if self.registry is not None:
             self.registry.remove(child.pid)
-        self.on_exit(spec.name)
         if any("couldn't bind HTTP server socket" in line for line in info.stderr_tail):
             return port_problem(spec.host, spec.port) or "port in use"
         return info.describe()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
 
+from llamad.backends.probes import Health
 from llamad.config.load import InstanceSpec
 from llamad.lifecycle.states import Restart, Start, State, Stop
 from llamad.supervise.instance import Instance
@@ -35,18 +37,24 @@ class Changes:
 
 
 class Supervisor:
-    """Owns the instances; `run()` holds their tasks until `shutdown()`."""
+    """Owns the instances; `run()` holds their tasks until `shutdown()`.
 
-    def __init__(self, runtime: Runtime) -> None:
+    It is every instance's `InstanceHooks`: workers' readiness and exits, remote workers
+    lost, and probe results, which go on to `observe_probe`.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        observe_probe: Callable[[str, Health], None] = lambda name, health: None,
+    ) -> None:
         self.runtime = runtime
+        self._observe_probe = observe_probe
         self.instances: dict[str, Instance] = {}
         self._tasks: dict[Instance, asyncio.Task[None]] = {}
         self._group: asyncio.TaskGroup | None = None
         self._started = asyncio.Event()
         self._closed = asyncio.Event()
-        runtime.not_ready = self.not_ready
-        runtime.on_exit = self._exited
-        runtime.on_remote_lost = self._remote_lost
 
     async def run(self) -> None:
         """Hold every instance task; returns after `shutdown()` once all have ended."""
@@ -105,7 +113,7 @@ class Supervisor:
 
     def _add(self, spec: InstanceSpec) -> Instance:
         assert self._group is not None, "apply() before run()"
-        inst = Instance(spec, self.runtime)
+        inst = Instance(spec, self.runtime, self)
         self.instances[spec.name] = inst
         task = self._group.create_task(inst.run(), name=f"instance-{spec.name}")
         self._tasks[inst] = task
@@ -166,13 +174,18 @@ class Supervisor:
             if (i := self.instances.get(n)) is None or i.record.state is not State.RUNNING
         ]
 
-    def _exited(self, name: str) -> None:
+    def observe_probe(self, name: str, health: Health) -> None:
+        """A probe finished: hand it on to the observer given at construction."""
+        self._observe_probe(name, health)
+
+    def exited(self, name: str) -> None:
+        """A process exited: the heads using it as a worker restart."""
         for head in self.instances.values():
             if name in head.spec.workers:
                 self._restart_head(head, name)
 
-    def _remote_lost(self, name: str, worker: str) -> None:
-        # The same for a worker on a fleet peer: the head's watcher saw it restart.
+    def remote_lost(self, name: str, worker: str) -> None:
+        """The same for a worker on a fleet peer: the head's watcher saw it restart."""
         head = self.instances.get(name)
         if head is not None:
             self._restart_head(head, worker)

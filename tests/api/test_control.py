@@ -12,7 +12,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,11 +111,9 @@ class Served:
         # The stdlib client blocks; a thread keeps the loop free to serve it.
         return await asyncio.to_thread(Client(self.path).request, method, path)
 
-    async def stop(self, within: float = 3.0) -> float:
-        began = time.monotonic()
+    async def stop(self, within: float = 3.0) -> None:
         self.shutdown.set()
         await asyncio.wait_for(self.task, within)
-        return time.monotonic() - began
 
 
 @pytest.fixture
@@ -382,7 +379,12 @@ async def read_until(chunks: AsyncIterator[bytes], buf: bytearray, needle: bytes
             buf += await anext(chunks)
 
 
-async def test_logs_follow_appends_rotation_and_truncation(short_dir: Path) -> None:
+CUT = "timeout graceful shutdown exceeded"  # uvicorn's words when its bound cuts a handler
+
+
+async def test_logs_follow_appends_rotation_and_truncation(
+    short_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     # The app is not told about shutdown: only noticing the disconnect can end the stream.
     served = await start_server(short_dir / "s.sock", FakeController(short_dir), False)
     log = served.ctl.log_dir / "qwen.log"
@@ -404,12 +406,13 @@ async def test_logs_follow_appends_rotation_and_truncation(short_dir: Path) -> N
         seen = buf.decode().splitlines()
         assert seen == ["line 2", "line 3", "line 4", "line 5", "line 100", "line 101", "fresh"]
     # The client left, so its handler has ended and shutdown need not wait out the 1 s bound.
-    assert await served.stop() < 0.8
+    await served.stop()
+    assert CUT not in caplog.text
 
 
 @pytest.mark.parametrize("app_knows_shutdown", [True, False])
 async def test_shutdown_with_a_follower_connected(
-    short_dir: Path, app_knows_shutdown: bool
+    short_dir: Path, app_knows_shutdown: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A follower ends the stream at shutdown; without the app's event, the 1 s bound cuts it."""
     server = await start_server(short_dir / "s.sock", FakeController(short_dir), app_knows_shutdown)
@@ -418,14 +421,14 @@ async def test_shutdown_with_a_follower_connected(
         http.stream("GET", "/v1/instances/qwen/logs?follow=1") as resp,
     ):
         assert resp.status_code == 200
-        took = await server.stop(within=5)
+        await server.stop(within=5)
         if app_knows_shutdown:
             assert await resp.aread() == b""
-            assert took < 0.8
+            assert CUT not in caplog.text
         else:
             with pytest.raises(httpx.RemoteProtocolError):
                 await resp.aread()
-            assert took < 2.0
+            assert CUT in caplog.text
     assert not server.path.exists()
 
 

@@ -12,6 +12,7 @@ from llamad.lifecycle.machine import step
 from llamad.lifecycle.states import (
     Action,
     Arm,
+    AwaitWorkers,
     Event,
     Exited,
     Failed,
@@ -29,7 +30,10 @@ from llamad.lifecycle.states import (
     Start,
     State,
     Stop,
+    StopWaiting,
     Timer,
+    WorkersMissing,
+    WorkersReady,
 )
 
 K = Knobs(
@@ -48,6 +52,8 @@ T = 7  # the currently armed timer token; the next Arm uses T + 1
 NOW = 1000.0
 TIMEOUT = "not ready within 30s"
 UNHEALTHY = "unhealthy: 3 failed probes (timeout)"
+WORKERS = ("w1", "peer/w2")
+NO_WORKERS = "rpc workers not ready within 30s: w1, peer/w2"
 S = State
 
 
@@ -91,6 +97,7 @@ TABLE = [
     row("STOPPED->STARTING on Restart", rec(S.STOPPED), Restart(), S.STARTING, SPAWN),
     row("STOPPED ignores Stop", rec(S.STOPPED), Stop(), S.STOPPED),
     row("STOPPED ignores a leftover Timer", rec(S.STOPPED), Timer(T), S.STOPPED),
+    row("STOPPED ignores a late WorkersReady", rec(S.STOPPED), WorkersReady(), S.STOPPED),
     # STARTING
     row("STARTING records pid on Spawned", rec(S.STARTING, pid=None), Spawned(5), S.STARTING,
         pid=5),
@@ -103,10 +110,25 @@ TABLE = [
     row("STARTING->BACKOFF on Exited without reason", rec(S.STARTING, error="port taken"),
         Exited(PID), S.BACKOFF, backoff(1.0, "exited while starting")),
     row("STARTING->BACKOFF on Exited after start timeout keeps the timeout as reason",
-        rec(S.STARTING, error=TIMEOUT), Exited(PID, "killed by SIGKILL"), S.BACKOFF,
-        backoff(1.0, f"{TIMEOUT}; killed by SIGKILL")),
+        rec(S.STARTING, error=TIMEOUT, killed=True), Exited(PID, "killed by SIGKILL"), S.BACKOFF,
+        backoff(1.0, f"{TIMEOUT}; killed by SIGKILL"), killed=False),
     row("STARTING kills on start Timer", rec(S.STARTING), Timer(T), S.STARTING, KILL,
-        error=TIMEOUT),
+        error=TIMEOUT, killed=True),
+    row("STARTING waits on WorkersMissing", rec(S.STARTING, pid=None), WorkersMissing(WORKERS),
+        S.STARTING, [AwaitWorkers()], waiting_for=WORKERS, pid=None, timer=T),
+    row("STARTING ignores WorkersMissing while waiting", rec(S.STARTING, pid=None,
+        waiting_for=("w1",)), WorkersMissing(WORKERS), S.STARTING),
+    row("STARTING ignores WorkersMissing with a process", rec(S.STARTING),
+        WorkersMissing(WORKERS), S.STARTING),
+    row("STARTING launches on WorkersReady with a fresh deadline", rec(S.STARTING, pid=None,
+        waiting_for=WORKERS), WorkersReady(), S.STARTING, SPAWN, waiting_for=()),
+    row("STARTING ignores WorkersReady when not waiting", rec(S.STARTING), WorkersReady(),
+        S.STARTING),
+    row("STARTING->BACKOFF on start Timer while waiting", rec(S.STARTING, pid=None,
+        waiting_for=WORKERS), Timer(T), S.BACKOFF, [StopWaiting(), *backoff(1.0, NO_WORKERS)],
+        waiting_for=(), failures=1, error=NO_WORKERS),
+    row("STARTING->STOPPED on Stop while waiting", rec(S.STARTING, pid=None, waiting_for=WORKERS),
+        Stop(), S.STOPPED, [StopWaiting()], waiting_for=()),
     row("STARTING->BACKOFF on start Timer before Spawned", rec(S.STARTING, pid=None), Timer(T),
         S.BACKOFF, backoff(1.0, TIMEOUT)),
     row("STARTING->STOPPING on Stop", rec(S.STARTING), Stop(), S.STOPPING, TERM, then=S.STOPPED),
@@ -118,23 +140,28 @@ TABLE = [
     row("STARTING ignores Ready of other pid", rec(S.STARTING), Ready(OTHER), S.STARTING),
     row("STARTING ignores a plain ProbeFailed", rec(S.STARTING), ProbeFailed(PID), S.STARTING),
     row("STARTING kills on a fatal ProbeFailed", rec(S.STARTING), ProbeFailed(PID, "503", True),
-        S.STARTING, KILL, probe_failures=1, error="unhealthy: 503"),
+        S.STARTING, KILL, error="unhealthy: 503", killed=True),
+    row("STARTING ignores a fatal ProbeFailed once killed", rec(S.STARTING, killed=True),
+        ProbeFailed(PID, "503", True), S.STARTING),
     row("STARTING->BACKOFF on Exited after a fatal probe keeps the cause",
-        rec(S.STARTING, probe_failures=1, error="unhealthy: 503"), Exited(PID, "killed"),
-        S.BACKOFF, backoff(1.0, "unhealthy: 503; killed"), probe_failures=0),
+        rec(S.STARTING, error="unhealthy: 503", killed=True), Exited(PID, "killed"),
+        S.BACKOFF, backoff(1.0, "unhealthy: 503; killed"), killed=False),
     # RUNNING
     row("RUNNING resets probe failures on ProbeOk", rec(S.RUNNING, probe_failures=2), ProbeOk(PID),
         S.RUNNING, probe_failures=0),
     row("RUNNING counts ProbeFailed", rec(S.RUNNING), ProbeFailed(PID), S.RUNNING,
         probe_failures=1),
     row("RUNNING kills at unhealthy_after", rec(S.RUNNING, probe_failures=2),
-        ProbeFailed(PID, "timeout"), S.RUNNING, KILL, probe_failures=3, error=UNHEALTHY),
-    row("RUNNING does not kill twice", rec(S.RUNNING, probe_failures=3, error=UNHEALTHY),
-        ProbeFailed(PID, "timeout"), S.RUNNING, probe_failures=4, error=UNHEALTHY),
+        ProbeFailed(PID, "timeout"), S.RUNNING, KILL, probe_failures=3, error=UNHEALTHY,
+        killed=True),
+    row("RUNNING kills past unhealthy_after if not yet killed", rec(S.RUNNING, probe_failures=5),
+        ProbeFailed(PID), S.RUNNING, KILL, probe_failures=6, killed=True),
+    row("RUNNING does not kill twice", rec(S.RUNNING, probe_failures=3, error=UNHEALTHY,
+        killed=True), ProbeFailed(PID, "timeout"), S.RUNNING, probe_failures=4, error=UNHEALTHY),
     row("RUNNING kills on the first fatal ProbeFailed", rec(S.RUNNING),
         ProbeFailed(PID, "503", True), S.RUNNING, KILL, probe_failures=3,
-        error="unhealthy: fatal probe (503)"),
-    row("RUNNING does not kill twice on fatal", rec(S.RUNNING, probe_failures=3),
+        error="unhealthy: fatal probe (503)", killed=True),
+    row("RUNNING does not kill twice on fatal", rec(S.RUNNING, probe_failures=3, killed=True),
         ProbeFailed(PID, "503", True), S.RUNNING, probe_failures=4),
     row("RUNNING ignores ProbeFailed of other pid", rec(S.RUNNING, probe_failures=2),
         ProbeFailed(OTHER), S.RUNNING, probe_failures=2),
@@ -142,8 +169,8 @@ TABLE = [
         Exited(PID, "exit code 139"), S.STARTING, at_once("exit code 139"),
         pid=None, failures=0, probe_failures=0, restarts=1, error="exit code 139"),
     row("RUNNING->STARTING on Exited after unhealthy kill keeps the cause",
-        rec(S.RUNNING, error=UNHEALTHY), Exited(PID, "killed by SIGKILL"), S.STARTING,
-        at_once(f"{UNHEALTHY}; killed by SIGKILL")),
+        rec(S.RUNNING, error=UNHEALTHY, killed=True), Exited(PID, "killed by SIGKILL"),
+        S.STARTING, at_once(f"{UNHEALTHY}; killed by SIGKILL"), killed=False),
     row("RUNNING->STARTING on Exited without reason", rec(S.RUNNING), Exited(PID), S.STARTING,
         at_once("exited")),
     row("RUNNING->STOPPING on Stop", rec(S.RUNNING), Stop(), S.STOPPING, TERM, then=S.STOPPED),
@@ -151,6 +178,7 @@ TABLE = [
         then=S.STARTING, restarts=0),
     row("RUNNING ignores Start", rec(S.RUNNING), Start(), S.RUNNING),
     row("RUNNING ignores the leftover start Timer", rec(S.RUNNING), Timer(T), S.RUNNING),
+    row("RUNNING ignores a late WorkersReady", rec(S.RUNNING), WorkersReady(), S.RUNNING),
     # BACKOFF
     row("BACKOFF->STARTING on Timer keeps the error", rec(S.BACKOFF, **DIRTY), Timer(T), S.STARTING,
         SPAWN, failures=2, error="boom"),
@@ -160,13 +188,14 @@ TABLE = [
         **CLEAN),
     row("BACKOFF->STOPPED on Stop", rec(S.BACKOFF, error="boom"), Stop(), S.STOPPED, error=None),
     row("BACKOFF ignores Exited", rec(S.BACKOFF), Exited(PID), S.BACKOFF),
+    row("BACKOFF ignores a late WorkersReady", rec(S.BACKOFF), WorkersReady(), S.BACKOFF),
     # STOPPING
     row("STOPPING->STOPPED on Exited", rec(S.STOPPING, error="x"), Exited(PID), S.STOPPED,
         pid=None, error=None),
     row("STOPPING->STARTING on Exited when restarting", rec(S.STOPPING, then=S.STARTING, **DIRTY),
         Exited(PID), S.STARTING, SPAWN, then=S.STOPPED, failures=0, probe_failures=0, error=None),
     row("STOPPING ignores Exited of other pid", rec(S.STOPPING), Exited(OTHER), S.STOPPING),
-    row("STOPPING kills on stop Timer", rec(S.STOPPING), Timer(T), S.STOPPING, KILL),
+    row("STOPPING kills on stop Timer", rec(S.STOPPING), Timer(T), S.STOPPING, KILL, killed=True),
     row("STOPPING ignores stale Timer", rec(S.STOPPING), Timer(T - 1), S.STOPPING),
     row("STOPPING then STARTING on Start", rec(S.STOPPING), Start(), S.STOPPING, then=S.STARTING),
     row("STOPPING then STARTING on Restart", rec(S.STOPPING), Restart(), S.STOPPING,
@@ -273,3 +302,37 @@ def test_admin_restart_does_not_count_but_crash_does() -> None:
     script: Script = [(0.0, Start()), (0.0, Spawned(1)), (0.0, Ready(1)), (1.0, Restart())]
     r, _ = drive([*script, (1.0, Exited(1)), *crash_after_ready(2, 2.0)])
     assert (r.state, r.restarts, r.restart_times) == (S.STARTING, 1, (2.0,))
+
+
+def test_hung_server_is_killed_when_unhealthy_after_is_lowered_mid_streak() -> None:
+    fail = (NOW, ProbeFailed(PID, "timeout"))
+    r, actions = drive([fail, fail], given=rec(S.RUNNING))  # 2 of 3: not yet
+    assert actions == []
+    r, actions = drive([fail], replace(K, unhealthy_after=1), given=r)
+    assert (actions, r.probe_failures, r.killed) == (KILL, 3, True)
+    r, actions = drive([fail], replace(K, unhealthy_after=1), given=r)
+    assert actions == []  # one kill; the Exited it causes does the restart
+
+
+def test_start_deadline_stays_the_reason_when_start_timeout_changes_before_the_exit() -> None:
+    r, actions = drive([(NOW, TICK)], given=rec(S.STARTING))
+    assert actions == KILL
+    r, actions = drive([(NOW, Exited(PID, "killed by SIGKILL"))], replace(K, start_timeout=5.0), r)
+    assert actions == backoff(1.0, f"{TIMEOUT}; killed by SIGKILL")
+
+
+def test_workers_that_never_come_end_in_failed_by_the_flap_guard() -> None:
+    knobs = replace(K, max_restarts=2)
+    wait: Script = [(NOW, WorkersMissing(WORKERS)), (NOW, TICK)]  # deadline passes waiting
+    r, actions = drive([(NOW, Start()), *wait, (NOW, TICK), *wait, (NOW, TICK), *wait], knobs)
+    assert (r.state, r.pid, r.waiting_for) == (S.FAILED, None, ())
+    assert actions.count(AwaitWorkers()) == actions.count(StopWaiting()) == 3
+    assert r.error == f"{NO_WORKERS}; gave up after 2 restarts in 100s"
+
+
+def test_head_waits_then_loads_with_a_full_start_deadline() -> None:
+    script: Script = [(NOW, Start()), (NOW, WorkersMissing(WORKERS)), (NOW + 20, WorkersReady())]
+    r, actions = drive(script)
+    assert actions[-2:] == [Spawn(), Arm(r.timer, 30.0)]
+    r, _ = drive([(NOW + 20, Spawned(5)), (NOW + 45, Ready(5))], given=r)
+    assert (r.state, r.error) == (S.RUNNING, None)

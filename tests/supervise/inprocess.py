@@ -1,0 +1,83 @@
+"""Running the supervisor in the test's own event loop, for tests/supervise/.
+
+The Runtime is the real one; its children are the real llama-server where it can show the
+behaviour, and tests/fake_llama_server.py where a fault must be switched on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from helpers import FAKE_SERVER, write_config
+
+from llamad.backends.probes import Health, Prober, make_transport
+from llamad.config.load import Resolved, load
+from llamad.lifecycle.states import State
+from llamad.supervise.instance import Instance
+from llamad.supervise.runtime import Runtime
+from llamad.supervise.supervisor import Supervisor
+
+FAST = {
+    "health_interval": 0.2,
+    "health_timeout": 0.5,
+    "unhealthy_after": 2,
+    "start_timeout": 20.0,
+    "stop_timeout": 5.0,
+    "backoff_initial": 30.0,  # a failed start stays in BACKOFF while the test looks
+    "backoff_max": 30.0,
+}
+
+
+@dataclass
+class Sup:
+    """A running Supervisor, its config and every probe result it saw."""
+
+    supervisor: Supervisor
+    resolved: Resolved
+    probes: list[tuple[str, Health]] = field(default_factory=list)
+
+    def __getitem__(self, name: str) -> Instance:
+        return self.supervisor.instances[name]
+
+    async def state(self, name: str, *states: State, timeout: float = 20.0) -> Instance:
+        inst = self[name]
+        assert await inst.wait_until(*states, timeout=timeout), (inst.record, states)
+        return inst
+
+
+def config(
+    tmp: Path, instances: dict[str, dict[str, Any]], fake: bool = False, **knobs: Any
+) -> Path:
+    daemon: dict[str, Any] = {"state_dir": str(tmp / "state")}
+    if fake:
+        daemon["llama_server"] = str(FAKE_SERVER)
+    path = tmp / f"llamad-{len(list(tmp.glob('llamad-*.toml')))}.toml"
+    return write_config(path, instances, daemon=daemon, supervise={**FAST, **knobs})
+
+
+@contextlib.asynccontextmanager
+async def supervising(cfg: Path) -> AsyncIterator[Sup]:
+    """A Supervisor over `cfg`'s instances, shut down (gracefully) on the way out."""
+    resolved = load(cfg)
+    transport = make_transport()
+    runtime = Runtime(
+        tools=resolved.tools, prober=Prober(transport), log_dir=resolved.daemon.log_dir
+    )
+    sup = Sup(Supervisor(runtime, observe_probe=lambda n, h: sup.probes.append((n, h))), resolved)
+    task = asyncio.create_task(sup.supervisor.run())
+    try:
+        await sup.supervisor.apply(resolved.instances)
+        yield sup
+    finally:
+        await sup.supervisor.shutdown()
+        await task
+        await transport.aclose()
+
+
+def events(logs: list[dict[str, Any]], name: str, **match: Any) -> list[dict[str, Any]]:
+    return [e for e in logs if e["event"] == name and all(e.get(k) == v for k, v in match.items())]
