@@ -1,5 +1,5 @@
 """`python -m llamad` runs the daemon, like the `llamad` command."""
 
-from llamad.daemon.main import main
+from llamad.daemon.entry import main
 
 main()

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import shutil
-import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 from helpers import Llamad, free_port, short_dir, write_config
 from stand_ins import ServerThread
 
@@ -81,62 +79,17 @@ def llamactl(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, 
     return code, out, err
 
 
-def self_signed(base: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key: cryptography, else openssl, else skip."""
-    cert, key = base / "tls.crt", base / "tls.key"
-    try:
-        _with_cryptography(cert, key)
-    except ImportError:
-        openssl = shutil.which("openssl")
-        if openssl is None:
-            pytest.skip("neither the cryptography package nor the openssl CLI is available")
-        argv = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
-        argv += ["-nodes", "-days", "1"]
-        argv += ["-subj", "/CN=llamad-test", "-keyout", str(key), "-out", str(cert)]
-        argv += ["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]
-        subprocess.run(
-            [openssl, *argv],
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
+def tls_files(base: Path) -> tuple[Path, Path, Path]:
+    """A server certificate for 127.0.0.1 and localhost, its key, and the test CA that
+    signed it (what a peer's `ca_file` names), made by trustme."""
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    cert, key, ca_file = base / "tls.crt", base / "tls.key", base / "ca.crt"
+    server.cert_chain_pems[0].write_to_path(str(cert))
+    server.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(ca_file))
     key.chmod(0o600)
-    return cert, key
-
-
-def _with_cryptography(cert_path: Path, key_path: Path) -> None:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "llamad-test")])
-    now = datetime.now(UTC)
-    san = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(san), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(ski, critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    return cert, key, ca_file
 
 
 class StubController:

@@ -28,6 +28,10 @@ line = " ".join(argv)
 rules = json.loads(os.environ.get("FAKE_TOOL_RULES", "{{}}"))
 match = max((key for key in rules if line.startswith(key)), key=len, default=None)
 rule = rules[match] if match is not None else {{}}
+if "seq" in rule:  # the n-th call matching this rule gets the n-th answer (the last repeats)
+    with open(os.environ["FAKE_TOOL_LOG"]) as log:
+        seen = sum(1 for past in log if " ".join(json.loads(past)).startswith(match))
+    rule = rule["seq"][min(seen, len(rule["seq"])) - 1]
 sys.stdout.write(rule.get("stdout", ""))
 sys.stderr.write(rule.get("stderr", ""))
 sys.exit(rule.get("code", 0))
@@ -44,6 +48,11 @@ class Fakes:
 
     def rule(self, prefix: str, code: int = 0, stdout: str = "", stderr: str = "") -> None:
         self.rules[prefix] = {"code": code, "stdout": stdout, "stderr": stderr}
+        self.monkeypatch.setenv("FAKE_TOOL_RULES", json.dumps(self.rules))
+
+    def answers(self, prefix: str, *codes: int, stderr: str = "") -> None:
+        """Successive calls matching `prefix` exit with `codes` in turn (the last repeats)."""
+        self.rules[prefix] = {"seq": [{"code": c, "stderr": stderr if c else ""} for c in codes]}
         self.monkeypatch.setenv("FAKE_TOOL_RULES", json.dumps(self.rules))
 
     def calls(self) -> list[list[str]]:

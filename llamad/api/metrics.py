@@ -2,8 +2,11 @@
 
 Gauges and counters are computed from the supervisor when scraped (nothing to keep in
 step); only the probe-latency histogram accumulates. With `[daemon] reexport_metrics`,
-each instance's own `/metrics` (llama-server `--metrics`) is appended under an
-`instance` label, so one scrape target covers the host.
+each instance's own `/metrics` (llama-server `--metrics`) is appended with a `name`
+label, so one scrape target covers the host.
+
+The per-instance label is `name`, not `instance`: Prometheus sets `instance` on every
+target and would rename ours to `exported_instance`.
 """
 
 from __future__ import annotations
@@ -13,22 +16,32 @@ import signal
 from collections.abc import Iterator
 
 import httpx
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     InfoMetricFamily,
     Metric,
 )
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from llamad import __version__
+from llamad.api.reexport import relabel
 from llamad.backends.probes import Health, server_url
 from llamad.lifecycle.states import State
 from llamad.supervise.state import DaemonState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+LABEL = "name"
+# A `_created` series per histogram is noise in the 0.0.4 text format: Prometheus stores
+# it as one more gauge.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -41,11 +54,12 @@ class Metrics:
         self.probe_seconds = Histogram(
             "llamad_health_probe_seconds",
             "Latency of health probes (GET /health, or a TCP connect for rpc workers).",
-            ["instance"],
+            [LABEL],
             buckets=_BUCKETS,
             registry=self.registry,
         )
         self.registry.register(_Live(state))
+        ProcessCollector(registry=self.registry)
 
     def observe_probe(self, name: str, health: Health) -> None:
         """Record one probe's latency (the instance's probe hook)."""
@@ -58,9 +72,7 @@ class Metrics:
             return own
         names = self._exporters()
         texts = await asyncio.gather(*(self._fetch(client, n) for n in names))
-        extra = CollectorRegistry()
-        extra.register(_Relabelled(dict(zip(names, texts, strict=True))))
-        return own + generate_latest(extra)
+        return own + relabel(dict(zip(names, texts, strict=True))).encode()
 
     def _exporters(self) -> list[str]:
         insts = self.state.supervisor.instances.values()
@@ -90,28 +102,26 @@ class _Live(Collector):
 
     def collect(self) -> Iterator[Metric]:
         r = self.state
-        up = GaugeMetricFamily(
-            "llamad_instance_up", "1 when running and healthy.", labels=["instance"]
-        )
+        up = GaugeMetricFamily("llamad_instance_up", "1 when running and healthy.", labels=[LABEL])
         state = GaugeMetricFamily(
             "llamad_instance_state",
             "1 for the instance's current state.",
-            labels=["instance", "state"],
+            labels=[LABEL, "state"],
         )
         restarts = CounterMetricFamily(
             "llamad_instance_restarts",
             "Automatic restarts since llamad started.",
-            labels=["instance"],
+            labels=[LABEL],
         )
         code = GaugeMetricFamily(
             "llamad_instance_last_exit_code",
             "Exit code of the last exit; 128+N when killed by signal N.",
-            labels=["instance"],
+            labels=[LABEL],
         )
-        uptime = GaugeMetricFamily(
-            "llamad_instance_uptime_seconds",
-            "Seconds since the process started.",
-            labels=["instance"],
+        started = GaugeMetricFamily(
+            "llamad_instance_start_time_seconds",
+            "Start time of the instance's current process, seconds since the epoch.",
+            labels=[LABEL],
         )
         for inst in r.supervisor.instances.values():
             name, rec = inst.spec.name, inst.record
@@ -124,8 +134,9 @@ class _Live(Collector):
                 ex = inst.last_exit
                 sig = signal.Signals[ex.signal].value + 128 if ex.signal else None
                 code.add_metric([name], float(ex.code if ex.code is not None else sig or 0))
-            uptime.add_metric([name], inst.uptime() or 0.0)
-        yield from (up, state, restarts, code, uptime)
+            if inst.child is not None:
+                started.add_metric([name], inst.child.started_at)
+        yield from (up, state, restarts, code, started)
         yield CounterMetricFamily("llamad_reloads", "Config reloads applied.", value=r.reloads)
         yield GaugeMetricFamily(
             "llamad_config_error",
@@ -137,24 +148,3 @@ class _Live(Collector):
             [], {"version": __version__, "llama_server": r.resolved.llama_server_version}
         )
         yield info
-
-
-class _Relabelled(Collector):
-    """Instances' own metrics with an `instance` label added to every sample."""
-
-    def __init__(self, texts: dict[str, str]) -> None:
-        self.texts = texts
-
-    def collect(self) -> Iterator[Metric]:
-        merged: dict[str, Metric] = {}
-        for name, text in self.texts.items():
-            try:
-                families = list(text_string_to_metric_families(text))
-            except ValueError:
-                continue  # a garbled scrape of one instance must not spoil the rest
-            for fam in families:
-                out = merged.setdefault(fam.name, Metric(fam.name, fam.documentation, fam.type))
-                for sample in fam.samples:
-                    labels = {**sample.labels, "instance": name}
-                    out.add_sample(sample.name, labels, sample.value, sample.timestamp)
-        yield from merged.values()

@@ -59,7 +59,8 @@ def instance_doc(
         "model": str(spec.model) if spec.model else None,
         "restarts": rec.restarts,
         "uptime_s": round(uptime, 3) if uptime is not None else None,
-        "health": inst.health.to_dict() if inst.health else None,
+        # A stopped instance's last probe is history, not health.
+        "health": inst.health.to_dict() if inst.health and pid is not None else None,
         "last_exit": inst.last_exit.to_dict() if inst.last_exit else None,
         "error": rec.error,
         "rss_bytes": rss,

@@ -51,6 +51,8 @@ class ResolveContext:
     # Per-load scratch space, e.g. `[defaults]` rendered once and its problems reported once.
     memo: dict[str, Any] = field(default_factory=dict)
     report_at: Callable[[tuple[str, ...]], Problem] = lambda prefix: lambda keys, msg: None
+    # The config file's directory: relative file paths in values are taken from there.
+    base_dir: Path = field(default_factory=Path.cwd)
 
 
 class Backend(Protocol):

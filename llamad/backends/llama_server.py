@@ -19,6 +19,7 @@ from llamad.backends.catalog_cache import load_catalog
 from llamad.backends.probes import Prober, server_url
 from llamad.backends.spec import InstanceSpec
 from llamad.backends.values import is_number, port_number
+from llamad.common.paths import anchored
 from llamad.lifecycle.states import Knobs
 
 KIND = "llama-server"
@@ -30,6 +31,8 @@ _MODEL_SOURCES = (
 )
 API_KEY_ENV = "LLAMA_API_KEY"
 _SECRET_ENVS = {API_KEY_ENV, "HF_TOKEN"}
+# Value hints of `--help` options that name one file or directory.
+_FILE_HINTS = {"FNAME", "FILE", "PATH", "JINJA_TEMPLATE_FILE"}
 
 
 class LlamaServer:
@@ -142,7 +145,10 @@ def _render(
             problem((key,), f"unknown key {key!r}" + (f" (did you mean {hint}?)" if hint else ""))
             continue
         try:
-            out[look.env] = render(look, value)
+            rendered = render(look, value)
+            if rendered and look.option.value in _FILE_HINTS:
+                rendered = str(anchored(rendered, ctx.base_dir))
+            out[look.env] = rendered
         except ValueError as exc:
             problem((key,), f"{exc} (got {value!r})")
     return out

@@ -25,12 +25,19 @@ CA_HELP = "CA certificate to trust for an https peer (e.g. its self-signed cert)
 DESCRIPTION = "Control a running llamad (or a fleet of them): status, start and stop, logs."
 
 
-def _connection_options(parser: argparse.ArgumentParser, default: Any) -> None:
-    parser.add_argument("--socket", metavar="PATH", default=default, help=SOCKET_HELP)
+def _connection_options(
+    parser: argparse.ArgumentParser, default: Any, config_only: bool = False
+) -> None:
+    # `config_only`: accepted (global options go on either side of any command) but only
+    # --config is listed, for a command that talks to no llamad.
+    def shown(text: str) -> str:
+        return argparse.SUPPRESS if config_only else text
+
+    parser.add_argument("--socket", metavar="PATH", default=default, help=shown(SOCKET_HELP))
     parser.add_argument("--config", metavar="FILE", default=default, help=CONFIG_HELP)
-    parser.add_argument("--host", metavar="NAME", default=default, help=HOST_HELP)
-    parser.add_argument("--token-file", metavar="FILE", default=default, help=TOKEN_HELP)
-    parser.add_argument("--ca-file", metavar="FILE", default=default, help=CA_HELP)
+    parser.add_argument("--host", metavar="NAME", default=default, help=shown(HOST_HELP))
+    parser.add_argument("--token-file", metavar="FILE", default=default, help=shown(TOKEN_HELP))
+    parser.add_argument("--ca-file", metavar="FILE", default=default, help=shown(CA_HELP))
 
 
 def _fleet(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -66,8 +73,14 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
     _connection_options(common, argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="(default: status)")
 
-    def add(name: str, func: Any, text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, parents=[common], help=text, description=text)
+    # validate reads a file and talks to no llamad: its help lists --config alone.
+    config_only = argparse.ArgumentParser(add_help=False)
+    _connection_options(config_only, argparse.SUPPRESS, config_only=True)
+
+    def add(
+        name: str, func: Any, text: str, parent: argparse.ArgumentParser = common
+    ) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[parent], help=text, description=text)
         p.set_defaults(func=func, kind=exits.STATUS if name == "status" else exits.ACTION)
         return p
 
@@ -86,7 +99,7 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME")
     p.add_argument("-n", "--lines", type=int, default=100, metavar="N", help="last N lines (100)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    add("validate", commands.validate, "check a config file; needs no running llamad")
+    add("validate", commands.validate, "check a config file; needs no running llamad", config_only)
     add("version", commands.version, "print llamactl's version, and llamad's if it is running")
     _fleet(sub, common)
     if service:

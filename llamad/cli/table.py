@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from llamad.common import colour
+
 # typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,11 +25,8 @@ STATE_COLOURS = {
 
 
 def use_colour(stream: TextIO) -> bool:
-    """Colour only for a terminal, and never when NO_COLOR is set (no-color.org) or TERM=dumb."""
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    """Colour for a terminal; NO_COLOR turns it off, FORCE_COLOR on (common.colour)."""
+    return colour.use_colour(stream)
 
 
 def duration(seconds: float | None) -> str:

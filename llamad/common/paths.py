@@ -51,6 +51,13 @@ def default_config(environ: Mapping[str, str] | None = None) -> Path:
     return Path(env).expanduser() if env else config_home(environ) / "llamad.toml"
 
 
+def anchored(value: str | Path, base: Path) -> Path:
+    """A path from a config file: `~` expanded, and a relative one taken from `base`, the
+    file's directory, so the file means the same under launchd (cwd /) as in a shell."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base.absolute() / path
+
+
 def default_socket() -> Path:
     """The control socket when the config names none."""
     return state_home() / "llamad.sock"

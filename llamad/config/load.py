@@ -74,8 +74,8 @@ def check(path: Path) -> list[str]:
     return []
 
 
-def _abs(value: str | None, default: Path) -> Path:
-    return Path(value).expanduser().absolute() if value else default
+def _abs(value: str | None, base: Path, default: Path) -> Path:
+    return paths.anchored(value, base) if value else default
 
 
 def _inspect(backend: Backend, path: Path) -> Tool:
@@ -86,11 +86,12 @@ def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
     """Turn the parsed file into specs, collecting every problem before failing."""
     problems: list[str] = []
     d = cfg.daemon
-    state_dir = _abs(d.state_dir, paths.state_home())
+    base = path.parent  # relative paths are the config file's, not the cwd's
+    state_dir = _abs(d.state_dir, base, paths.state_home())
     daemon = Daemon(
         state_dir=state_dir,
-        socket=_abs(d.socket, state_dir / "llamad.sock"),
-        log_dir=_abs(d.log_dir, state_dir / "logs"),
+        socket=_abs(d.socket, base, state_dir / "llamad.sock"),
+        log_dir=_abs(d.log_dir, base, state_dir / "logs"),
         log_max_bytes=d.log_max_bytes,
         log_backups=d.log_backups,
         log_level=d.log_level,

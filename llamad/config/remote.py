@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llamad.common.hosts import is_loopback
+from llamad.common.paths import anchored
 from llamad.common.tokenfile import MIN_TOKEN_CHARS, TokenFileError, check_private, read_token
 from llamad.config.fleet_tables import RemoteSettings, split_listen
 from llamad.config.schema import where_is
@@ -56,7 +57,7 @@ def resolve_remote(
 
     def token(key: str, value: str) -> str | None:
         try:
-            return read_token(Path(value).expanduser().absolute(), MIN_TOKEN_CHARS)
+            return read_token(anchored(value, path.parent), MIN_TOKEN_CHARS)
         except TokenFileError as exc:
             problem(key, str(exc))
             return None
@@ -66,8 +67,8 @@ def resolve_remote(
     read = token("read_token_file", settings.read_token_file) if settings.read_token_file else None
     if admin is not None and admin == read:
         problem("read_token_file", "holds the admin token; a read-only token must differ")
-    cert = Path(settings.tls_cert).expanduser().absolute() if settings.tls_cert else None
-    key = Path(settings.tls_key).expanduser().absolute() if settings.tls_key else None
+    cert = anchored(settings.tls_cert, path.parent) if settings.tls_cert else None
+    key = anchored(settings.tls_key, path.parent) if settings.tls_key else None
     if cert is not None and key is not None:
         _check_tls(cert, key, problem)
     if len(problems) > before or admin is None:

@@ -14,6 +14,7 @@ from llamad.backends.base import Backend, Problem, ResolveContext, Tool
 from llamad.backends.binaries import CatalogError
 from llamad.backends.registry import BACKENDS, DEFAULT_KIND
 from llamad.backends.spec import WILDCARDS, InstanceSpec
+from llamad.common.paths import anchored
 from llamad.config.schema import ConfigFile, InstanceTable, SuperviseSettings, describe, where_is
 from llamad.lifecycle.states import Knobs
 
@@ -44,8 +45,11 @@ class Resolver:
         for kind in sorted(used & set(BACKENDS)):
             backend = BACKENDS[kind]
             key = backend.executable_key
+            configured = getattr(self.cfg.daemon, key)
+            if configured and "/" in configured:  # a bare name is looked up on PATH
+                configured = str(anchored(configured, self.path.parent))
             try:
-                path = backend.find(getattr(self.cfg.daemon, key))
+                path = backend.find(configured)
                 tools[kind] = inspect(backend, path)
             except CatalogError as exc:
                 where = where_is(self.path, self.text, ("daemon", key))
@@ -63,6 +67,7 @@ class Resolver:
             resolved={},
             own_keys=tuple(InstanceTable.model_fields),
             report_at=lambda prefix: self.problem_at(*prefix),
+            base_dir=self.path.parent,
         )
         specs: dict[str, InstanceSpec] = {}
         ordered = sorted(tables, key=lambda n: getattr(BACKENDS.get(tables[n].kind), "order", 0))

@@ -145,7 +145,7 @@ def read_file(path: Path) -> tuple[ConfigFile, str]:
         at = _TOML_AT.search(msg)
         where = f"{path}:{at.group(1)}" if at else str(path)
         raise ConfigError([f"{where}: invalid TOML: {_TOML_AT.sub('', msg).strip()}"]) from None
-    fleet, fleet_problems = parse_fleet(raw.get("fleet", {}))
+    fleet, fleet_problems = parse_fleet(raw.get("fleet", {}), path.parent)
     lines = [
         f"{where_is(path, text, ('fleet', *p.keys))}: {p.dotted}: {p.message}"
         for p in fleet_problems

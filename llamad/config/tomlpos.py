@@ -22,10 +22,15 @@ def locate(text: str, keys: tuple[str, ...]) -> int | None:
     """1-based line where `keys` is defined, or the line of its closest enclosing table."""
     best: tuple[int, int] | None = None  # (how many keys matched, line)
     table: tuple[str, ...] = ()
+    entries: dict[tuple[str, ...], int] = {}  # `[[x]]` headers seen so far, per x
     for number, line in enumerate(text.splitlines(), start=1):
         header = _HEADER.match(line)
         if header:
             table = _split_dotted(header.group(1))
+            if line.lstrip().startswith("[["):
+                # The n-th `[[x]]` is entry n of array x, as the validator's path says.
+                entries[table] = entries.get(table, -1) + 1
+                table += (str(entries[table]),)
             best = _better(best, _prefix(table, keys), number)
             continue
         key = _KEY.match(line)

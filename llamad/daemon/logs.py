@@ -15,13 +15,24 @@ from typing import TextIO
 import structlog
 from structlog.typing import Processor
 
+from llamad.common.colour import use_colour
+from llamad.daemon.logfile import RotatingStreamHandler
+
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 _LEVELS["error"] = logging.ERROR
 _DOTTED = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+")
 
 
-def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
-    """Route structlog and stdlib logging to `stream` (stderr): console or JSON lines."""
+def configure(
+    level: str = "info",
+    fmt: str = "auto",
+    stream: TextIO | None = None,
+    max_bytes: int = 10 * 1024 * 1024,
+    backups: int = 3,
+) -> None:
+    """Route structlog and stdlib logging to `stream` (stderr): console or JSON lines.
+    When `stream` is a file opened for appending (launchd's StandardErrorPath), it is kept
+    under `max_bytes` with `backups` copies (logfile.py)."""
     stream = stream or sys.stderr
     if fmt == "auto":
         fmt = "console" if stream.isatty() else "json"
@@ -33,7 +44,7 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
     ]
     renderer: Processor
     if fmt == "console":
-        renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
+        renderer = structlog.dev.ConsoleRenderer(colors=use_colour(stream))
     else:
         renderer = structlog.processors.JSONRenderer()
     structlog.configure(
@@ -50,7 +61,7 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
             renderer,
         ],
     )
-    handler = logging.StreamHandler(stream)
+    handler = RotatingStreamHandler(stream, max_bytes, backups)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]

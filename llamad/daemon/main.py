@@ -13,11 +13,9 @@ import importlib
 import signal
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import structlog
 
-from llamad import __version__
 from llamad.backends.probes import Prober, make_client, make_transport
 from llamad.common import paths
 from llamad.common.unixsock import SocketInUse, bind_unix
@@ -30,6 +28,7 @@ from llamad.daemon.notify import Notifier
 from llamad.fleet.remote_workers import RemoteWorkers
 from llamad.supervise.hooks import ProbeFeed
 from llamad.supervise.orphans import ChildRegistry
+from llamad.supervise.process import port_problem
 from llamad.supervise.runtime import Runtime
 from llamad.supervise.state import DaemonState
 from llamad.supervise.supervisor import Supervisor
@@ -53,8 +52,10 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
         log.error("daemon.socket_in_use", error=str(exc))
         return EXIT_FATAL
     registry = ChildRegistry(d.state_dir)
-    # Children a SIGKILLed llamad left behind (macOS has no PDEATHSIG) hold our ports.
-    registry.reap_leftovers()
+    # Children a SIGKILLed llamad left behind (macOS has no PDEATHSIG) hold our ports. The
+    # scan for unrecorded ones costs tens of ms of cold start, so only when a port is taken.
+    taken = any(port_problem(s.host, s.port) for s in resolved.instances.values())
+    registry.reap_leftovers(scan=taken)
     notifier = Notifier.from_env()
     transport = make_transport()
     async with make_client(transport) as client:
@@ -97,7 +98,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
                 )
                 await trigger.wait()
                 log.info("daemon.stopping")
-                notifier.stopping()
+                notifier.stopping(supervisor.summary())
                 await supervisor.shutdown()
                 services_stop.set()
         finally:
@@ -135,42 +136,8 @@ class _SignalHandlers:
             self._loop.remove_signal_handler(sig)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line of `llamad`."""
-    p = argparse.ArgumentParser(
-        prog="llamad",
-        description="Keep the llama-server instances listed in a TOML file always on. "
-        "Runs in the foreground; launchd or systemd keeps it alive.",
-    )
-    p.add_argument(
-        "--config",
-        type=Path,
-        help="config file (default: $LLAMAD_CONFIG, else ~/.config/llamad/llamad.toml)",
-    )
-    p.add_argument(
-        "--demo",
-        action="store_true",
-        help="run the built-in demo: two instances of a generated tiny model on "
-        "127.0.0.1:18081 and :18082",
-    )
-    p.add_argument(
-        "--log-format",
-        choices=("auto", "console", "json"),
-        default="auto",
-        help="daemon log format on stderr (default: console on a TTY, JSON otherwise)",
-    )
-    p.add_argument("--version", action="version", version=f"llamad {__version__}")
-    return p.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the `llamad` command."""
-    sys.exit(run(argv))
-
-
-def run(argv: list[str] | None = None) -> int:
+def run(args: argparse.Namespace) -> int:
     """Load the config, then serve; exit 2 for a bad config, 1 for a fatal error."""
-    args = parse_args(argv)
     if args.demo:
         from llamad.daemon.demo import demo_config
 
@@ -186,8 +153,11 @@ def run(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         for line in exc.lines:
             print(f"llamad: {line}", file=sys.stderr)
+        # Under launchd this repeats every ThrottleInterval until the file is fixed.
+        print(f"llamad: {path}: check it with: llamactl validate --config {path}", file=sys.stderr)
         return EXIT_CONFIG
-    logs.configure(resolved.daemon.log_level, args.log_format)
+    d = resolved.daemon
+    logs.configure(d.log_level, args.log_format, max_bytes=d.log_max_bytes, backups=d.log_backups)
     try:
         with DaemonLock(resolved.daemon.state_dir):
             return asyncio.run(serve(resolved))

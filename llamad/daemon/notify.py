@@ -27,6 +27,7 @@ class Notifier:
         """
         self._address = _socket_address(address) if address else None
         self._watchdog_usec = watchdog_usec if watchdog_usec and watchdog_usec > 0 else None
+        self._stopping = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Notifier:
@@ -70,13 +71,20 @@ class Notifier:
         return self.notify("READY=1")
 
     def status(self, text: str) -> bool:
-        """Set the one-line status shown by `systemctl status`."""
-        # A newline would end the assignment and start a new, bogus one.
-        return self.notify("STATUS=" + " ".join(text.splitlines()))
+        """Set the one-line status shown by `systemctl status` ("stopping: ..." once a
+        shutdown has begun)."""
+        return self.notify(self._status(text))
 
-    def stopping(self) -> bool:
-        """Tell systemd a shutdown has begun, so it does not mistake it for a hang."""
-        return self.notify("STOPPING=1")
+    def stopping(self, text: str) -> bool:
+        """Tell systemd a shutdown has begun, so it does not mistake it for a hang, and
+        from now on say so in the status line too."""
+        self._stopping = True
+        return self.notify("STOPPING=1", self._status(text))
+
+    def _status(self, text: str) -> str:
+        # A newline would end the assignment and start a new, bogus one.
+        flat = " ".join(text.splitlines())
+        return f"STATUS=stopping: {flat}" if self._stopping else f"STATUS={flat}"
 
     def watchdog(self) -> bool:
         """Ping the service watchdog."""

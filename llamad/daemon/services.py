@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections import Counter
 
 import httpx
 
@@ -65,8 +64,7 @@ async def _report_counts(notifier: Notifier, sup: Supervisor, stop: asyncio.Even
     """Keep systemd's STATUS= line (`systemctl status llamad`) current: counts per state."""
     last = ""
     while not stop.is_set():
-        counts = Counter(i.record.state.value for i in sup.instances.values())
-        text = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no instances"
+        text = sup.summary()
         if text != last:
             notifier.status(text)
             last = text

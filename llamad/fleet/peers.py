@@ -41,7 +41,7 @@ def load_fleet(config_arg: str | None) -> Fleet:
         table = tomllib.loads(config.read_text(encoding="utf-8")).get("fleet", {})
     except (OSError, ValueError) as exc:
         raise BadConfig(f"cannot read {config}: {exc}") from None
-    fleet, problems = parse_fleet(table)
+    fleet, problems = parse_fleet(table, config.absolute().parent)
     if problems:
         raise BadConfig(f"{config}: {problems[0].dotted}: {problems[0].message}")
     return fleet

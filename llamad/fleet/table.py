@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llamad.client.http import BadConfig, Client
+from llamad.common.paths import anchored
 from llamad.common.tokenfile import TokenFileError, read_token
 
 # typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
@@ -57,7 +58,7 @@ class Peer:
 
 @dataclass(frozen=True)
 class Fleet:
-    """`[fleet]`, checked, with paths made absolute (relative to the cwd, as llamad does)."""
+    """`[fleet]`, checked, with paths made absolute (relative to the config file's directory)."""
 
     peers: tuple[Peer, ...] = ()
     token_file: Path | None = None
@@ -82,9 +83,9 @@ class Problem:
         return text
 
 
-def parse_fleet(table: object) -> tuple[Fleet, list[Problem]]:
+def parse_fleet(table: object, base: Path) -> tuple[Fleet, list[Problem]]:
     """`[fleet]` as read by tomllib -> (Fleet, problems); the Fleet is usable only when
-    there are no problems."""
+    there are no problems. Relative paths are taken from `base`, the file's directory."""
     problems: list[Problem] = []
 
     def problem(keys: Keys, message: str) -> None:
@@ -94,7 +95,7 @@ def parse_fleet(table: object) -> tuple[Fleet, list[Problem]]:
         problem((), "must be a table")
         return Fleet(), problems
     _unknown(table, FLEET_KEYS, (), problem)
-    peers = _peers(table.get("peers", []), problem)
+    peers = _peers(table.get("peers", []), problem, base)
     timeout = table.get("timeout", DEFAULT_TIMEOUT_S)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         problem(("timeout",), f"must be a positive number of seconds (got {timeout!r})")
@@ -107,11 +108,11 @@ def parse_fleet(table: object) -> tuple[Fleet, list[Problem]]:
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         problem(("tailscale_port",), f"must be a port from 1 to 65535 (got {port!r})")
         port = DEFAULT_TAILSCALE_PORT
-    token = _path(table.get("token_file"), ("token_file",), problem)
+    token = _path(table.get("token_file"), ("token_file",), problem, base)
     return Fleet(tuple(peers), token, float(timeout), tag, port), problems
 
 
-def _peers(entries: object, problem: Any) -> list[Peer]:
+def _peers(entries: object, problem: Any, base: Path) -> list[Peer]:
     if not isinstance(entries, list):
         problem(("peers",), "must be a list of tables ([[fleet.peers]])")
         return []
@@ -132,8 +133,8 @@ def _peers(entries: object, problem: Any) -> list[Peer]:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             problem(("peers", i, "url"), f"must start with http:// or https:// (got {url!r})")
             continue
-        token = _path(entry.get("token_file"), ("peers", i, "token_file"), problem)
-        ca_file = _path(entry.get("ca_file"), ("peers", i, "ca_file"), problem)
+        token = _path(entry.get("token_file"), ("peers", i, "token_file"), problem, base)
+        ca_file = _path(entry.get("ca_file"), ("peers", i, "ca_file"), problem, base)
         peers.append(Peer(name, url, token, ca_file))
     return peers
 
@@ -146,10 +147,10 @@ def _unknown(table: dict[str, Any], known: tuple[str, ...], at: Keys, problem: A
             problem((*at, key), f"unknown key {key!r}{hint}")
 
 
-def _path(value: object, keys: Keys, problem: Any) -> Path | None:
+def _path(value: object, keys: Keys, problem: Any, base: Path) -> Path | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value:
         problem(keys, f"must be a file path (got {value!r})")
         return None
-    return Path(value).expanduser().absolute()
+    return anchored(value, base)

@@ -1,7 +1,15 @@
 """`llamactl service` on macOS: a LaunchAgent, or with --system a LaunchDaemon.
 
-The plist is `templates/llamad.plist`, the only copy (launchd/README.md points here);
-its comments explain the KeepAlive, ThrottleInterval, ProcessType and ExitTimeOut choices.
+The plist is written with plistlib (world-readable, so nothing secret goes in). Its keys:
+- every path absolute, PATH spelled out and WorkingDirectory the config's directory:
+  launchd passes on no shell environment and starts jobs in `/`;
+- `KeepAlive = {SuccessfulExit = false}`, not `true`: a clean exit (a stop asked for)
+  stays stopped, a crash or non-zero exit comes back;
+- `ThrottleInterval = 10`: launchd spaces restarts 10 s apart, and that is all it does. A
+  bad config (exit 2) is retried forever, every 10 s, each try logging the problem and
+  the `llamactl validate` line;
+- `ProcessType = Interactive`: without it launchd throttles CPU and I/O, slowing inference;
+- `ExitTimeOut`: seconds between SIGTERM and SIGKILL, longer than llamad needs to stop.
 """
 
 from __future__ import annotations
@@ -10,13 +18,9 @@ import os
 import plistlib
 import pwd
 import re
-import subprocess
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-from string import Template
-from xml.parsers.expat import ExpatError
-from xml.sax.saxutils import escape
+from typing import Any
 
 from llamad.service.common import (
     DEFAULT_LABEL,
@@ -27,6 +31,7 @@ from llamad.service.common import (
     run_tool,
     stop_timeout_seconds,
 )
+from llamad.service.launchctl import bootout, bootstrap, loaded_in
 
 # Read at call time, so tests can point it at a temporary directory.
 SYSTEM_DIR = Path("/Library/LaunchDaemons")
@@ -77,33 +82,34 @@ def render(opts: InstallOptions) -> str:
     job = job_for(opts)
     # llamad's own bin dir first: a pip-installed llama-server sits next to it.
     path = ":".join(dict.fromkeys([str(opts.llamad.parent), *BASE_PATH.split(":")]))
-    values = {
-        "label": job.label,
-        "llamad": str(opts.llamad),
-        "config": str(opts.config),
-        "path": path,
-        "exit_timeout": str(stop_timeout_seconds(opts.stop_budget)),
-        "stdout_path": str(job.log_dir / "llamad.out.log"),
-        "stderr_path": str(job.log_dir / "llamad.err.log"),
+    plist: dict[str, Any] = {
+        "Label": job.label,
+        "ProgramArguments": [str(opts.llamad), "--config", str(opts.config)],
+        "EnvironmentVariables": {"PATH": path, "LLAMAD_CONFIG": str(opts.config)},
+        "WorkingDirectory": str(opts.config.parent),
+        "RunAtLoad": True,
+        "KeepAlive": {"SuccessfulExit": False},
+        "ThrottleInterval": 10,
+        "ProcessType": "Interactive",
+        "ExitTimeOut": stop_timeout_seconds(opts.stop_budget),
+        "StandardOutPath": str(job.log_dir / "llamad.out.log"),
+        "StandardErrorPath": str(job.log_dir / "llamad.err.log"),
     }
-    user = job.user_name
-    entry = f"  <key>UserName</key>\n  <string>{escape(user)}</string>\n" if user else ""
-    template = resources.files("llamad").joinpath("templates/llamad.plist").read_text("utf-8")
-    text = Template(template).substitute({k: escape(v) for k, v in values.items()}, user_name=entry)
-    try:  # A path with control characters would make an unloadable plist; say so now.
-        plistlib.loads(text.encode())
-    except (ExpatError, ValueError) as exc:
+    if job.user_name:
+        plist["UserName"] = job.user_name
+    try:
+        return plistlib.dumps(plist, sort_keys=False).decode()
+    except ValueError as exc:  # e.g. a control character in a path: no valid plist holds it
         raise ServiceError(f"cannot render a valid plist: {exc}") from None
-    return text
 
 
 def install(opts: InstallOptions) -> list[str]:
     """Write the plist (0644) and load it: enable + bootstrap, gui/ then user/ without a GUI."""
     job, text = job_for(opts), render(opts)
-    loaded = _loaded(job)
+    loaded = loaded_in(job.domains, job.label)
     if loaded is not None or job.plist.exists():
         # A loaded job keeps its old definition until booted out; bootstrap would fail (5).
-        _bootout(job, loaded[0] if loaded else job.domains[0])
+        bootout(loaded[0] if loaded else job.domains[0], job.label)
     try:
         job.plist.parent.mkdir(parents=True, exist_ok=True)
         job.log_dir.mkdir(parents=True, exist_ok=True)
@@ -117,7 +123,7 @@ def install(opts: InstallOptions) -> list[str]:
         raise ServiceError(f"cannot write {job.plist}: {exc.strerror or exc}") from None
     lines = [f"wrote {job.plist}"]
     for domain in job.domains:
-        bad = _load(job, domain)
+        bad = bootstrap(domain, job.label, str(job.plist))
         if bad is None:
             lines.append(f"loaded {job.label} in {domain}")
             break
@@ -129,24 +135,12 @@ def install(opts: InstallOptions) -> list[str]:
     return lines
 
 
-def _load(job: Job, domain: str) -> subprocess.CompletedProcess[str] | None:
-    # The first failed call, or None once loaded. Enable first: a disabled job won't bootstrap.
-    for argv in (
-        ["launchctl", "enable", f"{domain}/{job.label}"],
-        ["launchctl", "bootstrap", domain, str(job.plist)],
-    ):
-        result = run_tool(argv, check=False)
-        if result.returncode != 0:
-            return result
-    return None
-
-
 def uninstall(opts: Options) -> list[str]:
     """Boot the job out wherever it is loaded, then remove the plist."""
     job = job_for(opts)
     lines = []
-    if (loaded := _loaded(job)) is not None:
-        _bootout(job, loaded[0])
+    if (loaded := loaded_in(job.domains, job.label)) is not None:
+        bootout(loaded[0], job.label)
         lines.append(f"unloaded {job.label} from {loaded[0]}")
     if job.plist.exists():
         try:
@@ -160,7 +154,7 @@ def uninstall(opts: Options) -> list[str]:
 def restart(opts: Options) -> list[str]:
     """`launchctl kickstart -k`: kill the running llamad and start it again at once."""
     job = job_for(opts)
-    if (loaded := _loaded(job)) is None:
+    if (loaded := loaded_in(job.domains, job.label)) is None:
         raise ServiceError(f"{job.label} is not loaded; run: llamactl service install")
     run_tool(["launchctl", "kickstart", "-k", f"{loaded[0]}/{job.label}"])
     return [f"restarted {job.label} in {loaded[0]}"]
@@ -169,7 +163,7 @@ def restart(opts: Options) -> list[str]:
 def status(opts: Options) -> tuple[int, str]:
     """(0, line) when running, else (3, line): loaded or not, the domain, state and pid."""
     job = job_for(opts)
-    if (loaded := _loaded(job)) is None:
+    if (loaded := loaded_in(job.domains, job.label)) is None:
         return 3, f"{job.label}: not loaded"
     domain, fields = loaded[0], parse_print(loaded[1])
     state = fields.get("state", "unknown")
@@ -195,22 +189,6 @@ def parse_print(text: str) -> dict[str, str]:
             key, _, value = line.partition(" = ")
             fields.setdefault(key, value)
     return fields
-
-
-def _loaded(job: Job) -> tuple[str, str] | None:
-    """(domain, `launchctl print` output) for the first domain that has the job loaded."""
-    for domain in job.domains:
-        result = run_tool(["launchctl", "print", f"{domain}/{job.label}"], check=False)
-        if result.returncode == 0:
-            return domain, result.stdout
-    return None
-
-
-def _bootout(job: Job, domain: str) -> None:
-    result = run_tool(["launchctl", "bootout", f"{domain}/{job.label}"], check=False)
-    # 3 "No such process" / 113 "Could not find specified service": already gone, fine.
-    if result.returncode not in (0, 3, 113):
-        raise failure(result)
 
 
 def _passwd(user: str) -> pwd.struct_passwd | None:

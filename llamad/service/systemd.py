@@ -68,6 +68,7 @@ def render(opts: InstallOptions) -> str:
         "exec_start": " ".join(quote(arg, exec_arg=True) for arg in args),
         "path_env": quote(f"PATH={path}"),
         "config_env": quote(f"LLAMAD_CONFIG={opts.config}"),
+        "working_directory": quote(str(opts.config.parent)),
         "timeout_stop": str(stop_timeout_seconds(opts.stop_budget)),
     }
     template = resources.files("llamad").joinpath("templates/llamad.service").read_text("utf-8")

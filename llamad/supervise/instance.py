@@ -245,13 +245,11 @@ class Instance:
         reason = self.runtime.reaped(self.spec, child, info)
         self.hooks.exited(self.spec.name)
         self.log.mark(f"pid {child.pid} {reason}")
-        log.info(
-            "instance.exited",
-            instance=self.spec.name,
-            pid=child.pid,
-            code=info.code,
-            signal=info.signal,
-        )
+        fields = {"instance": self.spec.name, "pid": child.pid, "code": info.code}
+        if info.signal == "SIGKILL":  # the OOM killer or a person: worth a warning
+            log.warning("instance.exited", **fields, signal=info.signal)
+        else:
+            log.info("instance.exited", **fields, signal=info.signal)
         self.post(Exited(child.pid, self.log.redact(reason)))
 
     def _report(self, pid: int, health: Health, phase: Phase) -> None:

@@ -4,11 +4,17 @@ On Linux PR_SET_PDEATHSIG already kills children when llamad dies. macOS has no 
 thing, so a SIGKILLed llamad would leave llama-servers holding ports and memory; the
 next llamad reads this file and kills those that are still the same processes (same pid
 *and* create time, so a recycled pid is never hit).
+
+A llamad killed between a spawn and its record leaves a child the file never names, so
+every child also carries MARKER_ENV=<hash of the state dir> in its environment: the next
+llamad on that state dir (it holds the daemon lock, so no live llamad owns such a child)
+reaps those too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -20,6 +26,12 @@ import structlog
 log = structlog.get_logger("llamad.orphans")
 
 FILE_NAME = "children.json"
+MARKER_ENV = "LLAMAD_DAEMON"
+
+
+def marker(state_dir: Path) -> str:
+    """The MARKER_ENV value of children of the llamad using `state_dir`."""
+    return hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:16]
 
 
 class ChildRegistry:
@@ -28,6 +40,11 @@ class ChildRegistry:
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / FILE_NAME
         self._children: dict[int, tuple[str, float]] = {}
+        self.marker = marker(state_dir)
+
+    def env(self) -> dict[str, str]:
+        """The environment entry that marks a child as this daemon's."""
+        return {MARKER_ENV: self.marker}
 
     def add(self, name: str, pid: int) -> None:
         """Record a child just spawned."""
@@ -53,13 +70,28 @@ class ChildRegistry:
         except OSError as exc:  # losing this file only weakens orphan cleanup
             log.warning("orphans.state_unwritable", path=str(self.path), error=str(exc))
 
-    def reap_leftovers(self, timeout: float = 5.0) -> list[int]:
-        """Kill children a previous llamad left behind; returns their pids."""
+    def reap_leftovers(self, timeout: float = 5.0, scan: bool = True) -> list[int]:
+        """Kill children a previous llamad left behind; returns their pids. With `scan`,
+        also every process carrying our marker (a look at every process: tens of ms)."""
+        found = {**self._recorded(), **(self._marked() if scan else {})}
+        for proc, instance in found.values():
+            log.warning("orphans.reaped", instance=instance, pid=proc.pid)
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        leftovers = [proc for proc, _ in found.values()]
+        psutil.wait_procs(leftovers, timeout=timeout)
+        self._children.clear()
+        self._write()
+        return [p.pid for p in leftovers]
+
+    def _recorded(self) -> dict[int, tuple[psutil.Process, str | None]]:
         try:
             doc = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return []
-        leftovers = []
+            return {}
+        found = {}
         for entry in doc if isinstance(doc, list) else []:
             try:
                 proc = psutil.Process(int(entry["pid"]))
@@ -67,13 +99,17 @@ class ChildRegistry:
                     continue  # the pid was recycled: not ours
             except (psutil.Error, KeyError, TypeError, ValueError):
                 continue
-            log.warning("orphans.reaped", instance=entry.get("instance"), pid=proc.pid)
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-            leftovers.append(proc)
-        psutil.wait_procs(leftovers, timeout=timeout)
-        self._children.clear()
-        self._write()
-        return [p.pid for p in leftovers]
+            found[proc.pid] = (proc, entry.get("instance"))
+        return found
+
+    def _marked(self) -> dict[int, tuple[psutil.Process, str | None]]:
+        # Our own ancestors may carry the marker (llamad run from a child's shell).
+        skip = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+        found: dict[int, tuple[psutil.Process, str | None]] = {}
+        for proc in psutil.process_iter():
+            try:
+                if proc.pid not in skip and proc.environ().get(MARKER_ENV) == self.marker:
+                    found[proc.pid] = (proc, None)
+            except psutil.Error:
+                continue  # gone, a zombie, or another user's process
+        return found

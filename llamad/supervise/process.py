@@ -11,13 +11,13 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
 from llamad.common.clock import utcnow
+from llamad.supervise.port_owner import port_owner
 
 TAIL_LINES = 50
 _CHUNK = 65536
@@ -63,11 +63,19 @@ _PR_SET_PDEATHSIG = 1
 _SIGKILL = int(signal.SIGKILL)
 
 
-def _die_with_parent() -> None:
-    # Runs between fork and exec: only the pointer resolved above, no loader code.
-    # The kernel then SIGKILLs the child when llamad dies, even by SIGKILL.
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, _SIGKILL)
+def die_with_parent(daemon_pid: int) -> Callable[[], None]:
+    """The child's preexec step: die with the daemon, and at once if it is already gone."""
+
+    def preexec() -> None:
+        # Runs between fork and exec: only the pointer resolved above, no loader code.
+        # The kernel then SIGKILLs the child when llamad dies, even by SIGKILL; a daemon
+        # that died between fork and prctl sent no signal, so check it is still there.
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, _SIGKILL)
+        if os.getppid() != daemon_pid:
+            os._exit(1)
+
+    return preexec
 
 
 class Child:
@@ -78,6 +86,7 @@ class Child:
         self.pid = proc.pid
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.started = asyncio.get_running_loop().time()
+        self.started_at = time.time()  # wall clock, for the start-time metric
         self._write = write
         self._pump = asyncio.create_task(self._read_output(), name=f"pump-{proc.pid}")
 
@@ -93,7 +102,7 @@ class Child:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent if _PRCTL is not None else None,
+            preexec_fn=die_with_parent(os.getpid()) if _PRCTL is not None else None,
         )
         return cls(proc, write)
 
@@ -146,23 +155,6 @@ def port_problem(host: str, port: int) -> str | None:
                 return f"cannot bind {host}:{port}: address not available on this host"
             return f"cannot bind {host}:{port}: {exc.strerror}"
     return None
-
-
-def port_owner(port: int) -> str:
-    """'pid 4242 (python3)' for the listener on `port`, or a vaguer phrase when unknown."""
-    try:
-        conns = psutil.net_connections(kind="tcp")
-    except (psutil.AccessDenied, OSError):
-        return "another process"
-    for conn in conns:
-        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
-            if conn.pid is None:
-                return "another process"
-            try:
-                return f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
-            except psutil.Error:
-                return f"pid {conn.pid}"
-    return "another process"
 
 
 def model_problem(model: Path | None) -> str | None:

@@ -51,7 +51,8 @@ class Runtime:
             return f"no {spec.kind} executable: the config's [daemon] section names none"
         found = {name: w.address for name, w in (remote or {}).items()}
         argv, settings = backend_for(spec.kind).command(spec, tool, found)
-        env = child_env(os.environ, settings, dict(spec.env))
+        marker = self.registry.env() if self.registry is not None else {}
+        env = child_env(os.environ, settings, dict(spec.env), marker)
         try:
             child = await Child.spawn(argv, env, log.write)
         except OSError as exc:

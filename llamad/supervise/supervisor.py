@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -159,6 +160,11 @@ class Supervisor:
                 self.kill_all()
                 await asyncio.wait_for(waiter, 5)
         self._closed.set()
+
+    def summary(self) -> str:
+        """Instances per state, e.g. "1 failed, 2 running" (systemd's STATUS= line)."""
+        counts = Counter(i.record.state.value for i in self.instances.values())
+        return ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no instances"
 
     async def settled(self, timeout: float) -> None:
         """Wait until no instance is starting, or `timeout` seconds."""

@@ -22,7 +22,7 @@ from remote_helpers import (
     llamactl,
     remote_daemon,
     scratch_dir,
-    self_signed,
+    tls_files,
 )
 from remote_helpers import write_token as token_file
 
@@ -133,9 +133,10 @@ def test_readable_token_file_is_refused(
         text=True,
         timeout=30,
     )
-    lines = proc.stderr.splitlines()
+    *lines, hint = proc.stderr.splitlines()
     assert proc.returncode == 2
     assert len(lines) == 1, lines
+    assert hint.endswith(f"check it with: llamactl validate --config {config}")
     assert f"daemon.remote.{key}:" in lines[0]
     assert f"{remote[key]} is accessible by group or others (mode {mode:04o})" in lines[0]
     assert lines[0].startswith(f"llamad: {config}:")
@@ -143,15 +144,15 @@ def test_readable_token_file_is_refused(
 
 
 @pytest.mark.timeout(60)
-def test_tls_with_a_self_signed_certificate(
+def test_tls_with_a_private_ca(
     tiny_model: Path, capsys: pytest.CaptureFixture[str], base: Path
 ) -> None:
-    cert, key = self_signed(base)
+    cert, key, ca = tls_files(base)
     daemon, url = remote_daemon(base, tiny_model, tls=(cert, key))
     try:
         tok = str(token_file(base / "ctl.tok", ADMIN))
         peers = {
-            "trusted": {"url": url, "token_file": tok, "ca_file": str(cert)},
+            "trusted": {"url": url, "token_file": tok, "ca_file": str(ca)},
             "untrusted": {"url": url, "token_file": tok},
         }
         config = str(fleet_config(base / "ctl.toml", peers))

@@ -110,6 +110,14 @@ def test_missing_model_is_a_clear_error(tmp_path: Path) -> None:
     )
 
 
+def test_a_relative_model_is_taken_from_the_config_files_directory(
+    tmp_path: Path, tiny_mlx_model: Path
+) -> None:
+    shutil.copytree(tiny_mlx_model, tmp_path / "models" / "tiny")
+    spec = load(mlx_config(tmp_path, "models/tiny")).instances["m"]
+    assert spec.model == tmp_path / "models" / "tiny"
+
+
 def test_a_directory_without_weights_is_not_a_model(tmp_path: Path) -> None:
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "config.json").write_text("{}")
@@ -130,7 +138,7 @@ def test_repo_id_must_be_in_the_local_cache(
     shutil.copytree(tiny_mlx_model, root / "snapshots" / "abc123")
     (root / "refs").mkdir()
     (root / "refs" / "main").write_text("abc123")
-    model = resolve_model("mlx-community/Tiny-4bit", cache)
+    model = resolve_model("mlx-community/Tiny-4bit", cache, tmp_path)
     assert model.directory == root / "snapshots" / "abc123"
     assert model.weight_bytes() > 0
     spec = load(mlx_config(tmp_path, "mlx-community/Tiny-4bit")).instances["m"]

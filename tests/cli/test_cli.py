@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import shutil
 import signal
@@ -335,6 +336,15 @@ def test_validate(short_dir: Path, ctl: Ctl, monkeypatch: pytest.MonkeyPatch) ->
     assert (code, err) == (2, f"llamactl: {short_dir / 'none.toml'}: no such file\n")
 
 
+def test_validate_help_lists_only_config(capsys: pytest.CaptureFixture[str]) -> None:
+    """validate talks to no llamad: its help offers --config and nothing of the connection."""
+    assert run(["validate", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--config FILE" in out
+    for option in ("--socket", "--host", "--token-file", "--ca-file"):
+        assert option not in out
+
+
 def test_validate_with_the_real_checker(short_dir: Path, ctl: Ctl) -> None:
     config = short_dir / "bad.toml"
     config.write_text("[daemon]\nno_such_key = 1\n")
@@ -473,6 +483,15 @@ def test_table_units_and_colour(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_problem_line_from_last_exit() -> None:
     last = {"code": None, "signal": "SIGKILL", "at": "t", "stderr_tail": ["loading", "oom", ""]}
     assert table.problem(inst("a", "backoff", last_exit=last)) == "killed by SIGKILL: oom"
+
+
+def test_force_colour_colours_a_pipe_and_no_colour_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FORCE_COLOR colours llamactl's table even into a pipe; NO_COLOR beats it."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert table.use_colour(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not table.use_colour(io.StringIO())
 
 
 # Every command path, with what it needs besides the global options.

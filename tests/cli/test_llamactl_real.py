@@ -81,7 +81,13 @@ def test_status_start_stop_logs_and_failed(tmp_path: Path, tiny_model: Path) -> 
         stopped = d.ctl("stop", "good")
         assert stopped.returncode == 0
         assert d.instance("good")["state"] == "stopped"
-        assert d.ctl("status").returncode == 3
+        # No process, no health: the last probe's "ok" would read as current.
+        assert d.instance("good")["health"] is None
+        table = d.ctl("status")
+        assert table.returncode == 3
+        row = next(ln.split() for ln in table.stdout.splitlines() if ln.startswith("good"))
+        assert row[1] == "stopped"
+        assert "ok" not in row
 
         logs = d.ctl("logs", "flaky", "-n", "5")
         assert logs.returncode == 0

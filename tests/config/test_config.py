@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -134,6 +135,18 @@ def test_valid_config_resolves(tmp_path: Path, tiny_model: Path) -> None:
             '[instances.a]\nmodel = "{m}"\nport = 1\nn_gpu_layers = true\n',
             ["llamad.toml:4: instances.a.n_gpu_layers: expects a value like N"],
         ),
+        (
+            '[[fleet.peers]]\nname = "a"\nurl = "http://a:1"\n\n'
+            '[[fleet.peers]]\nname = "b"\nurl = "ftp://b"\n',
+            ["llamad.toml:7: fleet.peers[1].url: must start with http:// or https://"],
+        ),
+        (
+            '[[fleet.peers]]\nname = "a"\nurl = "http://a:1"\n[[fleet.peers]]\nnmae = "b"\n',
+            [
+                "llamad.toml:5: fleet.peers[1].nmae: unknown key 'nmae' (did you mean name?)",
+                "llamad.toml:4: fleet.peers[1].name: is required",
+            ],
+        ),
     ],
     ids=[
         "unknown key with suggestion",
@@ -149,6 +162,8 @@ def test_valid_config_resolves(tmp_path: Path, tiny_model: Path) -> None:
         "secret in args",
         "socket path too long",
         "bool for a valued option",
+        "second array-of-tables entry, its key",
+        "second array-of-tables entry, an unknown key",
     ],
 )
 def test_invalid_config_is_one_clear_line(
@@ -191,6 +206,8 @@ def test_llamad_exits_2_without_traceback(tmp_path: Path, text: str, needle: str
     assert needle in run.stderr
     assert "Traceback" not in run.stderr
     assert all(ln.startswith(f"llamad: {path}") for ln in run.stderr.splitlines())
+    last = run.stderr.splitlines()[-1]
+    assert last == f"llamad: {path}: check it with: llamactl validate --config {path}"
 
 
 def test_missing_config_file_exits_2(tmp_path: Path) -> None:
@@ -202,4 +219,30 @@ def test_missing_config_file_exits_2(tmp_path: Path) -> None:
         timeout=30,
     )
     assert run.returncode == 2
-    assert run.stderr.strip() == f"llamad: {tmp_path / 'none.toml'}: config file not found"
+    missing = tmp_path / "none.toml"
+    assert run.stderr.splitlines()[0] == f"llamad: {missing}: config file not found"
+
+
+def test_relative_paths_resolve_against_the_config_files_directory(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config that validates in a shell means the same under launchd (cwd /): model,
+    key file, state dir, socket and log dir are taken from the file's directory."""
+    conf = tmp_path / "conf"
+    (conf / "models").mkdir(parents=True)
+    shutil.copy(tiny_model, conf / "models" / "tiny.gguf")
+    (conf / "key").write_text("sk-relative\n")
+    cfg = write_config(
+        conf / "llamad.toml",
+        {"a": {"model": "models/tiny.gguf", "port": 18555, "api_key_file": "key"}},
+        daemon={"state_dir": "state", "log_dir": "../logs"},
+    )
+    monkeypatch.chdir("/")
+    resolved = load(cfg)
+    spec = resolved.instances["a"]
+    assert spec.model == conf / "models" / "tiny.gguf"
+    assert dict(spec.settings)["LLAMA_ARG_API_KEY_FILE"] == str(conf / "key")
+    assert spec.secrets == ("sk-relative",)
+    assert resolved.daemon.state_dir == conf / "state"
+    assert resolved.daemon.socket == conf / "state" / "llamad.sock"
+    assert resolved.daemon.log_dir == conf / "../logs"

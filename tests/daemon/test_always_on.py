@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 from helpers import Llamad, free_port, health, short_dir, wait_for, write_config
+
+from llamad.supervise.orphans import MARKER_ENV, marker
 
 FAST = {"health_interval": 0.2, "health_timeout": 0.5, "stop_timeout": 3.0, "backoff_initial": 0.1}
 
@@ -92,22 +96,36 @@ def test_sigkill_of_llamad_leaves_exactly_one_server_per_port(
         assert again.stop() == 0
 
 
+@contextlib.contextmanager
+def server_on(
+    llama_server: Path, model: Path, port: int, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A llama-server llamad did not start, serving on `port`; killed on the way out."""
+    proc = subprocess.Popen(
+        [str(llama_server), "-m", str(model), "--port", str(port), "-c", "256", "-np", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+    )
+    # Reap it as soon as it dies, as init would: a zombie left to this test looks alive
+    # to the daemon's wait for its leftovers.
+    threading.Thread(target=proc.wait, daemon=True).start()
+    try:
+        wait_for(lambda: health(port) == 200, 10, "the other server serving")
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_leftover_children_in_state_file_are_reaped(
     tmp_path: Path, tiny_model: Path, llama_server: Path
 ) -> None:
     """A child recorded in the state file (macOS: no PDEATHSIG) is killed before anything starts."""
     port = free_port()
-    orphan = subprocess.Popen(
-        [str(llama_server), "-m", str(tiny_model), "--port", str(port), "-c", "256", "-np", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    # Reap it as soon as it dies, as init would: a zombie left to this test looks alive
-    # to the daemon's wait for its leftovers.
-    threading.Thread(target=orphan.wait, daemon=True).start()
-    try:
-        wait_for(lambda: health(port) == 200, 10, "orphan serving")
+    with server_on(llama_server, tiny_model, port) as orphan:
         state = tmp_path / "state"
         state.mkdir()
         created = psutil.Process(orphan.pid).create_time()
@@ -123,10 +141,41 @@ def test_leftover_children_in_state_file_are_reaped(
             recorded = json.loads((state / "children.json").read_text())
             assert [e["pid"] for e in recorded] == [pid]
             assert d.stop() == 0
-    finally:
-        if orphan.poll() is None:
-            orphan.kill()
-            orphan.wait()
+
+
+def test_marked_child_missing_from_state_file_is_reaped(
+    tmp_path: Path, tiny_model: Path, llama_server: Path
+) -> None:
+    """A child spawned just before llamad was SIGKILLed (not yet in children.json) carries
+    the state dir's marker: the next llamad reaps it instead of reporting 'port in use'."""
+    port = free_port()
+    state = tmp_path / "state"
+    with server_on(llama_server, tiny_model, port, {MARKER_ENV: marker(state)}) as stray:
+        cfg = make(tmp_path, tiny_model, [port])
+        with Llamad(cfg) as d:
+            pid = d.wait_running("i0")
+            assert stray.wait(10) == -signal.SIGKILL
+            assert listeners(port) == [pid]
+            assert d.events("orphans.reaped", pid=stray.pid)
+            assert d.stop() == 0
+
+
+def test_sigkill_right_after_a_respawn_then_restart_reaps(tmp_path: Path, tiny_model: Path) -> None:
+    """kill -9 of llamad just after it respawned a child: the next llamad runs the
+    instance on its port (the respawned child died or was reaped, never 'port in use')."""
+    port = free_port()
+    cfg = make(tmp_path, tiny_model, [port])
+    with Llamad(cfg) as d:
+        first = d.wait_running("i0")
+        os.kill(first, signal.SIGKILL)
+        d.wait_event("instance.state_changed", to="starting", instance="i0", count=2)
+        d.proc.kill()
+        d.proc.wait(10)
+    with Llamad(cfg) as again:
+        pid = again.wait_running("i0")
+        assert listeners(port) == [pid]
+        assert not again.events("instance.state_changed", to="failed")
+        assert again.stop() == 0
 
 
 def test_recycled_pid_in_state_file_is_left_alone(tmp_path: Path, tiny_model: Path) -> None:
@@ -149,7 +198,8 @@ def test_recycled_pid_in_state_file_is_left_alone(tmp_path: Path, tiny_model: Pa
 
 
 def test_sd_notify_ready_status_watchdog_stopping(tmp_path: Path, tiny_model: Path) -> None:
-    """Under systemd: READY=1, STATUS= with counts, WATCHDOG=1 pings, STOPPING=1."""
+    """Under systemd: READY=1, STATUS= with counts, WATCHDOG=1 pings, STOPPING=1 with a
+    STATUS= that says so."""
     where = short_dir()
     addr = where / "notify"
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
@@ -177,7 +227,7 @@ def test_sd_notify_ready_status_watchdog_stopping(tmp_path: Path, tiny_model: Pa
     assert "READY=1" in got
     assert "STATUS=1 running" in got
     assert got.count("WATCHDOG=1") >= 2
-    assert got[-1] == "STOPPING=1" or "STOPPING=1" in got
+    assert "STOPPING=1\nSTATUS=stopping: 1 running" in got
 
 
 def _alive(pid: int) -> bool:

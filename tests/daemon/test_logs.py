@@ -94,3 +94,71 @@ def test_every_daemon_line_is_a_documented_dotted_event(tmp_path: Path, tiny_mod
     assert {"control.socket_replaced", "control.serving", "control.stopped"} <= names
     (replaced,) = [e for e in events if e["event"] == "control.socket_replaced"]
     assert replaced["path"] == str(tmp_path / "c.sock")
+
+
+@pytest.fixture
+def restored() -> Iterator[None]:
+    """Whatever a test configures, logging is as it was afterwards."""
+    root = logging.getLogger()
+    handlers = root.handlers[:]
+    levels = {name: logging.getLogger(name).level for name in ("", *QUIETED)}
+    yield
+    root.handlers[:] = handlers
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    structlog.reset_defaults()
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def console(stream: io.StringIO) -> str:
+    configure("info", "console", stream)
+    structlog.get_logger("llamad.test").info("colour.checked", n=1)
+    return stream.getvalue()
+
+
+@pytest.mark.usefixtures("restored")
+def test_force_color_colours_console_logs_into_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert "\x1b[" in console(io.StringIO())
+
+
+@pytest.mark.usefixtures("restored")
+def test_no_color_keeps_a_terminal_plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    out = console(Tty())
+    assert "colour.checked" in out
+    assert "\x1b[" not in out
+
+
+@pytest.mark.usefixtures("restored")
+def test_an_appended_log_file_is_rotated_by_copy_and_truncate(tmp_path: Path) -> None:
+    """launchd's StandardErrorPath (opened O_APPEND, never reopened) stays under the size
+    limit: copied to .1, .2 and truncated in place, so llamad keeps writing to the file."""
+    path = tmp_path / "llamad.err.log"
+    with path.open("a", encoding="utf-8") as stream:
+        configure("info", "json", stream, max_bytes=2000, backups=2)
+        for n in range(200):
+            structlog.get_logger("llamad.test").info("rotation.checked", n=n)
+    assert path.stat().st_size < 2000 + 200
+    backups = sorted(p.name for p in tmp_path.iterdir() if p != path)
+    assert backups == ["llamad.err.log.1", "llamad.err.log.2"]
+    last = path.read_text().splitlines()[-1]
+    assert '"n": 199' in last
+    assert not path.read_text().startswith("\0")
+
+
+@pytest.mark.usefixtures("restored")
+def test_a_log_file_not_opened_for_appending_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "llamad.err.log"
+    with path.open("w", encoding="utf-8") as stream:
+        configure("info", "json", stream, max_bytes=2000, backups=2)
+        for n in range(100):
+            structlog.get_logger("llamad.test").info("rotation.checked", n=n)
+    assert path.stat().st_size > 2000
+    assert list(tmp_path.iterdir()) == [path]

@@ -40,9 +40,16 @@ def test_messages_arrive_as_exact_datagrams(receiver: tuple[str, socket.socket])
     assert notifier.ready()
     assert notifier.status("2/3 instances running")
     assert notifier.watchdog()
-    assert notifier.stopping()
-    got = [sock.recv(4096) for _ in range(4)]
-    assert got == [b"READY=1", b"STATUS=2/3 instances running", b"WATCHDOG=1", b"STOPPING=1"]
+    assert notifier.stopping("3 running")
+    assert notifier.status("1 running, 2 stopped")
+    got = [sock.recv(4096) for _ in range(5)]
+    assert got == [
+        b"READY=1",
+        b"STATUS=2/3 instances running",
+        b"WATCHDOG=1",
+        b"STOPPING=1\nSTATUS=stopping: 3 running",
+        b"STATUS=stopping: 1 running, 2 stopped",
+    ]
 
 
 def test_status_newlines_cannot_inject_assignments(receiver: tuple[str, socket.socket]) -> None:

@@ -27,6 +27,7 @@ from remote_helpers import (
 
 from llamad.cli import fleet_status as fleet
 from llamad.config.load import check
+from llamad.fleet.peers import load_fleet
 
 HEAVY = ("httpx", "pydantic", "starlette", "structlog", "psutil", "uvicorn", "zeroconf")
 
@@ -265,3 +266,19 @@ def test_llamactl_and_llamad_refuse_the_same_fleet_table(
     assert said == problem
     file, _, line = where.rpartition(":")
     assert (file, line.isdigit()) == (str(config), True)  # file:line
+
+
+def test_llamactl_reads_fleet_paths_relative_to_the_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llamactl takes `[fleet]` file paths from the config's directory, as llamad does."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "llamad.toml").write_text(
+        '[fleet]\ntoken_file = "fleet.tok"\n\n'
+        '[[fleet.peers]]\nname = "a"\nurl = "https://a:7777"\nca_file = "certs/a.pem"\n'
+    )
+    monkeypatch.chdir("/")
+    loaded = load_fleet(str(conf / "llamad.toml"))
+    assert loaded.token_file == conf / "fleet.tok"
+    assert loaded.peers[0].ca_file == conf / "certs" / "a.pem"

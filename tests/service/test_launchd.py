@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from stand_ins import Fakes, install_fakes, service_llamactl
 
-from llamad.service import launchd
+from llamad.service import launchctl, launchd
 
 REPO = Path(__file__).resolve().parents[2]
 UID = os.getuid()
@@ -50,6 +50,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def fakes(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Fakes:
+    # Retries give up after a second here, not five.
+    monkeypatch.setattr(launchctl, "RETRY_FOR_S", 1.0)
+    monkeypatch.setattr(launchctl, "RETRY_EVERY_S", 0.05)
     fakes = install_fakes(tmp_path, monkeypatch, "launchctl", "llamad")
     fakes.rule("launchctl print", 113, stderr="Could not find service")  # nothing loaded
     return fakes
@@ -72,11 +75,11 @@ def agent_plist(home: Path, label: str = LABEL) -> Path:
     return home / "Library" / "LaunchAgents" / f"{label}.plist"
 
 
-def test_the_plist_template_has_one_home() -> None:
-    """llamad/templates/llamad.plist is the template; launchd/ only says where it lives."""
-    assert (REPO / "llamad" / "templates" / "llamad.plist").is_file()
-    assert not [p for p in (REPO / "launchd").iterdir() if p.name != "README.md"]
-    assert "llamad/templates/llamad.plist" in (REPO / "launchd" / "README.md").read_text()
+def test_the_plist_has_one_home() -> None:
+    """The plist is built in llamad/service/launchd.py; launchd/ only says where it lives."""
+    assert not (REPO / "llamad" / "templates" / "llamad.plist").exists()
+    assert [p.name for p in (REPO / "launchd").iterdir()] == ["README.md"]
+    assert "llamad/service/launchd.py" in (REPO / "launchd" / "README.md").read_text()
 
 
 def test_print_renders_the_whole_plist(
@@ -90,6 +93,7 @@ def test_print_renders_the_whole_plist(
     assert plist == {
         "Label": LABEL,
         "ProgramArguments": [str(bin_dir / "llamad"), "--config", str(config)],
+        "WorkingDirectory": str(config.parent),
         "RunAtLoad": True,
         "KeepAlive": {"SuccessfulExit": False},
         "ThrottleInterval": 10,
@@ -160,12 +164,13 @@ def test_install_falls_back_to_user_domain_without_gui_session(
 
 def test_reinstall_boots_out_the_loaded_job_first(fakes: Fakes, home: Path, config: Path) -> None:
     """A loaded job keeps its old definition until booted out of the domain it is in."""
-    fakes.rule(f"launchctl print {USER}/", 0, stdout="state = running")
+    fakes.answers(f"launchctl print {USER}/", 0, 113)  # loaded, then gone after bootout
     assert llamactl("install", "--config", str(config)) == 0
     assert fakes.calls() == [
         ["launchctl", "print", f"{GUI}/{LABEL}"],
         ["launchctl", "print", f"{USER}/{LABEL}"],
         ["launchctl", "bootout", f"{USER}/{LABEL}"],
+        ["launchctl", "print", f"{USER}/{LABEL}"],
         ["launchctl", "enable", f"{GUI}/{LABEL}"],
         ["launchctl", "bootstrap", GUI, str(agent_plist(home))],
     ]
@@ -181,11 +186,45 @@ def test_reinstall_ignores_not_loaded_bootout(fakes: Fakes, home: Path, config: 
         "print",
         "print",
         "bootout",
+        "print",
         "enable",
         "bootstrap",
     ]
     assert fakes.calls()[2] == ["launchctl", "bootout", f"{GUI}/{LABEL}"]
     assert plistlib.loads(agent_plist(home).read_bytes())["Label"] == LABEL
+
+
+def test_reinstall_retries_bootout_while_in_progress_and_waits_for_the_job_to_go(
+    fakes: Fakes, home: Path, config: Path
+) -> None:
+    """bootout answers 36 while an earlier one runs; the job lingers a moment after it;
+    bootstrap answers 5 until launchd has let go. Each is retried, as Homebrew does."""
+    fakes.answers(f"launchctl print {GUI}/", 0, 0, 0, 113)
+    fakes.answers(
+        "launchctl bootout", 36, 0, stderr="Boot-out failed: 36: Operation now in progress"
+    )
+    fakes.answers("launchctl bootstrap", 5, 5, 0, stderr="Bootstrap failed: 5: Input/output error")
+    assert llamactl("install", "--config", str(config)) == 0
+    target = f"{GUI}/{LABEL}"
+    assert fakes.calls() == [
+        ["launchctl", "print", target],
+        ["launchctl", "bootout", target],
+        ["launchctl", "bootout", target],
+        ["launchctl", "print", target],
+        ["launchctl", "print", target],
+        ["launchctl", "print", target],
+        ["launchctl", "enable", target],
+        *[["launchctl", "bootstrap", GUI, str(agent_plist(home))]] * 3,
+    ]
+
+
+def test_a_job_that_outlives_its_bootout_stops_the_reinstall(
+    fakes: Fakes, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fakes.rule(f"launchctl print {GUI}/", 0)
+    assert llamactl("install", "--config", str(config)) == 1
+    assert "is still loaded" in capsys.readouterr().err
+    assert "bootstrap" not in [call[1] for call in fakes.calls()]
 
 
 def test_bootout_failure_aborts_reinstall(
@@ -301,11 +340,12 @@ def test_uninstall_boots_out_and_removes_the_plist(fakes: Fakes, home: Path) -> 
     """uninstall = bootout <domain>/LABEL, then the file goes."""
     agent_plist(home).parent.mkdir(parents=True)
     agent_plist(home).write_text("x")
-    fakes.rule(f"launchctl print {GUI}/", 0)
+    fakes.answers(f"launchctl print {GUI}/", 0, 113)
     assert llamactl("uninstall") == 0
     assert fakes.calls() == [
         ["launchctl", "print", f"{GUI}/{LABEL}"],
         ["launchctl", "bootout", f"{GUI}/{LABEL}"],
+        ["launchctl", "print", f"{GUI}/{LABEL}"],
     ]
     assert not agent_plist(home).exists()
 

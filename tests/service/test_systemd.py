@@ -7,7 +7,10 @@ matching rule.
 
 from __future__ import annotations
 
+import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -82,18 +85,51 @@ def test_print_renders_the_unit(
             ("Type", "notify"),
             ("NotifyAccess", "main"),
             ("ExecStart", f"{bin_dir / 'llamad'} --config {config}"),
+            ("ExecReload", "kill -HUP $MAINPID"),
+            ("WorkingDirectory", str(config.parent)),
             ("Environment", f"PATH={path}"),
             ("Environment", f"LLAMAD_CONFIG={config}"),
             ("Restart", "on-failure"),
+            ("RestartPreventExitStatus", "2"),
             ("RestartSec", "2"),
+            ("OOMPolicy", "continue"),
             ("KillMode", "mixed"),
             # stop budget = 7 + 5 = 12; TimeoutStopSec = ceil(12) + 5
             ("TimeoutStopSec", "17"),
             ("WatchdogSec", "30"),
+            ("NoNewPrivileges", "yes"),
+            ("LockPersonality", "yes"),
+            ("RestrictRealtime", "yes"),
+            ("RestrictSUIDSGID", "yes"),
+            ("SystemCallArchitectures", "native"),
+            ("PrivateTmp", "yes"),
+            ("UMask", "0077"),
         ],
         "Install": [("WantedBy", "default.target")],
     }
     assert fakes.calls() == []
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd is not installed")
+def test_systemd_analyze_verify_is_clean(
+    fakes: Fakes, tmp_path: Path, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rendered unit passes `systemd-analyze --user verify` without a word."""
+    assert llamactl("install", "--print", "--config", str(config)) == 0
+    unit = tmp_path / UNIT
+    unit.write_text(capsys.readouterr().out)
+    (tmp_path / "bin" / "llamad").chmod(0o755)  # ExecStart must name an executable
+    runtime = tmp_path / "runtime"  # the user manager it simulates needs one
+    runtime.mkdir(mode=0o700)
+    verify = subprocess.run(
+        ["systemd-analyze", "--user", "verify", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+    )
+    said = [ln for ln in (verify.stdout + verify.stderr).splitlines() if ln.strip()]
+    assert (verify.returncode, said) == (0, [])
 
 
 def test_unit_quotes_spaces_specifiers_and_dollars(

@@ -70,7 +70,7 @@ class Mlx:
             problem(("model",), "is required: an MLX model directory or a cached repo id")
         else:
             try:
-                directory = resolve_model(model_value, cache).directory
+                directory = resolve_model(model_value, cache, ctx.base_dir).directory
             except ValueError as exc:
                 problem(("model",), str(exc))
         settings = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache)}

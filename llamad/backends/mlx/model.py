@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from llamad.common.paths import anchored
+
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 WEIGHTS = ("*.safetensors",)
 DEFAULT_MODEL = "default_model"
@@ -47,16 +49,16 @@ def hub_cache() -> Path:
     return Path(home).expanduser() / "hub"
 
 
-def resolve_model(value: str, cache: Path) -> MlxModel:
-    """`value` as a local directory or a repo id in the hub `cache`.
+def resolve_model(value: str, cache: Path, base: Path) -> MlxModel:
+    """`value` as a local directory (a relative one from `base`, the config file's
+    directory) or a repo id in the hub `cache`.
 
     Raises ValueError with one line saying what is missing."""
     text = value.strip()
-    path = Path(text).expanduser()
-    local = path.is_absolute() or text.startswith((".", "~")) or not _REPO_ID.match(text)
-    if not local and not path.exists():
+    directory = anchored(text, base)
+    local = text.startswith(("/", ".", "~")) or not _REPO_ID.match(text)
+    if not local and not directory.exists():
         return MlxModel(text, _cached_snapshot(text, cache), cache)
-    directory = path.absolute()
     if not directory.is_dir():
         raise ValueError(f"MLX model directory not found: {directory}")
     _check_files(directory)
