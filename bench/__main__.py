@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cold_start, footprint, recovery, reload, status
+from bench import cold_start, footprint, gateway, recovery, reload, status
 from bench.common import Context, Result
 from bench.machine import BUSY_WARNING, Background, machine_info
 from bench.procs import leftover_children
@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "reload": reload.run,
     "footprint": footprint.run,
     "status": status.run,
+    "gateway": gateway.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 

@@ -142,11 +142,14 @@ def write_config(
     instances: dict[str, dict[str, object]],
     daemon: dict[str, object],
     supervise: dict[str, object] | None = None,
+    gateway: dict[str, object] | None = None,
 ) -> Path:
     """Write a llamad.toml from plain dicts (atomically: a reload must never see half)."""
     out: list[str] = ["[daemon]", *(f"{k} = {toml_value(v)}" for k, v in daemon.items())]
     if supervise:
         out += ["[supervise]", *(f"{k} = {toml_value(v)}" for k, v in supervise.items())]
+    if gateway:
+        out += ["[gateway]", *(f"{k} = {toml_value(v)}" for k, v in gateway.items())]
     for name, keys in instances.items():
         out.append(f"[instances.{name}]")
         out += [f"{k} = {toml_value(v)}" for k, v in keys.items()]

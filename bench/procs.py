@@ -39,6 +39,7 @@ class Daemon:
         name: str,
         instances: dict[str, dict[str, object]],
         supervise: dict[str, object] | None = None,
+        gateway: dict[str, object] | None = None,
     ) -> None:
         self.work, sock_dir = ctx.fresh(name)
         self.socket = sock_dir / "s"
@@ -48,7 +49,7 @@ class Daemon:
         }
         self.supervise = supervise
         self.config = write_config(
-            self.work / "llamad.toml", instances, self.daemon_keys, supervise
+            self.work / "llamad.toml", instances, self.daemon_keys, supervise, gateway
         )
         self.stderr_path = self.work / "llamad.stderr"
         self._stderr = self.stderr_path.open("wb")

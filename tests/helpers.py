@@ -80,10 +80,12 @@ def write_config(
     daemon: dict[str, Any] | None = None,
     supervise: dict[str, Any] | None = None,
     defaults: dict[str, Any] | None = None,
+    gateway: dict[str, Any] | None = None,
 ) -> Path:
     """Write a llamad.toml from plain dicts."""
     out: list[str] = []
-    for table, values in (("daemon", daemon), ("supervise", supervise), ("defaults", defaults)):
+    tables = (("daemon", daemon), ("supervise", supervise), ("defaults", defaults))
+    for table, values in (*tables, ("gateway", gateway)):
         if values:
             out.append(f"[{table}]")
             out += [f"{k} = {toml_value(v)}" for k, v in values.items()]

@@ -13,6 +13,7 @@ from llamad.api.errors import Conflict, InvalidConfig, UnknownInstance
 from llamad.api.status import ProcessFacts, instance_doc
 from llamad.common.clock import utcnow
 from llamad.config.load import ConfigError
+from llamad.gateway.core import Gateway
 from llamad.lifecycle.states import Event, Restart, Start, State, Stop
 from llamad.supervise.instance import Instance
 from llamad.supervise.state import DaemonState
@@ -37,6 +38,7 @@ class DaemonController:
         self.started_at = utcnow()
         self._t0 = time.monotonic()
         self._facts = ProcessFacts()
+        self.gateway: Gateway | None = None  # set when `[gateway] listen` is served
 
     # Views ------------------------------------------------------------------------
 
@@ -59,6 +61,7 @@ class DaemonController:
                 "backends": {kind: tool.to_dict() for kind, tool in r.tools.items()},
             },
             "instances": [self._doc(i) for i in insts],
+            **({"gateway": self.gateway.status()} if self.gateway else {}),
         }
 
     def _get(self, name: str) -> Instance:
@@ -72,7 +75,10 @@ class DaemonController:
     def _doc(self, inst: Instance) -> dict[str, Any]:
         spec, sup = inst.spec, self.supervisor
         down = sup.not_ready(spec.workers) + sup.runtime.remote.not_running(spec.remote_workers)
-        return instance_doc(inst, self._facts, down)
+        doc = instance_doc(inst, self._facts, down)
+        if self.gateway is not None and self.gateway.router.find(spec.name) is not None:
+            doc["gateway"] = self.gateway.status_of(spec.name)
+        return doc
 
     def instance(self, name: str) -> dict[str, Any]:
         """One instance's entry of the status document."""

@@ -61,6 +61,7 @@ class Backend(Protocol):
     kind: str  # the `kind = "..."` value that selects it
     executable_key: str  # the `[daemon]` key that names its executable
     order: int  # resolution order: servers others depend on (RPC workers) come first
+    serves_http: bool  # an OpenAI-compatible HTTP server the gateway can route to
 
     def find(self, configured: str | None) -> Path:
         """The executable to run: `configured`, else PATH, else a bundled copy.

@@ -41,6 +41,7 @@ class LlamaServer:
     kind = KIND
     executable_key = "llama_server"
     order = 1  # after rpc-workers, so heads can name them
+    serves_http = True  # the gateway routes requests to it
 
     def find(self, configured: str | None) -> Path:
         """`[daemon] llama_server`, else PATH, else the pip wheel's copy."""

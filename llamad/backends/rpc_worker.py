@@ -25,6 +25,7 @@ class RpcWorker:
     kind = rpc.KIND
     executable_key = "rpc_server"
     order = 0  # heads name workers, so workers resolve first
+    serves_http = False  # the gateway routes requests to it
 
     def find(self, configured: str | None) -> Path:
         """`[daemon] rpc_server`, else PATH, else the pip wheel's copy."""

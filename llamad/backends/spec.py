@@ -33,6 +33,10 @@ class InstanceSpec:
     kind: str = "llama-server"
     workers: tuple[str, ...] = ()  # local rpc-workers this head needs ready first
     remote_workers: tuple[tuple[str, str], ...] = ()  # (peer, worker): asked at launch
+    # The gateway's: supervise-only, so none of them is part of `launch`.
+    on_demand: bool = False  # started by the first request, not at boot
+    idle_timeout: float = 600.0  # an on-demand instance stops this long after its last request
+    aliases: tuple[str, ...] = ()  # more model names the gateway routes here
 
     @property
     def launch(self) -> tuple[object, ...]:

@@ -61,19 +61,20 @@ def status(args: argparse.Namespace) -> int:
         if missing:
             return exits.UNKNOWN_INSTANCE
         doc = {**doc, "instances": [i for i in instances if i.get("name") in args.names]}
+    from llamad.cli import table
+
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        from llamad.cli import table
-
         print(table.render(doc, colour=table.use_colour(sys.stdout)))
-    running = all(i.get("state") == "running" for i in doc["instances"])
-    return exits.OK if running else exits.NOT_RUNNING
+    return exits.OK if all(table.fine(i) for i in doc["instances"]) else exits.NOT_RUNNING
 
 
 def control(args: argparse.Namespace) -> int:
     """`start`, `stop` and `restart`: llamad holds each request until the outcome is known."""
-    verb, client = args.command, client_for(args, timeout=args.timeout + SLACK_S)
+    # load/unload are start/stop under the gateway's names for them.
+    verb = {"load": "start", "unload": "stop"}.get(args.command, args.command)
+    client = client_for(args, timeout=args.timeout + SLACK_S)
     names = list(args.names)
     if args.all:
         names = [i["name"] for i in client.call("GET", "/v1/status").get("instances") or []]

@@ -16,6 +16,8 @@ VERBS = {
     "start": "start instances and wait until they are running",
     "stop": "stop instances and wait until they have stopped",
     "restart": "restart instances and wait until a new process runs",
+    "load": "start on-demand instances now, ahead of requests (same as start)",
+    "unload": "stop on-demand instances now; the next request loads them (same as stop)",
 }
 SOCKET_HELP = "control socket (default: $LLAMAD_SOCKET, else the config's, else the default)"
 CONFIG_HELP = "llamad.toml (default: $LLAMAD_CONFIG or ~/.config/llamad/llamad.toml)"

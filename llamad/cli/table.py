@@ -19,6 +19,7 @@ STATE_COLOURS = {
     "stopping": _YELLOW,
     "backoff": _RED,
     "failed": _RED,
+    "idle": _GREEN,  # stopped by the gateway for want of requests: fine
     "unreachable": _RED,  # a whole host, in `llamactl fleet status`
     "error": _RED,  # ... or one that answered but refused the token
 }
@@ -80,6 +81,13 @@ def problem(inst: dict[str, Any]) -> str | None:
     return f"{text}: {tail[-1].strip()}" if tail else text
 
 
+def fine(inst: dict[str, Any]) -> bool:
+    """Running, idle, or an on-demand instance waiting for its first request."""
+    state = inst.get("state")
+    on_demand = (inst.get("gateway") or {}).get("on_demand")
+    return state in ("running", "idle") or (state == "stopped" and bool(on_demand))
+
+
 def row(inst: dict[str, Any]) -> list[str]:
     """An instance's cells under COLUMNS."""
     model = inst.get("model")
@@ -119,8 +127,9 @@ def render(doc: dict[str, Any], colour: bool = False) -> str:
     error = (doc.get("daemon") or {}).get("config_error")
     if error:
         lines.append(f"warning: config not applied: {error}")
+    lines += gateway_lines(doc)
     for inst in instances:
-        why = problem(inst) if inst.get("state") != "running" else None
+        why = problem(inst) if not fine(inst) else None
         if why:
             lines.append(f"{inst.get('name')}: {why}")
     for inst in instances:
@@ -130,6 +139,45 @@ def render(doc: dict[str, Any], colour: bool = False) -> str:
             workers = ", ".join(group.get("workers") or [])
             lines.append(f"{inst.get('name')}: rpc group with {workers}{flag}")
     return "\n".join(lines)
+
+
+GATEWAY_COLUMNS = ("MODEL", "ALIASES", "ON-DEMAND", "IN-FLIGHT", "QUEUED", "IDLE-IN", "EST", "USED")
+
+
+def gateway_lines(doc: dict[str, Any]) -> list[str]:
+    """The gateway's view: a row per routable model, then the memory budget."""
+    gw = doc.get("gateway")
+    if not gw:
+        return []
+    rows = [list(GATEWAY_COLUMNS)]
+    for inst in doc.get("instances") or []:
+        g = inst.get("gateway")
+        if not g:
+            continue
+        left = g.get("idle_left_s")
+        rows.append(
+            [
+                str(inst.get("name")),
+                ",".join(g.get("aliases") or []) or "-",
+                "yes" if g.get("on_demand") else "no",
+                str(g.get("in_flight", 0)),
+                str(g.get("queued", 0)),
+                duration(left) if left is not None else "-",
+                size(g.get("estimate_bytes")),
+                size(g.get("footprint_bytes")),
+            ]
+        )
+    budget = gw.get("budget_bytes")
+    limit = f", at most {gw['max_loaded']} on demand" if gw.get("max_loaded") else ""
+    memory = (
+        "no memory budget"
+        if budget is None
+        else (
+            f"memory budget {size(budget)} ({gw.get('memory_budget')}), "
+            f"used {size(gw.get('used_bytes'))}, left {size(gw.get('left_bytes'))}"
+        )
+    )
+    return ["", f"gateway on {gw.get('listen')}: {memory}{limit}", *grid(rows, 2)]
 
 
 def outcome(verb: str, doc: dict[str, Any]) -> tuple[bool, str] | None:

@@ -68,7 +68,7 @@ def find_socket(socket_arg: str | None = None, config_arg: str | None = None) ->
         return Path(os.environ["LLAMAD_SOCKET"]).expanduser()
     config = Path(config_arg).expanduser() if config_arg else paths.default_config()
     if not config_arg and not config.is_file():
-        return paths.default_socket()
+        return _default_or_demo()
     import tomllib  # paid for only when there is a file to read
 
     try:
@@ -85,6 +85,13 @@ def find_socket(socket_arg: str | None = None, config_arg: str | None = None) ->
     if state_dir and isinstance(state_dir, str):
         return Path(state_dir).expanduser().absolute() / "llamad.sock"
     return paths.default_socket()
+
+
+def _default_or_demo() -> Path:
+    """The default socket; the demo's when only `llamad --demo` is running."""
+    default = paths.default_socket()
+    demo = paths.demo_state() / "llamad.sock"
+    return demo if not default.exists() and demo.exists() else default
 
 
 class Client:

@@ -61,3 +61,8 @@ def anchored(value: str | Path, base: Path) -> Path:
 def default_socket() -> Path:
     """The control socket when the config names none."""
     return state_home() / "llamad.sock"
+
+
+def demo_state() -> Path:
+    """Where `llamad --demo` keeps its state (and its control socket)."""
+    return data_home() / "demo-state"

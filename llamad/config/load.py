@@ -13,6 +13,7 @@ from llamad.backends.llama_server import KIND as LLAMA_SERVER
 from llamad.backends.spec import InstanceSpec
 from llamad.common import paths
 from llamad.common.unixsock import MAX_SOCKET_PATH
+from llamad.config.gateway_table import Gateway, resolve_gateway
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.config.resolve import Resolver
 from llamad.config.schema import ConfigError, ConfigFile, read_file, where_is
@@ -44,6 +45,7 @@ class Resolved:
     instances: dict[str, InstanceSpec]
     tools: dict[str, Tool] = field(default_factory=dict)  # kind -> executable, kinds in use
     peers: dict[str, Peer] = field(default_factory=dict)  # [fleet] peers, for rpc
+    gateway: Gateway | None = None  # [gateway], when it has `listen`
 
     @property
     def llama_server(self) -> Tool | None:
@@ -106,10 +108,11 @@ def resolve(cfg: ConfigFile, path: Path, text: str) -> Resolved:
     resolver = Resolver(cfg, path, text)
     tools = resolver.tools(_inspect)
     instances = resolver.all(tools)
+    gateway = resolve_gateway(cfg.gateway, instances, resolver.problem_at())
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)
-    return Resolved(path, daemon, instances, tools, _peers(cfg))
+    return Resolved(path, daemon, instances, tools, _peers(cfg), gateway)
 
 
 def _peers(cfg: ConfigFile) -> dict[str, Peer]:

@@ -99,10 +99,14 @@ class Resolver:
             settings=(),
             args=tuple(table.args),
             env=_env(table.env),
-            autostart=table.autostart,
+            # An on-demand instance waits for its first request, whatever autostart says.
+            autostart=table.autostart and not table.on_demand,
             watch_model=table.watch_model,
             knobs=knobs or Knobs(),
             kind=backend.kind,
+            on_demand=table.on_demand,
+            idle_timeout=table.idle_timeout,
+            aliases=tuple(table.aliases),
         )
         spec = backend.resolve(base, dict(table.model_extra or {}), ctx, problem)
         if len(self.problems) > before or knobs is None:

@@ -33,6 +33,7 @@ from pydantic_settings import (
 
 from llamad.backends.registry import DEFAULT_KIND
 from llamad.config.fleet_tables import RemoteSettings
+from llamad.config.gateway_table import GatewaySettings
 from llamad.config.tomlpos import locate
 from llamad.fleet.table import Fleet, parse_fleet
 
@@ -97,6 +98,9 @@ class InstanceTable(BaseModel):
     autostart: bool = True
     watch_model: bool = True
     supervise: dict[str, Any] = {}
+    on_demand: bool = False
+    idle_timeout: NonNegativeFloat = 600.0
+    aliases: list[str] = []
 
 
 class ConfigFile(BaseSettings):
@@ -111,6 +115,7 @@ class ConfigFile(BaseSettings):
     # Read by llamactl too, so parsed by fleet.table's stdlib parser (see read_file).
     # Peers also serve RPC heads.
     fleet: Fleet = Fleet()
+    gateway: GatewaySettings = GatewaySettings()
 
     @classmethod
     def settings_customise_sources(
@@ -211,6 +216,7 @@ def _suggest(loc: tuple[Any, ...]) -> str | None:
         "daemon": DaemonSettings.model_fields,
         "daemon.remote": RemoteSettings.model_fields,
         "supervise": SuperviseSettings.model_fields,
+        "gateway": GatewaySettings.model_fields,
         None: ConfigFile.model_fields,
     }.get(section, {})
     match = difflib.get_close_matches(str(loc[-1]), list(fields), n=1)

@@ -8,13 +8,14 @@ from llamad.common import paths
 from llamad.daemon.tinymodel import demo_model_path
 
 DEMO_PORTS = (18081, 18082)
+ON_DEMAND_PORT = 18083
+GATEWAY = "127.0.0.1:18080"
 
 
 def demo_config() -> Path:
     """Write (once) the demo config beside a generated tiny model and return its path."""
     model = demo_model_path()
-    home = paths.data_home()
-    state = home / "demo-state"
+    state = paths.demo_state()
     instances = "\n".join(
         f"""
 [instances.tiny-{i}]
@@ -25,14 +26,42 @@ n_parallel = 1
 """
         for i, port in enumerate(DEMO_PORTS, start=1)
     )
-    text = f"""# Written by `llamad --demo`: two instances of a generated tiny model.
+    text = f"""# Written by `llamad --demo`: two instances of a generated tiny model, a third
+# started on demand, and the gateway in front of all three.
 [daemon]
 state_dir = "{state}"
 
 [supervise]
 health_interval = 2.0
-{instances}"""
-    path = home / "demo.toml"
+
+[gateway]
+listen = "{GATEWAY}"
+{instances}
+[instances.tiny-lazy]
+model = "{model}"
+port = {ON_DEMAND_PORT}
+ctx_size = 256
+n_parallel = 1
+on_demand = true
+idle_timeout = 30.0
+aliases = ["gpt-4o-mini"]
+"""
+    path = paths.data_home() / "demo.toml"
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
     return path
+
+
+def what_to_try() -> str:
+    """Printed when the demo starts."""
+    chat = '{"model":"tiny-lazy","messages":[{"role":"user","content":"hi"}],"max_tokens":8}'
+    return "\n".join(
+        [
+            f"llamad demo: tiny-1 on :{DEMO_PORTS[0]}, tiny-2 on :{DEMO_PORTS[1]}, tiny-lazy "
+            f"started on demand; the gateway on {GATEWAY}. Try:",
+            f"  curl {GATEWAY}/v1/models",
+            f"  curl {GATEWAY}/v1/chat/completions -d '{chat}'",
+            f"  llamactl status    (finds the demo's socket, {paths.demo_state()}/llamad.sock)",
+            "  Ctrl-C stops everything.",
+        ]
+    )

@@ -27,7 +27,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--demo",
         action="store_true",
         help="run the built-in demo: two instances of a generated tiny model on "
-        "127.0.0.1:18081 and :18082",
+        "127.0.0.1:18081 and :18082, a third on demand, and the gateway on 127.0.0.1:18080",
     )
     p.add_argument(
         "--log-format",

@@ -139,13 +139,14 @@ class _SignalHandlers:
 def run(args: argparse.Namespace) -> int:
     """Load the config, then serve; exit 2 for a bad config, 1 for a fatal error."""
     if args.demo:
-        from llamad.daemon.demo import demo_config
+        from llamad.daemon.demo import demo_config, what_to_try
 
         try:
             path = demo_config()
         except RuntimeError as exc:
             print(f"llamad: {exc}", file=sys.stderr)
             return EXIT_FATAL
+        print(what_to_try(), file=sys.stderr)
     else:
         path = args.config or paths.default_config()
     try:

@@ -17,6 +17,7 @@ from llamad.api.controller import DaemonController
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_remote
 from llamad.api.uds import serve_unix
+from llamad.daemon.gateway import start_gateway
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.supervise.reload import Reloader
@@ -54,6 +55,8 @@ async def start(
     if (remote := d.remote) is not None:  # fleet: the same app on TCP with tokens, and mDNS
         version = resolved.llama_server_version
         guard.start("remote", lambda: serve_remote(app, remote, stop, version), retry=True)
+    if resolved.gateway is not None:
+        controller.gateway = start_gateway(guard, resolved.gateway, state, metrics, stop)
     guard.start("watchdog", lambda: watchdog_loop(notifier, stop), retry=True)
     if notifier.enabled:
         guard.start("sd-status", lambda: _report_counts(notifier, supervisor, stop), retry=True)

@@ -200,9 +200,9 @@ def _running(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float)
             reason = _because(rec.error if rec.killed else None, detail, "exited")
             rec = replace(_gone(rec), probe_failures=0, failures=0)
             return _retry(rec, now, knobs, jitter, reason, immediate=True)
-        case Stop():
-            # RUNNING -> STOPPING
-            return _terminate(rec, knobs, then=State.STOPPED)
+        case Stop(idle=idle):
+            # RUNNING -> STOPPING, to end IDLE when the gateway unloads it for want of use.
+            return _terminate(rec, knobs, then=State.IDLE if idle else State.STOPPED)
         case Restart():
             # RUNNING -> STOPPING: admin restarts are not counted in `restarts`.
             return _terminate(rec, knobs, then=State.STARTING)
@@ -230,8 +230,8 @@ def _stopping(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float
             if then is State.STARTING:
                 # STOPPING -> STARTING: a requested restart is a fresh run, not a failure.
                 return _spawn(replace(rec, failures=0, probe_failures=0), knobs)
-            # STOPPING -> STOPPED
-            return replace(rec, state=State.STOPPED), []
+            # STOPPING -> STOPPED or IDLE
+            return replace(rec, state=then), []
         case Timer():
             # STOPPING -> STOPPING: stop_timeout passed without an exit; force it.
             return replace(rec, killed=True), [Signal("KILL")]
@@ -255,6 +255,14 @@ def _failed(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) 
     return rec, []
 
 
+def _idle(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) -> Step:
+    if isinstance(event, Stop) and not event.idle:
+        # IDLE -> STOPPED: a person's stop (or removal, shutdown) outranks llamad's own.
+        return replace(rec, state=State.STOPPED), []
+    # IDLE -> STARTING on Start, like STOPPED.
+    return _stopped(rec, event, now, knobs, jitter)
+
+
 _HANDLERS: dict[State, Callable[[Record, Event, float, Knobs, float], Step]] = {
     State.STOPPED: _stopped,
     State.STARTING: _starting,
@@ -262,4 +270,5 @@ _HANDLERS: dict[State, Callable[[Record, Event, float, Knobs, float], Step]] = {
     State.BACKOFF: _backoff,
     State.STOPPING: _stopping,
     State.FAILED: _failed,
+    State.IDLE: _idle,
 }

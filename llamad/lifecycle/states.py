@@ -19,6 +19,9 @@ class State(StrEnum):
     BACKOFF = "backoff"
     STOPPING = "stopping"
     FAILED = "failed"
+    # Stopped by llamad for want of requests (the gateway's idle timer or an eviction), not
+    # by a person: fine, and the next request starts it again. Behaves like STOPPED.
+    IDLE = "idle"
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class Record:
     # An RPC head's workers that were not ready when it was due to launch; while this is
     # not empty the head is STARTING without a process, and a waiter watches for them.
     waiting_for: tuple[str, ...] = ()
-    # Where STOPPING leads once the process has exited: STOPPED or STARTING.
+    # Where STOPPING leads once the process has exited: STOPPED, IDLE or STARTING.
     then: State = State.STOPPED
     # Token of the one armed timer; a Timer event with another token is stale.
     timer: int = 0
@@ -78,7 +81,10 @@ class Start:
 
 @dataclass(frozen=True)
 class Stop:
-    """An admin stop, removal from the config, or daemon shutdown."""
+    """An admin stop, removal from the config, or daemon shutdown; `idle` when the
+    gateway unloads an instance nobody uses (its idle timer, an eviction): it ends IDLE."""
+
+    idle: bool = False
 
 
 @dataclass(frozen=True)

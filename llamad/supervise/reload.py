@@ -183,7 +183,8 @@ class Reloader:
             self.request()
         for spec in self.state.resolved.instances.values():
             inst = self.supervisor.instances.get(spec.name)
-            live = inst is not None and inst.record.state not in (State.STOPPED, State.STOPPING)
+            down = (State.STOPPED, State.IDLE, State.STOPPING)
+            live = inst is not None and inst.record.state not in down
             changed = moved.intersection(backend_for(spec.kind).watched(spec))
             if live and inst is not None and changed:
                 log.info("model.changed", instance=spec.name, model=str(min(changed)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -12,10 +12,17 @@ import structlog
 from llamad.backends.probes import Health
 from llamad.config.load import InstanceSpec
 from llamad.lifecycle.states import Restart, Start, State, Stop
+from llamad.supervise.facts import ByName
 from llamad.supervise.instance import Instance
 from llamad.supervise.runtime import Runtime
 
 log = structlog.get_logger("llamad.supervisor")
+
+_DOWN = (State.STOPPED, State.IDLE)  # no process, and none wanted until someone asks
+
+
+async def _nothing(removed: list[str], changed: list[str]) -> None:
+    return None
 
 
 @dataclass
@@ -37,7 +44,7 @@ class Changes:
         }
 
 
-class Supervisor:
+class Supervisor(ByName):
     """Owns the instances; `run()` holds their tasks until `shutdown()`.
 
     It is every instance's `InstanceHooks`: workers' readiness and exits, remote workers
@@ -56,6 +63,7 @@ class Supervisor:
         self._group: asyncio.TaskGroup | None = None
         self._started = asyncio.Event()
         self._closed = asyncio.Event()
+        self.before_stop: Callable[[list[str], list[str]], Awaitable[None]] = _nothing
 
     async def run(self) -> None:
         """Hold every instance task; returns after `shutdown()` once all have ended."""
@@ -82,6 +90,8 @@ class Supervisor:
             else:
                 changes.unchanged.append(name)
         changes.added = [n for n in specs if n not in self.instances]
+        # The gateway lets requests in flight finish before their instance goes away.
+        await self.before_stop(changes.removed, changes.changed)
         retiring = [self.instances.pop(n) for n in changes.removed]
         for inst in retiring:
             inst.close()
@@ -89,8 +99,7 @@ class Supervisor:
         # A changed instance comes back if it was live (a failed one is tried again with its
         # new spec) or if it should autostart; one a person stopped stays stopped otherwise.
         wanted = {
-            i: i.record.state is not State.STOPPED or specs[i.spec.name].autostart
-            for i in restarting
+            i: i.record.state not in _DOWN or specs[i.spec.name].autostart for i in restarting
         }
         await asyncio.gather(
             *(self._tasks[i] for i in retiring if i in self._tasks),
@@ -127,7 +136,7 @@ class Supervisor:
         if spec == inst.spec:
             return
         inst.respec(spec)
-        if spec.autostart and inst.record.state is State.STOPPED:
+        if spec.autostart and inst.record.state in _DOWN:
             inst.post(Start())
 
     @staticmethod
@@ -138,7 +147,7 @@ class Supervisor:
     async def restart_one_by_one(self, names: list[str]) -> None:
         """Restart `names` in turn, each healthy before the next (a new executable)."""
         for inst in [i for n in names if (i := self.instances.get(n)) is not None]:
-            if inst.record.state in (State.STOPPED, State.FAILED) or inst.closing:
+            if inst.record.state in (*_DOWN, State.FAILED) or inst.closing:
                 continue
             await inst.send(Restart())
             await inst.wait_until(

@@ -208,6 +208,16 @@ TABLE = [
         **CLEAN),
     row("FAILED->STOPPED on Stop", rec(S.FAILED, error="boom"), Stop(), S.STOPPED, error=None),
     row("FAILED ignores Timer", rec(S.FAILED), Timer(T), S.FAILED),
+    # IDLE: the gateway's idle timer or an eviction stopped it; otherwise like STOPPED
+    row("RUNNING->STOPPING on an idle Stop, then IDLE", rec(S.RUNNING), Stop(idle=True),
+        S.STOPPING, TERM, then=S.IDLE),
+    row("STOPPING->IDLE on Exited after an idle Stop", rec(S.STOPPING, then=S.IDLE), Exited(PID),
+        S.IDLE, pid=None, then=S.STOPPED),
+    row("STOPPING then STOPPED on a person's Stop after an idle one", rec(S.STOPPING, then=S.IDLE),
+        Stop(), S.STOPPING, then=S.STOPPED),
+    row("IDLE->STARTING on Start", rec(S.IDLE, **DIRTY), Start(), S.STARTING, SPAWN, **CLEAN),
+    row("IDLE->STOPPED on a person's Stop", rec(S.IDLE), Stop(), S.STOPPED),
+    row("IDLE ignores an idle Stop", rec(S.IDLE), Stop(idle=True), S.IDLE),
 ]  # fmt: skip
 
 

@@ -1,0 +1,133 @@
+"""`[gateway]`: the one OpenAI-compatible endpoint in front of every instance.
+
+The table's structure is checked by pydantic; `resolve_gateway` then reads the key file,
+parses the memory budget and checks what needs the instances too: model names unique
+across instances and aliases, and a listen address no instance uses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+)
+
+from llamad.backends.spec import WILDCARDS, InstanceSpec
+from llamad.common.tokenfile import TokenFileError, read_token
+from llamad.config.fleet_tables import split_listen
+
+Budget = int | Literal["auto"] | None  # bytes, "auto" (free memory, measured live), None: off
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """'24GiB', '24G', '512MB', '1000000' -> bytes; ValueError when it is none of these."""
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(f'must be "auto", "off" or a size like "24GiB" (got {text!r})')
+    unit = m.group(2).lower()
+    scale = 1024 ** "bkmgt".index(unit) if m.group(3) and unit else _UNITS[unit]
+    return int(float(m.group(1)) * scale)
+
+
+class GatewaySettings(BaseModel):
+    """`[gateway]` as written in the file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    listen: str | None = None
+    api_key_file: str | None = None
+    max_loaded: NonNegativeInt = 0
+    memory_budget: str = "auto"
+    queue_timeout: PositiveFloat = 120.0
+    max_queue: PositiveInt = 64
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str | None) -> str | None:
+        if value is not None:
+            split_listen(value)
+        return value
+
+    @field_validator("memory_budget")
+    @classmethod
+    def _budget(cls, value: str) -> str:
+        if value not in ("auto", "off"):
+            parse_size(value)
+        return value
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """`[gateway]` resolved. Keys stay out of repr(): daemon logs show dataclasses."""
+
+    host: str
+    port: int
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    max_loaded: int = 0
+    memory_budget: Budget = "auto"
+    queue_timeout: float = 120.0
+    max_queue: int = 64
+
+
+Problem = Callable[[tuple[str, ...], str], None]
+
+
+def resolve_gateway(
+    settings: GatewaySettings, specs: Mapping[str, InstanceSpec], problem: Problem
+) -> Gateway | None:
+    """The gateway to serve, or None without `listen`; problems go through `problem`
+    as (keys, message), keys starting at the top of the file."""
+    check_names(specs, problem)
+    if settings.listen is None:
+        return None
+    host, port = split_listen(settings.listen)
+    for spec in specs.values():
+        if spec.port == port and (spec.host == host or {spec.host, host} & WILDCARDS):
+            problem(("gateway", "listen"), f"port {port} is already used by instances.{spec.name}")
+    keys: tuple[str, ...] = ()
+    if settings.api_key_file:
+        try:
+            keys = (read_token(Path(settings.api_key_file).expanduser().absolute()),)
+        except TokenFileError as exc:
+            problem(("gateway", "api_key_file"), str(exc))
+    budget: Budget = None
+    if settings.memory_budget == "auto":
+        budget = "auto"
+    elif settings.memory_budget != "off":
+        budget = parse_size(settings.memory_budget)
+    return Gateway(
+        host=host,
+        port=port,
+        api_keys=keys,
+        max_loaded=settings.max_loaded,
+        memory_budget=budget,
+        queue_timeout=settings.queue_timeout,
+        max_queue=settings.max_queue,
+    )
+
+
+def check_names(specs: Mapping[str, InstanceSpec], problem: Problem) -> None:
+    """Every model name (instance names and aliases) routes to exactly one instance."""
+    owner = {name: name for name in specs}
+    for spec in specs.values():
+        for alias in spec.aliases:
+            other = owner.setdefault(alias, spec.name)
+            if other != spec.name or alias == spec.name:
+                what = "is" if alias == other else "is an alias of"
+                problem(
+                    ("instances", spec.name, "aliases"),
+                    f"model name {alias!r} {what} instances.{other}; names must be unique",
+                )

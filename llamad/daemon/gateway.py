@@ -1,0 +1,62 @@
+"""Serving the gateway beside the control API, when `[gateway] listen` is set."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import structlog
+
+from llamad.api.metrics import Metrics
+from llamad.api.tcp import serve_tcp
+from llamad.config.gateway_table import Gateway as Settings
+from llamad.daemon.guard import ServiceGuard
+from llamad.gateway.app import build_app, upstream_pool
+from llamad.gateway.core import Gateway
+from llamad.gateway.metrics import GatewayMetrics
+from llamad.supervise.state import DaemonState
+
+log = structlog.get_logger("llamad.gateway")
+
+
+def start_gateway(
+    guard: ServiceGuard,
+    first: Settings,
+    state: DaemonState,
+    metrics: Metrics,
+    stop: asyncio.Event,
+) -> Gateway:
+    """Start the gateway under `guard`; its settings follow reloads (the address needs a
+    restart), and a config without `[gateway]` leaves the last one in force."""
+    last = [first]
+
+    def settings() -> Settings:
+        now = state.resolved.gateway
+        if now is not None and (now.host, now.port) == (first.host, first.port):
+            last[0] = now
+        return last[0]
+
+    gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry))
+    guard.start("gateway", lambda: _serve(gateway, first, stop), retry=True)
+    return gateway
+
+
+async def _serve(gateway: Gateway, cfg: Settings, stop: asyncio.Event) -> None:
+    transport = upstream_pool()
+    ticker = asyncio.create_task(gateway.run(), name="gateway-idle")
+    listen = f"{cfg.host}:{cfg.port}"
+    try:
+        app = build_app(gateway, transport=transport)
+        await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
+    except OSError as exc:
+        log.error("gateway.bind_failed", listen=listen, error=str(exc))
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
+        await gateway.close()
+        await transport.aclose()
+
+
+def _bound(listen: str) -> None:
+    log.info("gateway.listening", listen=listen)

@@ -1,0 +1,183 @@
+"""The gateway's HTTP routes: OpenAI-compatible paths routed by model, and its own.
+
+Routes are raw ASGI (no Request/Response objects on the hot path); other route sets,
+such as an Ollama facade, are mounted beside them with `build_app(..., extra_routes)`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from llamad.gateway.core import Gateway
+from llamad.gateway.port import GatewayError, ModelView
+from llamad.gateway.proxy import Bad, ClientGone, Relay, guard, header, now, read_body
+
+# Routed by the body's `model`.
+BODY_ROUTED = (
+    "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses",
+    "/v1/messages", "/v1/messages/count_tokens", "/v1/rerank", "/rerank", "/infill",
+    "/completion", "/tokenize", "/detokenize",
+)  # fmt: skip
+OPEN_PATHS = {"/health"}
+
+
+def error_body(status: int, code: str, message: str) -> dict[str, Any]:
+    """OpenAI's error shape."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+async def send_error(send: Send, exc: GatewayError) -> None:
+    """Answer with `exc` in OpenAI's shape, with Retry-After when it has one."""
+    headers = [(b"content-type", b"application/json")]
+    if exc.retry_after is not None:
+        headers.append((b"retry-after", str(int(exc.retry_after)).encode()))
+    body = json.dumps(error_body(exc.status, exc.code, exc.message)).encode()
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Proxied:
+    """One routed path: find the model, lease it, relay; errors in OpenAI's shape."""
+
+    def __init__(self, gateway: Gateway, relay: Relay, by: str, path: str | None = None) -> None:
+        self.gateway, self.relay, self.by, self.path = gateway, relay, by, path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        t0 = now()
+        try:
+            body = await read_body(receive)
+        except ClientGone:
+            return
+        model, status = "", 0
+
+        def first_byte(code: int) -> None:
+            nonlocal status
+            status = code
+            self.gateway.metrics.ttfb.labels(model).observe(now() - t0)
+
+        async def work() -> None:
+            nonlocal model, status
+            try:
+                model, path = self._target(scope, body)
+                async with self.gateway.lease(model) as upstream:
+                    model = upstream.model.name
+                    await self.relay.relay(scope, send, upstream, path, body, first_byte)
+            except GatewayError as exc:
+                status = exc.status
+                await send_error(send, exc)
+
+        try:
+            await guard(receive, work())
+        finally:
+            label = model if self.gateway.find(model) else "-"
+            # 499, as nginx logs it: the client closed the connection first.
+            self.gateway.metrics.requests.labels(label, str(status or 499)).inc()
+            self.gateway.metrics.latency.labels(label).observe(now() - t0)
+
+    def _target(self, scope: Scope, body: bytes) -> tuple[str, str]:
+        if self.by == "path":  # /upstream/{model}/{path}
+            params = scope["path_params"]
+            return params["model"], "/" + params.get("path", "")
+        if self.by == "query":
+            model = _query(scope).get("model")
+            if not model:
+                raise Bad("add ?model=NAME to say which model's props you want")
+            return model, scope["path"]
+        try:
+            doc = json.loads(body) if body else None
+        except ValueError:
+            raise Bad("the request body is not JSON") from None
+        model = doc.get("model") if isinstance(doc, dict) else None
+        if not isinstance(model, str) or not model:
+            raise Bad("the request body has no `model`; GET /v1/models lists them")
+        return model, scope["path"]
+
+
+def _query(scope: Scope) -> dict[str, str]:
+    from urllib.parse import parse_qsl
+
+    return dict(parse_qsl(scope.get("query_string", b"").decode()))
+
+
+def model_entry(view: ModelView, created: int) -> dict[str, Any]:
+    """One `/v1/models` entry: OpenAI's fields, then llamad's."""
+    return {
+        "id": view.name,
+        "object": "model",
+        "created": created,
+        "owned_by": "llamad",
+        "llamad": {
+            "state": view.state,
+            "loaded": view.loaded,
+            "on_demand": view.on_demand,
+            "aliases": list(view.aliases),
+            "idle_timeout": view.idle_timeout,
+            "expires_at": view.expires_at,
+            "size_bytes": view.size_bytes,
+        },
+    }
+
+
+class KeyCheck:
+    """Bearer or x-api-key against the gateway's keys; /health stays open."""
+
+    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
+        self.app, self.gateway = app, gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        keys = self.gateway.settings().api_keys
+        if scope["type"] == "http" and keys and scope["path"] not in OPEN_PATHS:
+            auth = header(scope, b"authorization") or ""
+            given = header(scope, b"x-api-key") or auth.removeprefix("Bearer ").strip()
+            if not any(hmac.compare_digest(given.encode(), k.encode()) for k in keys):
+                exc = GatewayError("a valid API key is required (Bearer or x-api-key)")
+                exc.status, exc.code = 401, "invalid_api_key"
+                await send_error(send, exc)
+                return
+        await self.app(scope, receive, send)
+
+
+def upstream_pool() -> httpx.AsyncHTTPTransport:
+    """Keep-alive connections to the instances, enough for many concurrent streams; no
+    TLS context (plain HTTP on this host)."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+    return httpx.AsyncHTTPTransport(verify=False, limits=limits)
+
+
+def build_app(
+    gateway: Gateway,
+    extra_routes: Sequence[BaseRoute] = (),
+    transport: httpx.AsyncHTTPTransport | None = None,
+) -> ASGIApp:
+    """The gateway's ASGI app: its routes, then `extra_routes` (e.g. an Ollama facade),
+    behind the key check. Upstream requests go through `transport` (a pool of its own
+    by default)."""
+    relay = Relay(transport or upstream_pool())
+
+    async def models(request: Request) -> Response:
+        data = [model_entry(v, gateway.created) for v in gateway.models()]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    routes: list[BaseRoute] = [
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/props", Proxied(gateway, relay, "query"), methods=["GET"]),
+        Route("/upstream/{model}/{path:path}", Proxied(gateway, relay, "path")),
+    ]
+    routes += [Route(p, Proxied(gateway, relay, "body"), methods=["POST"]) for p in BODY_ROUTED]
+    return KeyCheck(Starlette(routes=[*routes, *extra_routes]), gateway)

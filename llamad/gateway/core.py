@@ -1,0 +1,184 @@
+"""The gateway: model views, leases on upstreams, unloads and what status shows."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from llamad.backends.probes import server_url
+from llamad.backends.spec import InstanceSpec
+from llamad.config.gateway_table import Gateway as Settings
+from llamad.gateway import memory
+from llamad.gateway.idle import IdleTimers
+from llamad.gateway.loads import LIVE
+from llamad.gateway.metrics import GatewayMetrics
+from llamad.gateway.port import ModelView, UnknownModel, Upstream
+from llamad.gateway.router import Router
+from llamad.gateway.scheduler import Scheduler
+from llamad.lifecycle.states import State
+from llamad.supervise.facts import Facts
+from llamad.supervise.supervisor import Supervisor
+
+DRAIN_MAX_S = 600.0  # a reload waits this long at most for a removed model's requests
+
+
+class Gateway:
+    """Implements `port.GatewayPort` over the supervisor."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        settings: Callable[[], Settings],
+        metrics: GatewayMetrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.router = Router(supervisor)
+        self.sched = Scheduler(supervisor, settings, metrics)
+        self.idle = IdleTimers(self.sched)
+        self.metrics = self.sched.metrics
+        self.metrics.watch(self.sched.counts)
+        self.created = int(time.time())
+        supervisor.before_stop = self._drain
+
+    async def run(self) -> None:
+        """The idle ticker; cancel to stop, then `close()`."""
+        await self.idle.run()
+
+    async def close(self) -> None:
+        """Cancel loads and stops under way."""
+        await self.sched.close()
+
+    # The port --------------------------------------------------------------------
+
+    def models(self) -> list[ModelView]:
+        """Every routable model, never waiting on a load."""
+        return [self._view(f) for f in self.router.routable()]
+
+    def find(self, name: str) -> ModelView | None:
+        """The model named `name` (instance name or alias), or None."""
+        facts = self.router.find(name)
+        return self._view(facts) if facts is not None else None
+
+    @asynccontextmanager
+    async def lease(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[Upstream]:
+        """Load `name` if needed and count it in flight while the context is open."""
+        facts = self.router.find(name)
+        if facts is None:
+            raise UnknownModel(name, self.router.names())
+        if keep_alive is not None:
+            self.sched.slot(facts.name).keep_alive = keep_alive
+        await self.sched.ready(facts)
+        facts = self.router.find(facts.name) or facts
+        self.sched.began(facts.name, keep_alive)
+        try:
+            yield Upstream(
+                server_url(facts.spec.probe_host, facts.spec.port, ""),
+                dict(_auth(facts.spec)),
+                self._view(facts),
+            )
+        finally:
+            self.sched.ended(facts.name)
+
+    async def unload(self, name: str) -> None:
+        """Stop `name` (to IDLE) now, or once its requests in flight have ended."""
+        facts = self.router.find(name)
+        if facts is None:
+            raise UnknownModel(name, self.router.names())
+        await self.sched.unload(facts.name)
+
+    # Views -----------------------------------------------------------------------
+
+    def _view(self, facts: Facts) -> ModelView:
+        spec, settings = facts.spec, dict(facts.spec.settings)
+        ctx = settings.get("LLAMA_ARG_CTX_SIZE")
+        return ModelView(
+            name=facts.name,
+            aliases=spec.aliases,
+            model_path=spec.model,
+            state=facts.state.value,
+            loaded=facts.state is State.RUNNING,
+            on_demand=spec.on_demand,
+            idle_timeout=self.idle.timeout(facts.name) or 0.0,
+            expires_at=self.idle.expires_at(facts.name),
+            size_bytes=self.sched.size(facts.name),
+            ctx_size=int(ctx) if ctx and ctx.isdigit() else None,
+            mmproj=any(k.startswith("LLAMA_ARG_MMPROJ") for k in settings),
+        )
+
+    def status_of(self, name: str) -> dict[str, Any]:
+        """The `gateway` object of an instance in the status document."""
+        slot = self.sched.slot(name)
+        facts = self.router.find(name)
+        expires = slot.expires
+        return {
+            "routable": facts is not None,
+            "aliases": list(facts.spec.aliases) if facts else [],
+            "on_demand": bool(facts and facts.spec.on_demand),
+            "idle_timeout_s": self.idle.timeout(name),
+            "idle_left_s": None if expires is None else round(expires - time.monotonic(), 1),
+            "in_flight": slot.in_flight,
+            "queued": slot.waiting,
+            "estimate_bytes": memory.estimate(facts.spec) if facts else None,
+            "footprint_bytes": slot.measured,
+        }
+
+    def status(self) -> dict[str, Any]:
+        """The daemon-wide `gateway` object: where it listens and the memory budget."""
+        cfg = self.settings()
+        live = [f for f in self.router.routable() if f.state in LIVE]
+        used = sum(self.sched.size(f.name) or 0 for f in live)
+        budget = cfg.memory_budget
+        if budget == "auto":
+            held = sum(self.sched.slot(f.name).measured or 0 for f in live)
+            total = memory.available() + held
+            budget = total - memory.margin(total)
+        return {
+            "listen": f"{cfg.host}:{cfg.port}",
+            "max_loaded": cfg.max_loaded,
+            "memory_budget": cfg.memory_budget if cfg.memory_budget == "auto" else budget,
+            "budget_bytes": budget,
+            "used_bytes": used,
+            "left_bytes": None if budget is None else budget - used,
+        }
+
+    # Reload ----------------------------------------------------------------------
+
+    async def _drain(self, removed: list[str], changed: list[str]) -> None:
+        """Before a reload stops instances: new requests stop reaching them, and the
+        ones in flight finish (at most DRAIN_MAX_S)."""
+        self.router.retiring.update(removed)
+        slots = [self.sched.slot(n) for n in (*removed, *changed)]
+        for slot in slots:
+            slot.stopping = True
+        try:
+            async with asyncio.timeout(DRAIN_MAX_S):
+                while any(s.in_flight for s in slots):
+                    await self.sched.changed()
+        except TimeoutError:
+            pass
+        finally:
+            for slot in slots:
+                slot.stopping = False
+            self.router.retiring.difference_update(removed)
+            for name in removed:
+                self.sched.slots.pop(name, None)
+
+
+@functools.lru_cache(maxsize=256)
+def _auth(spec: InstanceSpec) -> tuple[tuple[str, str], ...]:
+    """The instance's own key, as llama-server takes it (the first of LLAMA_API_KEY, else
+    the first line of its key file); read once per spec, not per request."""
+    settings = dict(spec.settings)
+    key = settings.get("LLAMA_API_KEY", "").split(",")[0].strip()
+    if not key and settings.get("LLAMA_ARG_API_KEY_FILE"):
+        try:
+            lines = Path(settings["LLAMA_ARG_API_KEY_FILE"]).read_text().splitlines()
+        except OSError:
+            lines = []
+        key = next((ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")), "")
+    return (("Authorization", f"Bearer {key}"),) if key else ()

@@ -1,0 +1,85 @@
+"""Idle stops: an on-demand model stops `idle_timeout` seconds after its last request.
+
+The timer starts when the last request in flight ends (a long stream is never cut) and
+is checked by a ticker, which also arms it for a model a person started and measures
+each running model's footprint for the memory budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from llamad.gateway import memory
+from llamad.gateway.scheduler import Scheduler
+from llamad.gateway.slots import Slot
+from llamad.lifecycle.states import State
+
+TICK_S = 0.5
+MEASURE_EVERY = 10  # ticks: footprints every 5 s are fresh enough for a budget
+
+
+class IdleTimers:
+    """Arms and fires the idle timers of a scheduler's models."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.sched = scheduler
+        scheduler.after_last = self.arm
+        self._ticks = 0
+
+    def timeout(self, name: str) -> float | None:
+        """Seconds a model stays loaded after its last request; None: for ever."""
+        facts = self.sched.sup.facts(name)
+        if facts is None or not facts.spec.on_demand:
+            return None
+        keep = self.sched.slot(name).keep_alive
+        if keep is not None:
+            return None if keep < 0 else keep
+        return facts.spec.idle_timeout or None
+
+    def arm(self, name: str) -> None:
+        """Start `name`'s timer from now (its last request just ended)."""
+        slot = self.sched.slot(name)
+        timeout = self.timeout(name)
+        slot.expires = None if timeout is None else time.monotonic() + timeout
+        if timeout == 0:
+            self.sched.spawn(slot, self.sched.stop(name))
+
+    def expires_at(self, name: str) -> float | None:
+        """Wall-clock epoch seconds of `name`'s idle stop, when its timer is armed."""
+        expires = self.sched.slot(name).expires
+        return None if expires is None else time.time() + expires - time.monotonic()
+
+    async def run(self) -> None:
+        """Tick until cancelled; estimates are read in a thread (a GGUF header parse)."""
+        while True:
+            if self._ticks % (MEASURE_EVERY * 4) == 0:
+                await asyncio.to_thread(self._warm)
+            self.tick(time.monotonic())
+            await asyncio.sleep(TICK_S)
+
+    def _warm(self) -> None:
+        for name in self.sched.sup.names():
+            facts = self.sched.sup.facts(name)
+            if facts is not None:
+                memory.estimate(facts.spec)
+
+    def tick(self, now: float) -> None:
+        """One pass: arm timers of models that run without one, stop the expired."""
+        measure = self._ticks % MEASURE_EVERY == 0
+        self._ticks += 1
+        for name in self.sched.sup.names():
+            facts, slot = self.sched.sup.facts(name), self.sched.slot(name)
+            if facts is None or facts.state is not State.RUNNING:
+                continue
+            if measure or slot.measured is None:
+                slot.measured = memory.footprint(facts.pid) or slot.measured
+            if slot.busy or slot.stopping:
+                continue
+            if slot.expires is None:
+                self.arm(name)  # started by a person, or its timeout changed
+            elif now >= slot.expires:
+                self._fire(name, slot)
+
+    def _fire(self, name: str, slot: Slot) -> None:
+        self.sched.spawn(slot, self.sched.stop(name))

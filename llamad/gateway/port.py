@@ -1,0 +1,123 @@
+"""What other route sets (the Ollama facade) code against: views, upstreams and errors.
+
+`Gateway` in `core.py` implements `GatewayPort`; a route set gets one and mounts its
+routes on the gateway's app with `app.build_app(gateway, extra_routes)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """One routable model, read without waiting."""
+
+    name: str  # the instance name
+    aliases: tuple[str, ...]
+    model_path: Path | None  # the GGUF file (None for hub/URL models)
+    state: str  # the instance state ("running", "idle", "stopped", ...)
+    loaded: bool  # a process serves it now
+    on_demand: bool
+    idle_timeout: float  # seconds; 0 = never
+    expires_at: float | None  # wall-clock epoch seconds when it will be idle-stopped
+    size_bytes: int | None  # memory estimate (bytes) or measured footprint
+    ctx_size: int | None  # the configured context (LLAMA_ARG_CTX_SIZE) if known
+    mmproj: bool  # an mmproj is configured (vision)
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where to send a leased request: the instance's address and its own auth."""
+
+    base_url: str  # "http://127.0.0.1:8089"
+    headers: Mapping[str, str]  # the instance's own auth (Authorization: Bearer ...)
+    model: ModelView
+
+
+class GatewayError(Exception):
+    """A request the gateway cannot serve; `status` is its HTTP status."""
+
+    status = 503
+    code = "unavailable"
+    retry_after: float | None = None
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UnknownModel(GatewayError):
+    """No instance or alias has that name; the message lists what exists."""
+
+    status = 404
+    code = "model_not_found"
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        super().__init__(f"model {name!r} does not exist; available: {', '.join(known) or 'none'}")
+        self.name, self.known = name, known
+
+
+class LoadFailed(GatewayError):
+    """The model could not be started; `reason` holds llama-server's last words."""
+
+    code = "load_failed"
+    retry_after = 5.0
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"model {name!r} failed to load: {reason}")
+        self.reason = reason
+
+
+class QueueFull(GatewayError):
+    """Too many requests already wait for this model (`[gateway] max_queue`)."""
+
+    status = 429
+    code = "queue_full"
+    retry_after = 1.0
+
+
+class QueueTimeout(GatewayError):
+    """The model did not load, or no room was made for it, within `queue_timeout`."""
+
+    code = "queue_timeout"
+    retry_after = 10.0
+
+
+class Unavailable(GatewayError):
+    """The model is not served now and the gateway does not start it (an always-on
+    instance a person stopped, or one being removed)."""
+
+    retry_after = 5.0
+
+
+class GatewayPort(Protocol):
+    """The gateway as a route set sees it."""
+
+    def models(self) -> list[ModelView]:
+        """Every routable model, never waiting on a load."""
+        ...
+
+    def find(self, name: str) -> ModelView | None:
+        """The model named `name` (instance name or alias), or None."""
+        ...
+
+    def lease(
+        self, name: str, *, keep_alive: float | None = None
+    ) -> AbstractAsyncContextManager[Upstream]:
+        """Load `name` if needed and hold it in flight while the context is open.
+
+        One load serves every waiter; the wait is bounded by `queue_timeout`. On exit the
+        idle timer starts from now; `keep_alive` (seconds; 0 = unload once idle; < 0 =
+        never) replaces the model's idle timer from this request on. Raises
+        UnknownModel, LoadFailed, QueueFull, QueueTimeout or Unavailable.
+        """
+        ...
+
+    async def unload(self, name: str) -> None:
+        """Stop `name` now (to IDLE), once its in-flight requests have finished."""
+        ...

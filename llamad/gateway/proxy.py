@@ -1,0 +1,150 @@
+"""Relaying one request to its instance: nothing buffered, nothing left running.
+
+The body is read whole (it names the model) and sent upstream with a Content-Length;
+the answer goes back chunk by chunk as llama-server writes it. A client that goes away,
+while its model loads or mid-stream, cancels the relay at once, which closes the
+upstream connection, so llama-server stops generating.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable
+
+import httpx
+from starlette.types import Receive, Scope, Send
+
+from llamad.gateway.port import GatewayError, Upstream
+
+# Hop-by-hop headers, our own framing, and the client's credentials for the gateway.
+_DROP_UP = {
+    b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
+    b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length",
+    b"authorization", b"x-api-key", b"expect",
+}  # fmt: skip
+_DROP_DOWN = {b"connection", b"keep-alive", b"transfer-encoding", b"date", b"server"}
+# Connect quickly or fail; never cut a long generation.
+TIMEOUTS = httpx.Timeout(connect=10.0, read=None, write=None, pool=None).as_dict()
+
+Headers = list[tuple[bytes, bytes]]
+
+
+class Bad(GatewayError):
+    """The request itself is wrong (no model, not JSON)."""
+
+    status = 400
+    code = "invalid_request"
+
+
+class UpstreamError(GatewayError):
+    """The instance could not be reached or broke off."""
+
+    status = 502
+    code = "upstream_error"
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request was read."""
+
+
+async def read_body(receive: Receive) -> bytes:
+    """The whole request body."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def until_disconnect(receive: Receive) -> None:
+    """Return when the client has gone (the body has been read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def guard(receive: Receive, work: Awaitable[None]) -> None:
+    """Run `work`; cancel it the moment the client disconnects."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(until_disconnect(receive))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not gone.done() or gone.cancelled():
+                raise
+
+
+class Relay:
+    """Sends leased requests upstream over one pooled httpx transport."""
+
+    def __init__(self, transport: httpx.AsyncHTTPTransport) -> None:
+        # Straight to the transport: the client's cookie, redirect and auth machinery
+        # would cost a good part of the gateway's added latency for nothing.
+        self.transport = transport
+
+    async def relay(
+        self,
+        scope: Scope,
+        send: Send,
+        upstream: Upstream,
+        path: str,
+        body: bytes,
+        first_byte: Callable[[int], None],
+    ) -> None:
+        """Send the request to `upstream` at `path` and stream the answer back."""
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _DROP_UP]
+        headers += [(k.encode(), v.encode()) for k, v in upstream.headers.items()]
+        if body or scope["method"] in ("POST", "PUT", "PATCH"):
+            headers.append((b"content-length", str(len(body)).encode()))
+        query = scope.get("query_string", b"")
+        url = upstream.base_url + path + ("?" + query.decode() if query else "")
+        request = httpx.Request(
+            scope["method"], url, headers=headers, content=body, extensions={"timeout": TIMEOUTS}
+        )
+        try:
+            response = await self.transport.handle_async_request(request)
+        except httpx.HTTPError as exc:
+            name = upstream.model.name
+            raise UpstreamError(f"model {name!r}: {exc or type(exc).__name__}") from None
+        try:
+            out = [(k, v) for k, v in response.headers.raw if k.lower() not in _DROP_DOWN]
+            sse = response.headers.get("content-type", "").startswith("text/event-stream")
+            if sse and "x-accel-buffering" not in response.headers:
+                out.append((b"x-accel-buffering", b"no"))
+            await send(
+                {"type": "http.response.start", "status": response.status_code, "headers": out}
+            )
+            first_byte(response.status_code)
+            stream = response.stream
+            assert isinstance(stream, httpx.AsyncByteStream)
+            try:
+                async for chunk in stream:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except httpx.HTTPError:
+                pass  # the instance broke off: end our answer where its ended
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await response.aclose()
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """The value of request header `name` (lower case), if sent."""
+    return next((v.decode("latin-1") for k, v in _headers(scope) if k == name), None)
+
+
+def _headers(scope: Scope) -> Iterable[tuple[bytes, bytes]]:
+    return scope["headers"]  # type: ignore[no-any-return]
+
+
+def now() -> float:
+    """The clock latency is measured with."""
+    return time.perf_counter()

@@ -1,0 +1,40 @@
+"""Model names to instances: every instance name and alias, read live from the supervisor."""
+
+from __future__ import annotations
+
+from llamad.backends.registry import backend_for
+from llamad.supervise.facts import Facts
+from llamad.supervise.supervisor import Supervisor
+
+
+class Router:
+    """Finds the instance a model name means; names removed by a reload vanish at once."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self.sup = supervisor
+        self.retiring: set[str] = set()  # draining before removal: unknown to new requests
+
+    def routable(self) -> list[Facts]:
+        """Every instance the gateway can send requests to, in config order."""
+        out = []
+        for name in self.sup.names():
+            facts = self.sup.facts(name)
+            if facts is None or facts.closing or name in self.retiring:
+                continue
+            if backend_for(facts.spec.kind).serves_http:
+                out.append(facts)
+        return out
+
+    def find(self, model: str) -> Facts | None:
+        """The instance named `model` or having it as an alias."""
+        facts = self.sup.facts(model)
+        if facts is not None and not facts.closing and model not in self.retiring:
+            return facts if backend_for(facts.spec.kind).serves_http else None
+        for facts in self.routable():
+            if model in facts.spec.aliases:
+                return facts
+        return None
+
+    def names(self) -> list[str]:
+        """Every model name a request may use, for a 404's list."""
+        return [n for f in self.routable() for n in (f.name, *f.spec.aliases)]

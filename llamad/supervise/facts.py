@@ -1,0 +1,65 @@
+"""What the gateway may know about an instance, read without waiting on its task."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llamad.backends.spec import InstanceSpec
+from llamad.lifecycle.states import Start, State, Stop
+from llamad.supervise.instance import Instance
+
+
+@dataclass(frozen=True)
+class Facts:
+    """A snapshot of one instance: its spec, state, process and why it last failed."""
+
+    spec: InstanceSpec
+    state: State
+    pid: int | None
+    error: str | None
+    stderr_tail: tuple[str, ...]  # the last lines its last process wrote
+    closing: bool  # being removed from the config
+
+    @property
+    def name(self) -> str:
+        """The instance's name."""
+        return self.spec.name
+
+    def reason(self) -> str:
+        """Why the instance is not running, with the server's last words when there are any."""
+        lines = [ln.strip() for ln in self.stderr_tail if ln.strip()][-5:]
+        head = self.error or f"instance is {self.state.value}"
+        return head + ("; last output: " + " | ".join(lines) if lines else "")
+
+
+def facts_of(inst: Instance) -> Facts:
+    """The snapshot of `inst` now."""
+    tail = tuple(inst.last_exit.stderr_tail) if inst.last_exit else ()
+    pid = inst.child.pid if inst.child is not None else None
+    return Facts(inst.spec, inst.record.state, pid, inst.record.error, tail, inst.closing)
+
+
+class ByName:
+    """What the gateway uses of the supervisor: facts, commands and waits by name."""
+
+    instances: dict[str, Instance]
+
+    def names(self) -> list[str]:
+        """Every instance, in config order."""
+        return list(self.instances)
+
+    def facts(self, name: str) -> Facts | None:
+        """A snapshot of instance `name`, or None when there is no such instance."""
+        inst = self.instances.get(name)
+        return facts_of(inst) if inst is not None else None
+
+    async def command(self, name: str, event: Start | Stop) -> None:
+        """Send `event` to instance `name` and wait until it is taken in."""
+        inst = self.instances.get(name)
+        if inst is not None and not inst.closing:
+            await inst.send(event)
+
+    async def wait_for(self, name: str, *states: State, timeout: float) -> bool:
+        """Wait until `name` is in one of `states`; False on timeout or when it is gone."""
+        inst = self.instances.get(name)
+        return inst is not None and await inst.wait_until(*states, timeout=timeout)

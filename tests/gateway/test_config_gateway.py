@@ -1,0 +1,97 @@
+"""`[gateway]` and the per-instance gateway keys: resolved values and one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llamad.config.gateway_table import parse_size
+from llamad.config.load import check, load
+
+GOOD = """
+[gateway]
+listen = "127.0.0.1:18999"
+max_loaded = 2
+memory_budget = "24GiB"
+queue_timeout = 30.0
+max_queue = 8
+
+[instances.a]
+model = "{m}"
+port = 18998
+aliases = ["gpt-4o-mini", "a2"]
+
+[instances.b]
+model = "{m}"
+port = 18997
+on_demand = true
+idle_timeout = 60.0
+"""
+
+
+def test_gateway_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
+    path = tmp_path / "llamad.toml"
+    path.write_text(GOOD.replace("{m}", str(tiny_model)))
+    resolved = load(path)
+    gw = resolved.gateway
+    assert gw is not None
+    assert (gw.host, gw.port, gw.max_loaded, gw.max_queue) == ("127.0.0.1", 18999, 2, 8)
+    assert gw.memory_budget == 24 * 1024**3
+    a, b = resolved.instances["a"], resolved.instances["b"]
+    assert a.aliases == ("gpt-4o-mini", "a2")
+    assert (a.on_demand, a.autostart) == (False, True)
+    # On-demand instances are not started at boot.
+    assert (b.on_demand, b.autostart, b.idle_timeout) == (True, False, 60.0)
+    # The gateway's keys are not part of the launch: changing them restarts nothing.
+    assert b.launch == b.__class__(**{**b.__dict__, "aliases": ("x",), "on_demand": False}).launch
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            ('aliases = ["gpt-4o-mini", "a2"]', 'aliases = ["b"]'),
+            "llamad.toml:12: instances.a.aliases: model name 'b' is instances.b",
+        ),
+        (
+            ("idle_timeout = 60.0", 'idle_timeout = 60.0\naliases = ["a2"]'),
+            "llamad.toml:19: instances.b.aliases: model name 'a2' is an alias of instances.a",
+        ),
+        (
+            ('listen = "127.0.0.1:18999"', 'listen = "127.0.0.1:18998"'),
+            "llamad.toml:3: gateway.listen: port 18998 is already used by instances.a",
+        ),
+        (
+            ('memory_budget = "24GiB"', 'memory_budget = "lots"'),
+            'llamad.toml:5: gateway.memory_budget: must be "auto", "off"',
+        ),
+        (
+            ('listen = "127.0.0.1:18999"', 'listen = "18999"'),
+            "llamad.toml:3: gateway.listen: must be HOST:PORT",
+        ),
+        (
+            ("max_queue = 8", "max_queu = 8"),
+            "llamad.toml:7: gateway: unknown key 'max_queu' (did you mean max_queue?)",
+        ),
+    ],
+    ids=["alias is an instance", "alias taken twice", "listen clash", "budget", "listen", "typo"],
+)
+def test_gateway_config_errors_are_one_line(
+    tmp_path: Path, tiny_model: Path, change: tuple[str, str], expected: str
+) -> None:
+    path = tmp_path / "llamad.toml"
+    path.write_text(GOOD.replace("{m}", str(tiny_model)).replace(*change))
+    found = check(path)
+    assert len(found) == 1, found
+    assert found[0].startswith(f"{tmp_path}/{expected}"), found[0]
+
+
+def test_sizes() -> None:
+    assert parse_size("24GiB") == 24 * 1024**3
+    assert parse_size("24G") == 24 * 10**9
+    assert parse_size("512MB") == 512 * 10**6
+    assert parse_size("1.5 GiB") == int(1.5 * 1024**3)
+    assert parse_size("1000") == 1000
+    with pytest.raises(ValueError, match="like"):
+        parse_size("many")
