@@ -91,6 +91,15 @@ class Backend(Protocol):
         `[supervise]` settings (a reload changes them without a restart)."""
         ...
 
+    def request_body(self, spec: InstanceSpec, body: bytes) -> bytes:
+        """The body of a request the gateway proxies to this instance, as it must go."""
+        ...
+
+    def memory_estimate(self, spec: InstanceSpec) -> int | None:
+        """Bytes the loaded model needs, when the backend knows; None leaves it to the
+        gateway's own reading of a GGUF file."""
+        ...
+
     def watched(self, spec: InstanceSpec) -> tuple[Path, ...]:
         """Files whose replacement means the instance must restart (its model)."""
         ...

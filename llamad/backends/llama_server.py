@@ -116,6 +116,14 @@ class LlamaServer:
         url = server_url(spec.probe_host, spec.port)
         return lambda timeout: prober.probe(url, timeout)
 
+    def request_body(self, spec: InstanceSpec, body: bytes) -> bytes:
+        """Unchanged: llama-server takes the body as the client sent it."""
+        return body
+
+    def memory_estimate(self, spec: InstanceSpec) -> int | None:
+        """None: the gateway reads the GGUF (weights plus KV cache) itself."""
+        return None
+
     def watched(self, spec: InstanceSpec) -> tuple[Path, ...]:
         """The model file, unless `watch_model = false`."""
         return (spec.model,) if spec.watch_model and spec.model is not None else ()

@@ -55,6 +55,14 @@ class RpcWorker:
         host, port = spec.probe_host, spec.port
         return lambda timeout: rpc.probe_tcp(host, port, timeout)
 
+    def request_body(self, spec: InstanceSpec, body: bytes) -> bytes:
+        """Unchanged: never proxied (serves_http is false)."""
+        return body
+
+    def memory_estimate(self, spec: InstanceSpec) -> int | None:
+        """None: the gateway reads the GGUF (weights plus KV cache) itself."""
+        return None
+
     def watched(self, spec: InstanceSpec) -> tuple[Path, ...]:
         """Workers load no model of their own."""
         return ()

@@ -104,6 +104,10 @@ class Mlx:
         """A proxied request's body, with the model pinned to the instance's own."""
         return pin_model(body)
 
+    def memory_estimate(self, spec: InstanceSpec) -> int | None:
+        """The weight files' size: MLX maps them whole, the KV cache comes on top."""
+        return self.status_extras(spec)["model_bytes"] or None
+
     def watched(self, spec: InstanceSpec) -> tuple[Path, ...]:
         """The model's config.json and weights, unless `watch_model = false`."""
         if not spec.watch_model or spec.model is None:
