@@ -166,6 +166,9 @@ def render(hosts: list[Host], skews: dict[str, dict[str, list[str]]], colour: bo
         rows += [[host.name, *table.row(inst)] for inst in instances]
         if not instances:
             rows.append([host.name, "(none)"] + ["-"] * (len(table.COLUMNS) - 1))
+        gateway = gateway_line(host.status)
+        if gateway:
+            notes.append(f"{host.name}: {gateway}")
         error = (host.status.get("daemon") or {}).get("config_error")
         if error:
             notes.append(f"{host.name}: warning: config not applied: {error}")
@@ -180,6 +183,19 @@ def render(hosts: list[Host], skews: dict[str, dict[str, list[str]]], colour: bo
         parts = "; ".join(f"{v} on {', '.join(names)}" for v, names in versions.items())
         notes.append(f"warning: {what[key]} differ: {parts}")
     return "\n".join(table.grid(rows, 2, colour) + notes)
+
+
+def gateway_line(status: dict[str, Any]) -> str | None:
+    """`gateway 127.0.0.1:8080, loaded: a, b` for a host that serves a gateway."""
+    gateway = status.get("gateway")
+    if not isinstance(gateway, dict):
+        return None
+    loaded = [
+        str(i.get("name"))
+        for i in status.get("instances") or []
+        if i.get("gateway") and i.get("state") == "running"
+    ]
+    return f"gateway {gateway.get('listen')}, loaded: {', '.join(loaded) or 'none'}"
 
 
 def fleet_status(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:

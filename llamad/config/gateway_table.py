@@ -53,6 +53,7 @@ class GatewaySettings(BaseModel):
     memory_budget: str = "auto"
     queue_timeout: PositiveFloat = 120.0
     max_queue: PositiveInt = 64
+    fleet: bool = False  # also route to models that `[fleet]` peers serve
 
     @field_validator("listen")
     @classmethod
@@ -80,6 +81,7 @@ class Gateway:
     memory_budget: Budget = "auto"
     queue_timeout: float = 120.0
     max_queue: int = 64
+    fleet: bool = False
 
 
 Problem = Callable[[tuple[str, ...], str], None]
@@ -116,6 +118,7 @@ def resolve_gateway(
         memory_budget=budget,
         queue_timeout=settings.queue_timeout,
         max_queue=settings.max_queue,
+        fleet=settings.fleet,
     )
 
 

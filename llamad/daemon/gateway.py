@@ -13,6 +13,7 @@ from llamad.config.gateway_table import Gateway as Settings
 from llamad.daemon.guard import ServiceGuard
 from llamad.gateway.app import build_app, upstream_pool
 from llamad.gateway.core import Gateway
+from llamad.gateway.fleet import FleetModels
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.supervise.state import DaemonState
 
@@ -36,7 +37,8 @@ def start_gateway(
             last[0] = now
         return last[0]
 
-    gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry))
+    fleet = FleetModels(lambda: state.resolved.peers)
+    gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
     guard.start("gateway", lambda: _serve(gateway, first, stop), retry=True)
     return gateway
 
@@ -44,6 +46,7 @@ def start_gateway(
 async def _serve(gateway: Gateway, cfg: Settings, stop: asyncio.Event) -> None:
     transport = upstream_pool()
     ticker = asyncio.create_task(gateway.run(), name="gateway-idle")
+    peers = asyncio.create_task(_fleet(gateway), name="gateway-fleet")
     listen = f"{cfg.host}:{cfg.port}"
     try:
         app = build_app(gateway, transport=transport)
@@ -51,11 +54,17 @@ async def _serve(gateway: Gateway, cfg: Settings, stop: asyncio.Event) -> None:
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))
     finally:
-        ticker.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await ticker
+        for task in (ticker, peers):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await gateway.close()
         await transport.aclose()
+
+
+async def _fleet(gateway: Gateway) -> None:
+    if gateway.fleet is not None:
+        await gateway.fleet.run(lambda: gateway.settings().fleet)
 
 
 def _bound(listen: str) -> None:

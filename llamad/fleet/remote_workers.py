@@ -10,19 +10,15 @@ or (when already running) keeps running while the peer is away.
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-import httpx
 import structlog
 
 from llamad.backends import rpc
 from llamad.common.hosts import is_loopback, is_wildcard
-from llamad.common.tokenfile import TokenFileError, read_token
+from llamad.fleet.peer_api import PeerUnreachable, get_json
 from llamad.fleet.table import Peer
 
 log = structlog.get_logger("llamad.rpc")
@@ -41,10 +37,6 @@ class Worker:
 
 
 Found = dict[str, Worker]  # "peer/worker" -> Worker, in the head's `rpc` order
-
-
-class PeerUnreachable(Exception):
-    """The peer could not be asked (network, TLS, token); the message says why."""
 
 
 class RemoteWorkers:
@@ -130,23 +122,9 @@ class RemoteWorkers:
 
 async def _ask(peer: Peer, worker: str) -> dict[str, object] | None:
     """The peer's status entry for `worker`; None when it has no such instance."""
-    headers = {}
-    try:
-        if peer.token_file is not None:
-            headers["Authorization"] = f"Bearer {read_token(peer.token_file)}"
-        url = f"{peer.url.rstrip('/')}/v1/instances/{quote(worker, safe='')}"
-        async with httpx.AsyncClient(
-            verify=_tls(peer.ca_file), timeout=ASK_TIMEOUT_S, trust_env=False
-        ) as client:
-            response = await client.get(url, headers=headers)
-        if response.status_code == 404:
-            return None
-        if response.status_code != 200:
-            raise PeerUnreachable(f"{peer.url} answered HTTP {response.status_code}")
-        doc = response.json()
-    except (httpx.HTTPError, TokenFileError, OSError, ValueError) as exc:
-        raise PeerUnreachable(f"{peer.url}: {str(exc) or type(exc).__name__}") from None
-    if not isinstance(doc, dict):
+    path = f"/v1/instances/{quote(worker, safe='')}"
+    doc = await get_json(peer.url, path, peer.token_file, peer.ca_file, ASK_TIMEOUT_S)
+    if doc is not None and not isinstance(doc, dict):
         raise PeerUnreachable(f"{peer.url} answered something that is not an instance")
     return doc
 
@@ -167,9 +145,3 @@ def _worker(doc: dict[str, object], peer_url: str) -> Worker | str:
 
 def _specific(host: str) -> bool:
     return not (is_loopback(host) or is_wildcard(host))
-
-
-@lru_cache(maxsize=16)
-def _tls(ca_file: Path | None) -> ssl.SSLContext:
-    # Built once per CA file: loading a CA bundle costs tens of ms, and we poll.
-    return ssl.create_default_context(cafile=str(ca_file) if ca_file else None)

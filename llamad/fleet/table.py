@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_TAILSCALE_PORT = 7777
 FLEET_KEYS = ("peers", "token_file", "timeout", "tailscale_tag", "tailscale_port")
-PEER_KEYS = ("name", "url", "token_file", "ca_file")
+PEER_KEYS = ("name", "url", "token_file", "ca_file", "gateway_key_file")
 LOCAL = "local"  # the daemon on this machine, in a head's `rpc = ["local/..."]` sense
 
 Keys = tuple[str | int, ...]
@@ -41,6 +41,7 @@ class Peer:
     ca_file: Path | None = None
     source: str = "config"  # config, tailscale, mdns or url
     error: str | None = None  # known unreachable without trying (offline in Tailscale)
+    gateway_key_file: Path | None = None  # the key its gateway wants (`[gateway] fleet`)
 
     def client(self, timeout: float) -> Client:
         """A Client for this peer; BadConfig when its token file is unusable."""
@@ -135,7 +136,10 @@ def _peers(entries: object, problem: Any, base: Path) -> list[Peer]:
             continue
         token = _path(entry.get("token_file"), ("peers", i, "token_file"), problem, base)
         ca_file = _path(entry.get("ca_file"), ("peers", i, "ca_file"), problem, base)
-        peers.append(Peer(name, url, token, ca_file))
+        gw_key = _path(
+            entry.get("gateway_key_file"), ("peers", i, "gateway_key_file"), problem, base
+        )
+        peers.append(Peer(name, url, token, ca_file, gateway_key_file=gw_key))
     return peers
 
 

@@ -119,7 +119,7 @@ def model_entry(view: ModelView, created: int) -> dict[str, Any]:
         "id": view.name,
         "object": "model",
         "created": created,
-        "owned_by": "llamad",
+        "owned_by": f"llamad@{view.host}" if view.host else "llamad",
         "llamad": {
             "state": view.state,
             "loaded": view.loaded,

@@ -15,10 +15,12 @@ from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.gateway import memory
+from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
 from llamad.gateway.idle import IdleTimers
 from llamad.gateway.loads import LIVE
 from llamad.gateway.metrics import GatewayMetrics
-from llamad.gateway.port import ModelView, UnknownModel, Upstream
+from llamad.gateway.port import ModelView, Unavailable, UnknownModel, Upstream
+from llamad.gateway.proxy import UpstreamError
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
 from llamad.lifecycle.states import State
@@ -36,8 +38,10 @@ class Gateway:
         supervisor: Supervisor,
         settings: Callable[[], Settings],
         metrics: GatewayMetrics | None = None,
+        fleet: FleetModels | None = None,
     ) -> None:
         self.settings = settings
+        self.fleet = fleet
         self.router = Router(supervisor)
         self.sched = Scheduler(supervisor, settings, metrics)
         self.idle = IdleTimers(self.sched)
@@ -57,20 +61,29 @@ class Gateway:
     # The port --------------------------------------------------------------------
 
     def models(self) -> list[ModelView]:
-        """Every routable model, never waiting on a load."""
-        return [self._view(f) for f in self.router.routable()]
+        """Every routable model, never waiting on a load: this host's, then the fleet's
+        that no local name shadows."""
+        local = [self._view(f) for f in self.router.routable()]
+        names = {n for v in local for n in (v.name, *v.aliases)}
+        remote = [remote_view(e, m) for e, m in self._fleet_models() if m.name not in names]
+        return local + remote
 
     def find(self, name: str) -> ModelView | None:
         """The model named `name` (instance name or alias), or None."""
         facts = self.router.find(name)
-        return self._view(facts) if facts is not None else None
+        if facts is not None:
+            return self._view(facts)
+        return next((v for v in self.models() if name in (v.name, *v.aliases)), None)
 
     @asynccontextmanager
     async def lease(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[Upstream]:
-        """Load `name` if needed and count it in flight while the context is open."""
+        """Load `name` if needed and count it in flight while the context is open; a
+        model only a `[fleet]` peer serves goes to that peer's gateway."""
         facts = self.router.find(name)
         if facts is None:
-            raise UnknownModel(name, self.router.names())
+            async with self._remote_lease(name) as upstream:
+                yield upstream
+            return
         if keep_alive is not None:
             self.sched.slot(facts.name).keep_alive = keep_alive
         await self.sched.ready(facts)
@@ -92,6 +105,34 @@ class Gateway:
         if facts is None:
             raise UnknownModel(name, self.router.names())
         await self.sched.unload(facts.name)
+
+    def _fleet_models(self) -> list[tuple[PeerModels, RemoteModel]]:
+        return self.fleet.models() if self.fleet and self.settings().fleet else []
+
+    @asynccontextmanager
+    async def _remote_lease(self, name: str) -> AsyncIterator[Upstream]:
+        if self.fleet is None or not self.settings().fleet:
+            raise UnknownModel(name, self.router.names())
+        picked = await self.fleet.pick(name)
+        if isinstance(picked, list):
+            if picked:
+                hosts = ", ".join(e.peer.name for e in picked)
+                raise Unavailable(f"model {name!r} is served by {hosts}, which does not answer")
+            known = self.router.names() + [
+                n for e, m in self._fleet_models() for n in (m.name, *m.aliases)
+            ]
+            raise UnknownModel(name, known)
+        entry, model = picked
+        assert entry.gateway_url is not None
+        key = entry.key()
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        try:
+            yield Upstream(entry.gateway_url, headers, remote_view(entry, model))
+        except UpstreamError as exc:
+            # The peer went away since we last asked: say which host, and send the next
+            # request elsewhere.
+            self.fleet.mark_away(entry.peer.name, exc.message)
+            raise Unavailable(f"model {name!r} on {entry.peer.name}: {exc.message}") from None
 
     # Views -----------------------------------------------------------------------
 
@@ -169,6 +210,24 @@ class Gateway:
             self.router.retiring.difference_update(removed)
             for name in removed:
                 self.sched.slots.pop(name, None)
+
+
+def remote_view(entry: PeerModels, model: RemoteModel) -> ModelView:
+    """A peer's model as the gateway's routes see it, with its host."""
+    return ModelView(
+        name=model.name,
+        aliases=model.aliases,
+        model_path=None,
+        state=model.state,
+        loaded=model.loaded,
+        on_demand=model.on_demand,
+        idle_timeout=0.0,
+        expires_at=None,
+        size_bytes=None,
+        ctx_size=None,
+        mmproj=False,
+        host=entry.peer.name,
+    )
 
 
 @functools.lru_cache(maxsize=256)

@@ -28,6 +28,7 @@ class ModelView:
     size_bytes: int | None  # memory estimate (bytes) or measured footprint
     ctx_size: int | None  # the configured context (LLAMA_ARG_CTX_SIZE) if known
     mmproj: bool  # an mmproj is configured (vision)
+    host: str | None = None  # the `[fleet]` peer that serves it; None: this llamad
 
 
 @dataclass(frozen=True)

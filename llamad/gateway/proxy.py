@@ -9,6 +9,7 @@ upstream connection, so llama-server stops generating.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -129,11 +130,22 @@ class Relay:
             try:
                 async for chunk in stream:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except httpx.HTTPError:
-                pass  # the instance broke off: end our answer where its ended
+            except httpx.HTTPError as exc:
+                # The instance (or a fleet peer) broke off. A stream ends with an error
+                # event, so a client can tell it from a finished answer.
+                if sse:
+                    error = _sse_error(upstream, exc)
+                    await send({"type": "http.response.body", "body": error, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await response.aclose()
+
+
+def _sse_error(upstream: Upstream, exc: Exception) -> bytes:
+    where = f" on {upstream.model.host}" if upstream.model.host else ""
+    message = f"model {upstream.model.name!r}{where} broke off: {exc or type(exc).__name__}"
+    error = {"message": message, "type": "server_error", "code": "upstream_error"}
+    return b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
 
 
 def header(scope: Scope, name: bytes) -> str | None:

@@ -1,0 +1,43 @@
+"""Asking a `[fleet]` peer's control API, over TCP with its bearer token."""
+
+from __future__ import annotations
+
+import ssl
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from llamad.common.tokenfile import TokenFileError, read_token
+
+
+class PeerUnreachable(Exception):
+    """The peer could not be asked (network, TLS, token); the message says why."""
+
+
+async def get_json(
+    url: str, path: str, token_file: Path | None, ca_file: Path | None, timeout: float
+) -> Any:
+    """`GET url/path` as JSON; None for a 404; PeerUnreachable for anything else amiss."""
+    headers = {}
+    try:
+        if token_file is not None:
+            headers["Authorization"] = f"Bearer {read_token(token_file)}"
+        async with httpx.AsyncClient(
+            verify=tls_context(ca_file), timeout=timeout, trust_env=False
+        ) as client:
+            response = await client.get(f"{url.rstrip('/')}{path}", headers=headers)
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise PeerUnreachable(f"{url} answered HTTP {response.status_code}")
+        return response.json()
+    except (httpx.HTTPError, TokenFileError, OSError, ValueError) as exc:
+        raise PeerUnreachable(f"{url}: {str(exc) or type(exc).__name__}") from None
+
+
+@lru_cache(maxsize=16)
+def tls_context(ca_file: Path | None) -> ssl.SSLContext:
+    """Built once per CA file: loading a CA bundle costs tens of ms, and we poll."""
+    return ssl.create_default_context(cafile=str(ca_file) if ca_file else None)

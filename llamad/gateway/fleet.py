@@ -1,0 +1,179 @@
+"""The fleet behind the gateway: which models `[fleet]` peers serve, learnt from their
+control API, and which peer a request for one of them goes to.
+
+Each peer's status document (`GET /v1/status`, with the peer's read token) names its
+gateway's address and its routable models with their state. It is asked every
+REFRESH_S seconds, and at once when a request names a model no one is known to serve.
+A peer that stops answering keeps its last known models, marked away, so a request for
+one of them gets a 503 naming the host instead of a 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import structlog
+
+from llamad.backends.spec import WILDCARDS
+from llamad.common.tokenfile import TokenFileError, read_token
+from llamad.fleet.peer_api import PeerUnreachable, get_json
+from llamad.fleet.table import Peer
+
+log = structlog.get_logger("llamad.gateway")
+
+REFRESH_S = 5.0
+ASK_TIMEOUT_S = 2.0
+MISS_REFRESH_GAP_S = 1.0  # a storm of unknown names asks the peers at most this often
+
+
+@dataclass(frozen=True)
+class RemoteModel:
+    """One model a peer's gateway routes, as its status document said."""
+
+    name: str
+    aliases: tuple[str, ...]
+    state: str
+    loaded: bool
+    on_demand: bool
+
+
+@dataclass
+class PeerModels:
+    """What one peer said last: its gateway and models; `error` while it is away."""
+
+    peer: Peer
+    gateway_url: str | None = None
+    models: dict[str, RemoteModel] = field(default_factory=dict)  # every name and alias
+    left_bytes: int | None = None
+    error: str | None = None
+    asked_at: float = 0.0
+
+    def key(self) -> str | None:
+        """The peer gateway's key, read when needed (it may be rotated on disk)."""
+        if self.peer.gateway_key_file is None:
+            return None
+        try:
+            return read_token(self.peer.gateway_key_file)
+        except TokenFileError:
+            return None
+
+
+class FleetModels:
+    """The peers' models, refreshed in the background and on a miss."""
+
+    def __init__(self, peers: Callable[[], Mapping[str, Peer]]) -> None:
+        self.peers = peers  # read at every refresh: follows reloads
+        self.seen: dict[str, PeerModels] = {}
+        self._last_miss = 0.0
+        self._refreshing: asyncio.Task[None] | None = None
+
+    async def run(self, enabled: Callable[[], bool]) -> None:
+        """Refresh every REFRESH_S while `enabled()`; cancel to stop."""
+        while True:
+            if enabled():
+                await self.refresh()
+            await asyncio.sleep(REFRESH_S)
+
+    async def refresh(self) -> None:
+        """Ask every peer at once; concurrent callers share one round."""
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.ensure_future(self._ask_all())
+        await asyncio.shield(self._refreshing)
+
+    async def _ask_all(self) -> None:
+        peers = dict(self.peers())
+        for gone in set(self.seen) - set(peers):
+            del self.seen[gone]
+        await asyncio.gather(*(self._ask(p) for p in peers.values()))
+
+    async def _ask(self, peer: Peer) -> None:
+        entry = self.seen.setdefault(peer.name, PeerModels(peer))
+        entry.peer = peer
+        try:
+            doc = await get_json(
+                peer.url, "/v1/status", peer.token_file, peer.ca_file, ASK_TIMEOUT_S
+            )
+        except PeerUnreachable as exc:
+            self.mark_away(peer.name, str(exc))
+            return
+        entry.asked_at = time.monotonic()
+        if entry.error is not None:
+            log.info("gateway.peer_back", peer=peer.name)
+        entry.error = None
+        gateway = doc.get("gateway") if isinstance(doc, dict) else None
+        if not isinstance(gateway, dict) or not isinstance(gateway.get("listen"), str):
+            entry.gateway_url, entry.models = None, {}
+            return
+        entry.gateway_url = _gateway_url(gateway["listen"], peer.url)
+        left = gateway.get("left_bytes")
+        entry.left_bytes = left if isinstance(left, int) else None
+        entry.models = _models(doc.get("instances"))
+
+    def mark_away(self, peer: str, error: str) -> None:
+        """`peer` did not answer: its models stay known, but nothing is sent there."""
+        entry = self.seen.get(peer)
+        if entry is None:
+            return
+        if entry.error is None:
+            log.warning("gateway.peer_unreachable", peer=peer, error=error)
+        entry.error = error
+
+    def models(self) -> list[tuple[PeerModels, RemoteModel]]:
+        """Every model a reachable peer serves, once per peer (not per alias)."""
+        return [
+            (entry, model)
+            for entry in self.seen.values()
+            if entry.error is None and entry.gateway_url
+            for key, model in entry.models.items()
+            if key == model.name
+        ]
+
+    async def pick(self, name: str) -> tuple[PeerModels, RemoteModel] | list[PeerModels]:
+        """The peer to send `name` to: one where it is loaded, then the one with the most
+        free memory budget. Without one: the away peers that served it (maybe none)."""
+        found = self._candidates(name)
+        if not found and time.monotonic() - self._last_miss > MISS_REFRESH_GAP_S:
+            self._last_miss = time.monotonic()
+            await self.refresh()
+            found = self._candidates(name)
+        if found:
+            return max(found, key=lambda c: (c[1].loaded, c[0].left_bytes or 0))
+        return [e for e in self.seen.values() if e.error is not None and name in e.models]
+
+    def _candidates(self, name: str) -> list[tuple[PeerModels, RemoteModel]]:
+        return [
+            (entry, entry.models[name])
+            for entry in self.seen.values()
+            if entry.error is None and entry.gateway_url and name in entry.models
+        ]
+
+
+def _gateway_url(listen: str, peer_url: str) -> str:
+    """The peer's gateway as we reach it: its own bind address, or for a wildcard bind,
+    the host we reach its control API on."""
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if host in WILDCARDS:
+        host = urlsplit(peer_url).hostname or "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _models(instances: object) -> dict[str, RemoteModel]:
+    """Every routable model of a status document's `instances`, by name and alias."""
+    out: dict[str, RemoteModel] = {}
+    for doc in instances if isinstance(instances, list) else []:
+        gw = doc.get("gateway") if isinstance(doc, dict) else None
+        if not isinstance(gw, dict) or not gw.get("routable"):
+            continue
+        aliases = tuple(a for a in gw.get("aliases", []) if isinstance(a, str))
+        state = str(doc.get("state"))
+        model = RemoteModel(
+            str(doc.get("name")), aliases, state, state == "running", bool(gw.get("on_demand"))
+        )
+        for key in (model.name, *aliases):
+            out.setdefault(key, model)
+    return out

@@ -1,0 +1,215 @@
+"""The fleet behind one endpoint: two real daemons on loopback, A routing to B's models."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from helpers import Llamad, free_port, short_dir, toml_value, wait_for
+from remote_helpers import ADMIN, READ, write_token
+
+from llamad.cli.fleet_status import gateway_line
+
+# Two daemons and three llama-servers on a busy 2-core machine: more than the default.
+pytestmark = pytest.mark.timeout(150)
+
+GW_KEY_B = "gateway-key-of-b-" + "c" * 20
+TINY = {"ctx_size": 256, "n_parallel": 1}
+
+
+@dataclass
+class Host:
+    ld: Llamad
+    gateway: str  # http://127.0.0.1:PORT
+    control: str | None = None  # B's control API on TCP
+
+
+def _toml(tables: dict[str, dict[str, object]], peers: list[dict[str, object]] = ()) -> str:
+    out = []
+    for name, keys in tables.items():
+        out.append(f"[{name}]")
+        out += [f"{k} = {toml_value(v)}" for k, v in keys.items()]
+    for peer in peers:
+        out.append("[[fleet.peers]]")
+        out += [f"{k} = {toml_value(v)}" for k, v in peer.items()]
+    return "\n".join(out) + "\n"
+
+
+def _start(base: Path, text: str, gateway_port: int, always_on: list[str]) -> Llamad:
+    path = base / "llamad.toml"
+    path.write_text(text)
+    ld = Llamad(path)
+    try:
+        ld.wait_ready()
+        ld.wait_event("gateway.listening")
+        for name in always_on:
+            ld.wait_running(name, timeout=20)
+        url = f"http://127.0.0.1:{gateway_port}/health"
+        wait_for(lambda: _answers(url), 10, "the gateway answering")
+    except BaseException:
+        ld.close()
+        raise
+    return ld
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture
+def fleet(tiny_model: Path) -> Iterator[tuple[Host, Host]]:
+    """B serves `bonly` and `both` behind its gateway (with a key) and control on TCP;
+    A serves `both` itself and routes the rest to B."""
+    b_dir, a_dir = short_dir(), short_dir()
+    b_gw, b_ctl, a_gw = free_port(), free_port(), free_port()
+    b_text = _toml(
+        {
+            "daemon": {"state_dir": b_dir / "state"},
+            "daemon.remote": {
+                "listen": f"127.0.0.1:{b_ctl}",
+                "token_file": write_token(b_dir / "admin.token", ADMIN),
+                "read_token_file": write_token(b_dir / "read.token", READ),
+            },
+            "gateway": {
+                "listen": f"127.0.0.1:{b_gw}",
+                "api_key_file": write_token(b_dir / "gw.key", GW_KEY_B),
+            },
+            "instances.bonly": {
+                "model": tiny_model,
+                "port": free_port(),
+                **TINY,
+                "context_shift": True,  # lets the tiny model write past its context
+            },
+            "instances.both": {"model": tiny_model, "port": free_port(), **TINY},
+        }
+    )
+    b = Host(_start(b_dir, b_text, b_gw, ["bonly", "both"]), f"http://127.0.0.1:{b_gw}")
+    b.control = f"http://127.0.0.1:{b_ctl}"
+    try:
+        a_text = _toml(
+            {
+                "daemon": {"state_dir": a_dir / "state"},
+                "gateway": {"listen": f"127.0.0.1:{a_gw}", "fleet": True},
+                "instances.both": {"model": tiny_model, "port": free_port(), **TINY},
+            },
+            peers=[
+                {
+                    "name": "b",
+                    "url": b.control,
+                    "token_file": write_token(a_dir / "b-read.token", READ),
+                    "gateway_key_file": write_token(a_dir / "b-gw.key", GW_KEY_B),
+                }
+            ],
+        )
+        a = Host(_start(a_dir, a_text, a_gw, ["both"]), f"http://127.0.0.1:{a_gw}")
+        try:
+            yield a, b
+            assert a.ld.stop() == 0
+        finally:
+            a.ld.close()
+    finally:
+        b.ld.close()
+
+
+def _client(host: Host) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{host.gateway}/v1", api_key="unused", max_retries=0)
+
+
+def test_a_model_only_on_b_is_served_through_a(fleet: tuple[Host, Host]) -> None:
+    """The openai client on A's URL reaches B's model, streaming and not; A lists it with
+    its host; B's key goes upstream, A's client needs none."""
+    a, b = fleet
+    client = _client(a)
+    wait_for(lambda: "bonly" in _models(a), 15, "A learning B's models")
+    entry = _models(a)["bonly"]
+    assert entry["owned_by"] == "llamad@b"
+    reply = client.chat.completions.create(
+        model="bonly", messages=[{"role": "user", "content": "hi"}], max_tokens=3
+    )
+    assert reply.choices[0].message.content is not None
+    chunks = list(
+        client.chat.completions.create(
+            model="bonly", messages=[{"role": "user", "content": "hi"}], max_tokens=3, stream=True
+        )
+    )
+    assert chunks
+    assert chunks[-1].choices[0].finish_reason is not None
+    # Without B's key, B's own gateway refuses: A added it.
+    direct = httpx.post(f"{b.gateway}/v1/chat/completions", json={"model": "bonly"}, timeout=5)
+    assert direct.status_code == 401
+
+
+def test_a_model_on_both_is_served_locally(fleet: tuple[Host, Host]) -> None:
+    """Local first: with B's copy stopped by a person, A still answers for `both`."""
+    a, b = fleet
+    wait_for(lambda: "bonly" in _models(a), 15, "A learning B's models")
+    assert _models(a)["both"]["owned_by"] == "llamad"
+    assert b.ld.ctl("stop", "both").returncode == 0
+    reply = _client(a).chat.completions.create(
+        model="both", messages=[{"role": "user", "content": "hi"}], max_tokens=3
+    )
+    assert reply.choices[0].message.content is not None
+
+
+def test_b_stopped_answers_503_naming_b(fleet: tuple[Host, Host]) -> None:
+    """B goes away: a request for its model gets 503 naming B (not a 404, not a hang),
+    and so does the next one."""
+    a, b = fleet
+    wait_for(lambda: "bonly" in _models(a), 15, "A learning B's models")
+    assert b.ld.stop() == 0
+    body = {"model": "bonly", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+    for _ in range(2):
+        answer = httpx.post(f"{a.gateway}/v1/chat/completions", json=body, timeout=10)
+        assert answer.status_code == 503, answer.text
+        message = answer.json()["error"]["message"]
+        assert "'bonly'" in message
+        assert " b" in message
+
+
+def test_a_peer_dying_mid_stream_ends_the_stream_with_an_error_event(
+    fleet: tuple[Host, Host],
+) -> None:
+    """B is killed while A relays its stream: the client gets an error event, not a
+    stream that merely stops."""
+    a, b = fleet
+    wait_for(lambda: "bonly" in _models(a), 15, "A learning B's models")
+    body = {
+        "model": "bonly",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 100000,
+        "stream": True,
+    }
+    with httpx.stream("POST", f"{a.gateway}/v1/chat/completions", json=body, timeout=30) as r:
+        assert r.status_code == 200
+        lines = r.iter_lines()
+        assert next(line for line in lines if line.startswith("data: "))
+        b.ld.proc.kill()  # the daemon dies; its children follow (PDEATHSIG)
+        rest = [line for line in lines if line.startswith("data: ")]
+    assert rest, "the stream ended without a word"
+    assert '"error"' in rest[-1]
+    assert "broke off" in rest[-1]
+
+
+def test_fleet_status_line_names_the_gateway_and_loaded_models() -> None:
+    status = {
+        "gateway": {"listen": "127.0.0.1:8080"},
+        "instances": [
+            {"name": "a", "state": "running", "gateway": {"routable": True}},
+            {"name": "b", "state": "idle", "gateway": {"routable": True}},
+            {"name": "w", "state": "running"},
+        ],
+    }
+    assert gateway_line(status) == "gateway 127.0.0.1:8080, loaded: a"
+    assert gateway_line({"instances": []}) is None
+
+
+def _models(host: Host) -> dict[str, dict[str, object]]:
+    data = httpx.get(f"{host.gateway}/v1/models", timeout=5).json()["data"]
+    return {m["id"]: m for m in data}
