@@ -27,6 +27,15 @@ def llama_server() -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_mlx_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer MLX llama (~0.4 MB) the real mlx_lm.server serves on the CPU."""
+    pytest.importorskip("mlx_lm", reason="the mlx extra does not install on this platform")
+    from tiny_mlx import write_tiny_mlx_model
+
+    return write_tiny_mlx_model(tmp_path_factory.mktemp("mlx") / "tiny-mlx")
+
+
+@pytest.fixture(scope="session")
 def _cache_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from llamad.backends.probes import Health, Prober
 from llamad.backends.spec import InstanceSpec
+from llamad.lifecycle.states import Knobs
 
 # Reports a problem with the keys under the instance's table, e.g. (("port",), "is required").
 Problem = Callable[[tuple[str, ...], str], None]
@@ -85,8 +86,18 @@ class Backend(Protocol):
         names to addresses found just now (RPC heads)."""
         ...
 
-    def probe(self, spec: InstanceSpec, prober: Prober) -> ProbeFn:
-        """How to ask a running instance whether it is healthy."""
+    def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
+        """How to ask a running instance whether it is healthy; `knobs` gives its current
+        `[supervise]` settings (a reload changes them without a restart)."""
+        ...
+
+    def request_body(self, spec: InstanceSpec, body: bytes) -> bytes:
+        """The body of a request the gateway proxies to this instance, as it must go."""
+        ...
+
+    def memory_estimate(self, spec: InstanceSpec) -> int | None:
+        """Bytes the loaded model needs, when the backend knows; None leaves it to the
+        gateway's own reading of a GGUF file."""
         ...
 
     def watched(self, spec: InstanceSpec) -> tuple[Path, ...]:

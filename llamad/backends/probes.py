@@ -38,6 +38,7 @@ class Health:
     error: str | None = None
     # The probe failed on our side (EMFILE, ENOBUFS): it says nothing about the server.
     local: bool = False
+    fatal: bool = False  # the server says it cannot recover: restart without more probes
 
     def to_dict(self) -> dict[str, object]:
         """The `health` object of the status document."""
@@ -83,9 +84,20 @@ class Prober:
 
     async def probe(self, url: str, timeout: float) -> Health:
         """One `GET /health`: ok only on 200."""
+        return await self.request("GET", url, timeout)
+
+    async def request(
+        self, method: str, url: str, timeout: float, body: bytes | None = None
+    ) -> Health:
+        """One request, its whole answer read (a JSON `body` for a POST): ok only on 200."""
         t0 = time.perf_counter()
+        headers = {"Content-Type": "application/json"} if body is not None else None
         request = httpx.Request(
-            "GET", url, extensions={"timeout": httpx.Timeout(timeout).as_dict()}
+            method,
+            url,
+            content=body,
+            headers=headers,
+            extensions={"timeout": httpx.Timeout(timeout).as_dict()},
         )
         try:
             resp = await self._transport.handle_async_request(request)

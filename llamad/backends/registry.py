@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from llamad.backends.base import Backend
 from llamad.backends.llama_server import LlamaServer
+from llamad.backends.mlx.backend import Mlx
 from llamad.backends.rpc_worker import RpcWorker
 
 DEFAULT_KIND = LlamaServer.kind
-BACKENDS: dict[str, Backend] = {b.kind: b for b in (LlamaServer(), RpcWorker())}
+BACKENDS: dict[str, Backend] = {b.kind: b for b in (LlamaServer(), RpcWorker(), Mlx())}
 
 
 def backend_for(kind: str) -> Backend:

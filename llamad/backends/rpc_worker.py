@@ -6,7 +6,7 @@ A worker has no `/health`; it is ready when its port accepts a TCP connection (r
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from llamad.backends.binaries import find_rpc_server
 from llamad.backends.catalog_cache import version_of
 from llamad.backends.probes import Prober
 from llamad.backends.spec import InstanceSpec
+from llamad.lifecycle.states import Knobs
 
 
 class RpcWorker:
@@ -49,10 +50,18 @@ class RpcWorker:
         """Everything is on the command line; ggml-rpc-server reads no settings env."""
         return [str(tool.path), *spec.args], {}
 
-    def probe(self, spec: InstanceSpec, prober: Prober) -> ProbeFn:
+    def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
         """A TCP connect to the worker's port."""
         host, port = spec.probe_host, spec.port
         return lambda timeout: rpc.probe_tcp(host, port, timeout)
+
+    def request_body(self, spec: InstanceSpec, body: bytes) -> bytes:
+        """Unchanged: never proxied (serves_http is false)."""
+        return body
+
+    def memory_estimate(self, spec: InstanceSpec) -> int | None:
+        """None: the gateway reads the GGUF (weights plus KV cache) itself."""
+        return None
 
     def watched(self, spec: InstanceSpec) -> tuple[Path, ...]:
         """Workers load no model of their own."""

@@ -22,7 +22,7 @@ class InstanceSpec:
     host: str
     port: int
     model: Path | None
-    settings: tuple[tuple[str, str], ...]  # LLAMA_* environment, sorted
+    settings: tuple[tuple[str, str], ...]  # the backend's environment (LLAMA_*), sorted
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]  # the user's extra environment, sorted
     autostart: bool = True

@@ -7,13 +7,15 @@ from pathlib import Path
 
 
 def model_problem(model: Path | None) -> str | None:
-    """Why llama-server could not open `model`, or None when it can (or there is none).
+    """Why the server could not open `model`, or None when it can (or there is none).
 
     Opening it is the one honest test: permissions, ACLs and sandboxes all show there, and
     llama-server's own message for it ('cleaning up before exit...') names no cause.
     """
     if model is None:
         return None
+    if model.is_dir():  # an MLX model: its backend checks what the directory holds
+        return None if os.access(model, os.R_OK | os.X_OK) else f"cannot read {model}"
     if not model.is_file():
         return f"model file not found: {model}"
     try:

@@ -58,6 +58,7 @@ class DaemonSettings(BaseModel):
 
     llama_server: str | None = None
     rpc_server: str | None = None
+    mlx_server: str | None = None
     state_dir: str | None = None
     socket: str | None = None
     log_dir: str | None = None
@@ -89,6 +90,8 @@ class SuperviseSettings(BaseModel):
     backoff_max: Seconds = 60.0
     max_restarts: NonNegativeInt = 5
     restart_window: Seconds = 600.0
+    deep_probe_interval: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 60.0  # 0 = off
+    deep_probe_timeout: Seconds = 30.0
 
 
 class InstanceTable(BaseModel):

@@ -73,7 +73,9 @@ class Proxied:
                 model, path = self._target(scope, body)
                 async with self.gateway.lease(model) as upstream:
                     model = upstream.model.name
-                    await self.relay.relay(scope, send, upstream, path, body, first_byte)
+                    await self.relay.relay(
+                        scope, send, upstream, path, upstream.adapt(body), first_byte
+                    )
             except GatewayError as exc:
                 status = exc.status
                 await send_error(send, exc)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from llamad.backends.probes import server_url
+from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.gateway import memory
@@ -93,6 +94,7 @@ class Gateway:
                 server_url(facts.spec.probe_host, facts.spec.port, ""),
                 dict(_auth(facts.spec)),
                 self._view(facts),
+                functools.partial(backend_for(facts.spec.kind).request_body, facts.spec),
             )
         finally:
             self.sched.ended(facts.name)

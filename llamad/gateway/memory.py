@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 
 from llamad.backends.gguf_meta import read_gguf_meta
+from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
 
 # Bytes per cached element for llama-server's --cache-type-k/-v (ggml block sizes).
@@ -37,6 +38,9 @@ def estimate(spec: InstanceSpec) -> int | None:
     """Bytes `spec` should need once loaded; None when its model is not a local file."""
     if spec.model is None:
         return None
+    known = backend_for(spec.kind).memory_estimate(spec)
+    if known is not None:
+        return known
     settings = dict(spec.settings)
     try:
         return _estimate(

@@ -6,7 +6,7 @@ routes on the gateway's app with `app.build_app(gateway, extra_routes)`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +38,8 @@ class Upstream:
     base_url: str  # "http://127.0.0.1:8089"
     headers: Mapping[str, str]  # the instance's own auth (Authorization: Bearer ...)
     model: ModelView
+    # The request body as the instance's backend needs it (mlx pins `model`).
+    adapt: Callable[[bytes], bytes] = lambda body: body
 
 
 class GatewayError(Exception):

@@ -142,8 +142,12 @@ def _starting(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float
         case Ready():
             # STARTING -> RUNNING: a healthy server wipes the slate of consecutive failures.
             return replace(rec, state=State.RUNNING, failures=0, probe_failures=0, error=None), []
+        case ProbeFailed(reason=detail, fatal=True) if not rec.killed:
+            # STARTING -> STARTING: the server gave up while loading; the kill's Exited retries.
+            return replace(rec, error=f"unhealthy: {detail}", killed=True), [Signal("KILL")]
         case Exited(reason=detail):
-            # STARTING -> BACKOFF/FAILED; a start deadline we enforced outranks the exit status.
+            # STARTING -> BACKOFF/FAILED; a start deadline or fatal probe we enforced outranks
+            # the exit status.
             reason = _because(rec.error if rec.killed else None, detail, "exited while starting")
             rec = replace(_gone(rec), failures=rec.failures + 1)
             return _retry(rec, now, knobs, jitter, reason, immediate=False)
@@ -178,15 +182,18 @@ def _running(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float)
         case ProbeOk():
             # RUNNING -> RUNNING: only consecutive failures mean unhealthy.
             return replace(rec, probe_failures=0), []
-        case ProbeFailed(reason=detail):
+        case ProbeFailed(reason=detail, fatal=fatal):
             n = rec.probe_failures + 1
+            if fatal:  # one is enough, unless the kill is already under way
+                n = max(n, knobs.unhealthy_after)
             rec = replace(rec, probe_failures=n)
             # `>=`: unhealthy_after may be lowered mid-streak, and the kill must still come.
             if n < knobs.unhealthy_after or rec.killed:
                 # RUNNING -> RUNNING: not yet unhealthy, or already killed and awaiting Exited.
                 return rec, []
             # RUNNING -> RUNNING: a hung server is not trusted to stop gracefully.
-            error = f"unhealthy: {n} failed probes" + (f" ({detail})" if detail else "")
+            count = "fatal probe" if fatal else f"{n} failed probes"
+            error = f"unhealthy: {count}" + (f" ({detail})" if detail else "")
             return replace(rec, error=error, killed=True), [Signal("KILL")]
         case Exited(reason=detail):
             # RUNNING -> STARTING/FAILED: a crash after a healthy run restarts at once.

@@ -37,6 +37,10 @@ class Knobs:
     backoff_max: float = 60.0
     max_restarts: int = 5
     restart_window: float = 600.0
+    # Backends with a deep probe (a one-token generation): how often, 0 = never, and how
+    # long one may take.
+    deep_probe_interval: float = 60.0
+    deep_probe_timeout: float = 30.0
     # Fraction of the backoff delay that jitter may add or take away.
     backoff_jitter: float = 0.1
 
@@ -142,6 +146,8 @@ class ProbeFailed:
 
     pid: int
     reason: str = ""
+    # The server said it cannot recover (mlx_lm.server's /health 503): kill now, don't count.
+    fatal: bool = False
 
 
 @dataclass(frozen=True)

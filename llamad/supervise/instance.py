@@ -246,7 +246,7 @@ class Instance:
         )
         probes = self._helper(
             watch_health(
-                self.runtime.probe_for(self.spec),
+                self.runtime.probe_for(self.spec, lambda: self.spec.knobs),
                 lambda: self.spec.knobs,
                 lambda health, phase: self._report(child.pid, health, phase),
             ),
@@ -279,7 +279,7 @@ class Instance:
             return
         self.health = health
         self.hooks.observe_probe(self.spec.name, health)
-        if phase == "loading":
+        if phase == "loading" and not health.fatal:
             return  # a 503 or a refused connection while loading is not news
         if phase == "ready":
             self.post(Ready(pid))
@@ -289,7 +289,7 @@ class Instance:
             if self.record.probe_failures:
                 self.post(ProbeOk(pid))
         else:
-            self.post(ProbeFailed(pid, health.error or ""))
+            self.post(ProbeFailed(pid, health.error or "", health.fatal))
 
     # Views ---------------------------------------------------------------------
 

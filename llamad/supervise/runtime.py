@@ -14,6 +14,7 @@ from llamad.backends.spec import InstanceSpec
 from llamad.common.childenv import child_env
 from llamad.common.modelfile import model_problem
 from llamad.fleet.remote_workers import Found, RemoteWorkers
+from llamad.lifecycle.states import Knobs
 from llamad.supervise.childlog import ChildLog
 from llamad.supervise.orphans import ChildRegistry
 from llamad.supervise.process import Child, ExitInfo, port_problem
@@ -79,6 +80,8 @@ class Runtime:
             return port_problem(spec.host, spec.port) or "port in use"
         return info.describe()
 
-    def probe_for(self, spec: InstanceSpec) -> Callable[[float], Awaitable[Health]]:
+    def probe_for(
+        self, spec: InstanceSpec, knobs: Callable[[], Knobs]
+    ) -> Callable[[float], Awaitable[Health]]:
         """`probe(timeout)` for `spec`, as its backend asks (GET /health, a TCP connect...)."""
-        return backend_for(spec.kind).probe(spec, self.prober)
+        return backend_for(spec.kind).probe(spec, self.prober, knobs)

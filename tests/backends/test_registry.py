@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "llamad"
 
 
 def test_every_kind_has_a_backend_that_names_itself() -> None:
-    assert set(BACKENDS) == {"llama-server", "rpc-worker"}
+    assert set(BACKENDS) == {"llama-server", "rpc-worker", "mlx"}
     for kind, backend in BACKENDS.items():
         assert backend.kind == kind
         assert backend_for(kind) is backend
