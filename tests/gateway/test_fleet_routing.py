@@ -130,6 +130,8 @@ def test_a_model_only_on_b_is_served_through_a(fleet: tuple[Host, Host]) -> None
     wait_for(lambda: "bonly" in _models(a), 15, "A learning B's models")
     entry = _models(a)["bonly"]
     assert entry["owned_by"] == "llamad@b"
+    tags = httpx.get(f"{a.gateway}/api/tags", timeout=10).json()["models"]
+    assert {t["name"]: t.get("host") for t in tags}["bonly:latest"] == "b"
     reply = client.chat.completions.create(
         model="bonly", messages=[{"role": "user", "content": "hi"}], max_tokens=3
     )

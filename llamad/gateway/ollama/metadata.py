@@ -81,7 +81,7 @@ def _stat(view: ModelView) -> os.stat_result | None:
 def digest(view: ModelView) -> str:
     """A stable sha256 per model: its name and its file's identity (path, size, mtime), not
     its bytes, which would mean hashing gigabytes."""
-    ident = [view.name, str(view.model_path)]
+    ident = [view.name, str(view.model_path), view.host or ""]
     st = _stat(view)
     if st is not None:
         ident += [str(st.st_size), str(st.st_mtime_ns)]
@@ -119,7 +119,7 @@ def _modified_at(view: ModelView) -> str:
 def tag_entry(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
     """One model of /api/tags."""
     name = tagged(view.name)
-    return {
+    entry = {
         "name": name,
         "model": name,
         "modified_at": _modified_at(view),
@@ -127,6 +127,9 @@ def tag_entry(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
         "digest": digest(view),
         "details": details(meta),
     }
+    if view.host:  # a `[fleet]` peer serves it (`[gateway] fleet = true`)
+        entry["host"] = view.host
+    return entry
 
 
 def ps_entry(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:

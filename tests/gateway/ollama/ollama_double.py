@@ -40,6 +40,7 @@ class View:
     size_bytes: int | None
     ctx_size: int | None
     mmproj: bool
+    host: str | None = None
 
 
 @dataclass(frozen=True)
