@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ollama_double import View
@@ -143,12 +145,25 @@ def test_chat_events_carry_thinking_and_completion_events_the_stop_type() -> Non
     assert events.usage == {"prompt_tokens": 5}
 
 
-async def test_a_listing_does_not_wait_past_its_budget(tmp_path: Path, tiny_model: Path) -> None:
+async def test_a_listing_does_not_wait_past_its_budget(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model = Path(shutil.copy(tiny_model, tmp_path / "fresh.gguf"))  # not in the cache yet
     view = View("fresh", (), model, "running", True, False, 0.0, None, None, None, False)
+    # A slow disk, held until the listing has answered: a 0.5 MB read on a quiet machine
+    # could otherwise finish inside the zero budget.
+    release = threading.Event()
+    read = metadata.read_gguf_meta
+
+    def slow_read(path: Path) -> Any:
+        release.wait(10)
+        return read(path)
+
+    monkeypatch.setattr(metadata, "read_gguf_meta", slow_read)
     assert await metadata.headers([view], budget=0) == [None]
     entry = metadata.tag_entry(view, None)
     assert entry["details"]["family"] == "unknown"
+    release.set()
     # The read went on in the background and fills the cache; the digest never changed.
     await asyncio.gather(*metadata._pending)
     (meta,) = await metadata.headers([view], budget=0)
