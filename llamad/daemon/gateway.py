@@ -12,11 +12,12 @@ from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_tcp
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.daemon.guard import ServiceGuard
-from llamad.gateway.app import build_app, upstream_pool
+from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet import FleetModels
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
+from llamad.gateway.proxy import upstream_session
 from llamad.supervise.state import DaemonState
 
 log = structlog.get_logger("llamad.gateway")
@@ -46,15 +47,17 @@ def start_gateway(
 
 
 async def _serve(gateway: Gateway, cfg: Settings, stop: asyncio.Event) -> None:
-    transport = upstream_pool()
+    session = upstream_session()
+    # Ollama's translation reads whole answers and speaks httpx like the rest of llamad;
+    # the OpenAI relay, where every millisecond shows, has the aiohttp session.
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+    # verify=False only spares building a TLS context: instances and peers speak plain HTTP.
+    client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10), limits=limits, verify=False)
     ticker = asyncio.create_task(gateway.run(), name="gateway-idle")
     peers = asyncio.create_task(_fleet(gateway), name="gateway-fleet")
     listen = f"{cfg.host}:{cfg.port}"
     try:
-        # Ollama's API beside /v1/..., over the same pool; the client never closes it
-        # (the transport is closed below, once).
-        client = httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(None, connect=10))
-        app = build_app(gateway, ollama_routes(gateway, client), transport=transport)
+        app = build_app(gateway, ollama_routes(gateway, client), session=session)
         await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))
@@ -64,7 +67,8 @@ async def _serve(gateway: Gateway, cfg: Settings, stop: asyncio.Event) -> None:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await gateway.close()
-        await transport.aclose()
+        await client.aclose()
+        await session.close()
 
 
 async def _fleet(gateway: Gateway) -> None:
