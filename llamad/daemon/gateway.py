@@ -14,7 +14,8 @@ from llamad.config.gateway_table import Gateway as Settings
 from llamad.daemon.guard import ServiceGuard
 from llamad.gateway.app import build_app, upstream_pool
 from llamad.gateway.core import Gateway
-from llamad.gateway.fleet import FleetModels
+from llamad.gateway.fleet import FleetModels, Identity
+from llamad.gateway.fleet_hosts import FleetHosts
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
 from llamad.supervise.state import DaemonState
@@ -28,9 +29,11 @@ def start_gateway(
     state: DaemonState,
     metrics: Metrics,
     stop: asyncio.Event,
+    me: Identity | None = None,
 ) -> Gateway:
     """Start the gateway under `guard`; its settings follow reloads (the address needs a
-    restart), and a config without `[gateway]` leaves the last one in force."""
+    restart), and a config without `[gateway]` leaves the last one in force. `me` is this
+    daemon's identity in status documents: its fleet never routes to itself."""
     last = [first]
 
     def settings() -> Settings:
@@ -39,13 +42,18 @@ def start_gateway(
             last[0] = now
         return last[0]
 
-    fleet = FleetModels(lambda: state.resolved.peers)
+    hosts = FleetHosts(
+        lambda: state.resolved.fleet,
+        lambda: state.resolved.peers,
+        lambda: state.resolved.daemon.remote,
+    )
+    fleet = FleetModels(hosts.current, me)
     gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
-    guard.start("gateway", lambda: _serve(gateway, first, stop), retry=True)
+    guard.start("gateway", lambda: _serve(gateway, hosts, first, stop), retry=True)
     return gateway
 
 
-async def _serve(gateway: Gateway, cfg: Settings, stop: asyncio.Event) -> None:
+async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: asyncio.Event) -> None:
     transport = upstream_pool()
     ticker = asyncio.create_task(gateway.run(), name="gateway-idle")
     peers = asyncio.create_task(_fleet(gateway), name="gateway-fleet")
@@ -63,6 +71,7 @@ async def _serve(gateway: Gateway, cfg: Settings, stop: asyncio.Event) -> None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await hosts.close()  # the mDNS browser, within its deadline
         await gateway.close()
         await transport.aclose()
 
