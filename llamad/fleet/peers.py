@@ -96,6 +96,9 @@ def tailnet(fleet: Fleet) -> list[Peer]:
         ).stdout
         status = json.loads(out)
         nodes = list((status.get("Peer") or {}).values())
+    except subprocess.CalledProcessError as exc:
+        said = (exc.stderr or b"").decode(errors="replace").strip().splitlines() or ["-"]
+        raise TailscaleError(f"exit {exc.returncode}: {said[-1]}") from None
     except (OSError, ValueError, AttributeError, subprocess.SubprocessError) as exc:
         raise TailscaleError(str(exc) or type(exc).__name__) from None
     found = []
