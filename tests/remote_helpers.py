@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import trustme
-from helpers import Llamad, free_port, short_dir, write_config
+from helpers import Llamad, free_port, short_dir, toml_value, write_config
 from stand_ins import ServerThread
 
 from llamad.api.app import create_app
@@ -146,18 +146,12 @@ class TcpStub(ServerThread):
 
 def fleet_config(path: Path, peers: dict[str, dict[str, Any]], **fleet: Any) -> Path:
     """A llamactl config: `[fleet]` keys, then a `[[fleet.peers]]` per name -> its keys."""
-    lines = ["[fleet]"] + [f"{k} = {_toml(v)}" for k, v in fleet.items()]
+    lines = ["[fleet]"] + [f"{k} = {toml_value(v)}" for k, v in fleet.items()]
     for name, keys in peers.items():
-        lines += ["[[fleet.peers]]", f"name = {_toml(name)}"]
-        lines += [f"{k} = {_toml(v)}" for k, v in keys.items()]
+        lines += ["[[fleet.peers]]", f"name = {toml_value(name)}"]
+        lines += [f"{k} = {toml_value(v)}" for k, v in keys.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, str | Path):
-        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return str(value)
 
 
 def loopback_multicast_works() -> str | None:

@@ -56,7 +56,7 @@ def start_gateway(
 async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: asyncio.Event) -> None:
     transport = upstream_pool()
     ticker = asyncio.create_task(gateway.run(), name="gateway-idle")
-    peers = asyncio.create_task(_fleet(gateway), name="gateway-fleet")
+    peers = asyncio.create_task(_fleet(gateway, hosts), name="gateway-fleet")
     listen = f"{cfg.host}:{cfg.port}"
     try:
         # Ollama's API beside /v1/..., over the same pool; the client never closes it
@@ -76,9 +76,9 @@ async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: async
         await transport.aclose()
 
 
-async def _fleet(gateway: Gateway) -> None:
+async def _fleet(gateway: Gateway, hosts: FleetHosts) -> None:
     if gateway.fleet is not None:
-        await gateway.fleet.run(lambda: gateway.settings().fleet)
+        await gateway.fleet.run(lambda: gateway.settings().fleet, hosts.close)
 
 
 def _bound(listen: str) -> None:

@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 from typing import Any
 
-from llamad.fleet.discovery import SERVICE_TYPE, Found, browsing_on, parse_txt
+from llamad.common.hosts import is_loopback
+from llamad.fleet.discovery import SERVICE_TYPE, Found, browsing_on, local_addresses, parse_txt
 
 RESOLVE_MS = 300  # answers to the browse usually carry SRV, TXT and A: then it is at once
 CLOSE_S = 2.0  # goodbyes and socket teardown are a courtesy; shutdown is not
@@ -30,6 +31,10 @@ class Browser:
         """Start browsing; raises ImportError without zeroconf, OSError without sockets."""
         from zeroconf.asyncio import AsyncServiceBrowser, AsyncZeroconf
 
+        interface = self.interface
+        # Checked first: zeroconf fails later, after binding a socket it leaves open.
+        if interface and not is_loopback(interface) and interface not in local_addresses():
+            raise OSError(f"no interface of this machine has the address {interface}")
         with browsing_on(self.interface) as kwargs:
             self._zc = AsyncZeroconf(**kwargs)
         self._browser = AsyncServiceBrowser(

@@ -141,11 +141,20 @@ def advertised_addresses(host: str) -> list[str]:
     with contextlib.suppress(ValueError):
         if str(ipaddress.ip_address(host)) not in WILDCARDS:
             return [host]
-    # A wildcard (or a name): every address of this machine but loopback.
+    # A wildcard (or a name): every IPv4 address of this machine but loopback.
+    ips = (ip for ip in local_addresses() if ":" not in ip)
+    return sorted(ip for ip in ips if not ipaddress.ip_address(ip).is_loopback)
+
+
+def local_addresses() -> set[str]:
+    """Every address of this machine's interfaces, IPv4 and IPv6."""
     import ifaddr
 
-    ips = {str(ip.ip) for a in ifaddr.get_adapters() for ip in a.ips if ip.is_IPv4}
-    return sorted(ip for ip in ips if not ipaddress.ip_address(ip).is_loopback)
+    return {
+        ip.ip if isinstance(ip.ip, str) else ip.ip[0]
+        for adapter in ifaddr.get_adapters()
+        for ip in adapter.ips
+    }
 
 
 async def advertise(host: str, port: int, txt: dict[str, str], stop: asyncio.Event) -> None:

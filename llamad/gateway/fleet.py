@@ -83,11 +83,18 @@ class FleetModels:
         self._last_miss = 0.0
         self._refreshing: asyncio.Task[None] | None = None
 
-    async def run(self, enabled: Callable[[], bool]) -> None:
-        """Refresh every REFRESH_S while `enabled()`; cancel to stop."""
+    async def run(
+        self,
+        enabled: Callable[[], bool],
+        disabled: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Refresh every REFRESH_S while `enabled()`, else call `disabled` (it may free
+        what finding peers holds, such as an mDNS browser); cancel to stop."""
         while True:
             if enabled():
                 await self.refresh()
+            elif disabled is not None:
+                await disabled()
             await asyncio.sleep(REFRESH_S)
 
     async def refresh(self) -> None:

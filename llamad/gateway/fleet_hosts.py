@@ -26,6 +26,7 @@ from llamad.fleet.table import Fleet, Peer
 log = structlog.get_logger("llamad.gateway")
 
 TAILSCALE_EVERY_S = 15.0  # `tailscale status --json` is a process: every third refresh
+BROWSE_RETRY_S = 60.0  # an mDNS browser that could not start (no network yet) is tried again
 
 
 class FleetHosts:
@@ -45,7 +46,11 @@ class FleetHosts:
         self._tailnet_at = 0.0
         self._tailnet_error: str | None = None
         self._browser: Browser | None = None
-        self._browse_failed: str | None = None  # the interface mDNS could not browse on
+        # The interface a browser was last started on, and when: one that failed to
+        # start is tried again after BROWSE_RETRY_S, its failure logged once per spell.
+        self._browse_on: str | None = None
+        self._browse_tried = 0.0
+        self._browse_error: str | None = None
 
     async def current(self) -> dict[str, Peer]:
         """Name -> peer: the configured ones, then each found one under a free name and URL."""
@@ -83,21 +88,11 @@ class FleetHosts:
         ):
             await self.close()
         if not fleet.discover:
-            self._browse_failed = None
             return []
         if self._browser is None:
-            if self._browse_failed == (fleet.mdns_interface or ""):
+            self._browser = await self._start_browser(fleet.mdns_interface)
+            if self._browser is None:
                 return []
-            browser = Browser(fleet.mdns_interface)
-            try:
-                await browser.start()
-            except Exception as exc:  # ImportError, OSError: mDNS is a convenience
-                await browser.close()
-                self._browse_failed = fleet.mdns_interface or ""
-                log.warning("discovery.browse_failed", error=str(exc) or type(exc).__name__)
-                return []
-            log.info("discovery.browsing", interface=fleet.mdns_interface or "all")
-            self._browser = browser
         own = _own(self.remote())
         return [
             Peer(f.name, f.url, source="mdns")
@@ -105,9 +100,27 @@ class FleetHosts:
             if (f.address, f.port) not in own
         ]
 
+    async def _start_browser(self, interface: str | None) -> Browser | None:
+        now = time.monotonic()
+        if interface == self._browse_on and now - self._browse_tried < BROWSE_RETRY_S:
+            return None
+        self._browse_on, self._browse_tried = interface, now
+        browser = Browser(interface)
+        try:
+            await browser.start()
+        except Exception as exc:  # ImportError, OSError: mDNS is a convenience
+            await browser.close()
+            if self._browse_error is None:
+                log.warning("discovery.browse_failed", error=str(exc) or type(exc).__name__)
+            self._browse_error = str(exc) or type(exc).__name__
+            return None
+        self._browse_error = None
+        log.info("discovery.browsing", interface=interface or "all")
+        return browser
+
     async def close(self) -> None:
         """Stop browsing mDNS (within the browser's deadline); a later refresh restarts it."""
-        browser, self._browser = self._browser, None
+        browser, self._browser, self._browse_tried = self._browser, None, 0.0
         if browser is not None:
             await browser.close()
 

@@ -76,6 +76,13 @@ def test_advertise_and_browse_on_loopback(
         assert [(h["source"], h["host"], h["reachable"]) for h in hosts] == [
             ("mdns", found[0].name, True)
         ]
+
+        # `[fleet] discover = true` (and mdns_interface): the same without the flags.
+        keys = {"discover": True, "mdns_interface": "127.0.0.1", "token_file": token}
+        config = str(fleet_config(tmp_path / "d.toml", {}, **keys))
+        code, out, err = llamactl(capsys, "--config", config, "fleet", "status", "--json")
+        hosts = [h for h in json.loads(out)["hosts"] if h["url"] == url]
+        assert (code, err, [h["source"] for h in hosts]) == (0, "", ["mdns"])
     finally:
         assert daemon.stop() == 0
     # The goodbye went out: nothing answers for it any more.

@@ -130,6 +130,24 @@ async def test_a_missing_tailscale_is_logged_once(
     assert "not on PATH" in failed[0]["error"]
 
 
+async def test_an_mdns_browser_that_cannot_start_is_logged_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Browsing on an address this machine lacks fails (ENODEV): the configured peers
+    still come, the failure is logged once however often it is tried again."""
+    monkeypatch.setattr(fleet_hosts, "BROWSE_RETRY_S", 0.0)
+    peer = Peer("b", "http://127.0.0.1:1")
+    fleet = Fleet(discover=True, mdns_interface="192.0.2.1")  # TEST-NET-1: not ours
+    hosts = FleetHosts(lambda: fleet, lambda: {"b": peer}, lambda: None)
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            assert await hosts.current() == {"b": peer}
+    assert [e["event"] for e in logs if e["event"].startswith("discovery.")] == [
+        "discovery.browse_failed"
+    ]
+    await hosts.close()
+
+
 def _multicast() -> None:
     why = loopback_multicast_works()
     if why:
