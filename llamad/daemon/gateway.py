@@ -71,6 +71,8 @@ async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: async
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if gateway.fleet is not None:
+            await gateway.fleet.close()  # before what a refresh would ask is closed
         await hosts.close()  # the mDNS browser, within its deadline
         await gateway.close()
         await transport.aclose()

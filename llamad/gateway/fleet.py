@@ -7,9 +7,8 @@ REFRESH_S seconds, and at once when a request names a model no one is known to s
 A peer that stops answering keeps its last known models, marked away, so a request for
 one of them gets a 503 naming the host instead of a 404.
 
-Peers come from fleet_hosts.py (configured, tailnet, mDNS). A status document from this
-very daemon, or from one a better-ranked source already reached, contributes nothing:
-the gateway never routes to itself, and a host found twice is one host.
+Peers come from fleet_hosts.py. A status document from this very daemon, or from one a
+better-ranked source reached too, adds nothing: no routing to itself, no host twice.
 """
 
 from __future__ import annotations
@@ -102,6 +101,12 @@ class FleetModels:
         if self._refreshing is None or self._refreshing.done():
             self._refreshing = asyncio.ensure_future(self._ask_all())
         await asyncio.shield(self._refreshing)
+
+    async def close(self) -> None:
+        """Cancel a refresh under way: run() only stops waiting for it (it is shared)."""
+        if self._refreshing is not None and not self._refreshing.done():
+            self._refreshing.cancel()
+            await asyncio.wait({self._refreshing})
 
     async def _ask_all(self) -> None:
         peers = dict(await self.peers())
