@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import socket
@@ -198,7 +199,7 @@ def test_mdns_peers_with_discover_on_and_not_once_it_is_off(tiny_model: Path, b:
 async def test_discovered_hosts_never_this_daemon_and_found_twice_once(b: Host) -> None:
     """Against a real B: the browser finds it, not when B is this daemon's own remote;
     a host reached twice keeps the configured name; a status document of our own
-    contributes nothing."""
+    contributes nothing; a peer offline in Tailscale is away without being asked."""
     _multicast()
     b.ld.wait_event("discovery.advertising")
     keys = _keys(b.dir)
@@ -217,7 +218,9 @@ async def test_discovered_hosts_never_this_daemon_and_found_twice_once(b: Host) 
 
         own[0] = None
         configured["b"] = fleet.with_defaults(Peer("b", b.control))
-        both = {**await hosts.current(), "b-again": peer}  # as if found at another URL
+        both = await hosts.current()
+        assert both == {"b": configured["b"]}  # the same URL: the configured peer wins
+        both["b-again"] = peer  # as if found at another address
         models = FleetModels(_returning(both))
         await models.refresh()
         assert {(e.peer.name, m.name) for e, m in models.models()} == {
@@ -229,6 +232,15 @@ async def test_discovered_hosts_never_this_daemon_and_found_twice_once(b: Host) 
         itself = FleetModels(_returning(both), me=identity(status))
         await itself.refresh()
         assert itself.models() == []
+
+        # Offline in Tailscale: not asked, its models kept as away (a 503 naming it).
+        both.clear()
+        both["b"] = dataclasses.replace(configured["b"], error="offline in Tailscale")
+        await models.refresh()
+        assert models.models() == []
+        away = await models.pick("bonly")
+        assert isinstance(away, list)
+        assert [(e.peer.name, e.error) for e in away] == [("b", "offline in Tailscale")]
     finally:
         await hosts.close()
 
