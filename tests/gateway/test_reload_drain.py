@@ -4,6 +4,7 @@ intact first, then the old process goes; new requests meet the new process (or 4
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import tomllib
 from pathlib import Path
@@ -14,12 +15,14 @@ from gateway_helpers import LONG, Gw, gateway
 from helpers import wait_for
 from test_reload_gateway import _toml
 
-# One to twenty seconds of generation, as busy as the machine is (context shift lets
-# the tiny model write past its context), and a megabyte of SSE: the relay is still in
-# flight when the reload begins, a tenth of a second after the save. No clock decides:
-# the test waits for the `gateway.draining` event naming the model, and fails if the
-# stream ended first.
-TOKENS = 4000
+# Each token comes with the probabilities of the whole (256-token) vocabulary: 16 KB of
+# SSE a token, 6.5 MB in all. Between the gateway and a client that stops reading, the
+# kernel holds at most the gateway's send buffer (4 MB at most, tcp_wmem) and the
+# client's receive buffer (fixed here, so it does not grow): the relay stays in flight
+# until the test reads on, however fast the machine generates.
+TOKENS = 400
+LOGPROBS = 256
+_RCVBUF = [(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)]
 
 
 class _Held(threading.Thread):
@@ -34,8 +37,12 @@ class _Held(threading.Thread):
 
     def run(self) -> None:
         body = {"model": self.model, "prompt": "hi", "max_tokens": TOKENS, "stream": True}
-        body["ignore_eos"] = True
-        with httpx.stream("POST", self.url, json=body, timeout=60) as resp:
+        body |= {"ignore_eos": True, "logprobs": LOGPROBS}
+        transport = httpx.HTTPTransport(socket_options=_RCVBUF)
+        with (
+            httpx.Client(transport=transport, timeout=60) as client,
+            client.stream("POST", self.url, json=body) as resp,
+        ):
             for line in resp.iter_lines():
                 if line:
                     self.lines.append(line)
@@ -93,6 +100,8 @@ def test_a_changed_model_drains_then_restarts(tiny_model: Path) -> None:
         new_pid = gw.ld.wait_running("x", not_pid=old_pid)
         assert props.resp.json()["default_generation_settings"]["n_ctx"] == 512
         assert gw.ld.running("x") == new_pid
+        after = {"model": "x", "prompt": "hi", "max_tokens": 2}
+        assert httpx.post(stream.url, json=after, timeout=30).status_code == 200
 
 
 def test_a_removed_model_finishes_its_stream_then_answers_404(tiny_model: Path) -> None:
