@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from collections.abc import AsyncIterator, Callable
@@ -15,6 +14,7 @@ from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.gateway import memory
+from llamad.gateway.drain import drain
 from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
 from llamad.gateway.idle import IdleTimers
 from llamad.gateway.loads import LIVE
@@ -26,8 +26,6 @@ from llamad.gateway.scheduler import Scheduler
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
 from llamad.supervise.supervisor import Supervisor
-
-DRAIN_MAX_S = 600.0  # a reload waits this long at most for a removed model's requests
 
 
 class Gateway:
@@ -48,7 +46,7 @@ class Gateway:
         self.metrics = self.sched.metrics
         self.metrics.watch(self.sched.counts)
         self.created = int(time.time())
-        supervisor.before_stop = self._drain
+        supervisor.draining = functools.partial(drain, self.router, self.sched)
 
     async def run(self) -> None:
         """The idle ticker; cancel to stop, then `close()`."""
@@ -188,28 +186,6 @@ class Gateway:
             "used_bytes": used,
             "left_bytes": None if budget is None else budget - used,
         }
-
-    # Reload ----------------------------------------------------------------------
-
-    async def _drain(self, removed: list[str], changed: list[str]) -> None:
-        """Before a reload stops instances: new requests stop reaching them, and the
-        ones in flight finish (at most DRAIN_MAX_S)."""
-        self.router.retiring.update(removed)
-        slots = [self.sched.slot(n) for n in (*removed, *changed)]
-        for slot in slots:
-            slot.stopping = True
-        try:
-            async with asyncio.timeout(DRAIN_MAX_S):
-                while any(s.in_flight for s in slots):
-                    await self.sched.changed()
-        except TimeoutError:
-            pass
-        finally:
-            for slot in slots:
-                slot.stopping = False
-            self.router.retiring.difference_update(removed)
-            for name in removed:
-                self.sched.slots.pop(name, None)
 
 
 def remote_view(entry: PeerModels, model: RemoteModel) -> ModelView:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 
 import structlog
@@ -21,9 +22,8 @@ log = structlog.get_logger("llamad.supervisor")
 
 _DOWN = (State.STOPPED, State.IDLE)  # no process, and none wanted until someone asks
 
-
-async def _nothing(removed: list[str], changed: list[str]) -> None:
-    return None
+# (removed, changed) -> a context around stopping and restarting them: the gateway's drain.
+Drain = Callable[[list[str], list[str]], AbstractAsyncContextManager[None]]
 
 
 @dataclass
@@ -65,7 +65,7 @@ class Supervisor(ByName):
         self._started = asyncio.Event()
         self._closed = asyncio.Event()
         self.rollout = Rollout()
-        self.before_stop: Callable[[list[str], list[str]], Awaitable[None]] = _nothing
+        self.draining: Drain = lambda removed, changed: nullcontext()
 
     async def run(self) -> None:
         """Hold every instance task; returns after `shutdown()` once all have ended."""
@@ -92,14 +92,18 @@ class Supervisor(ByName):
             else:
                 changes.unchanged.append(name)
         changes.added = [n for n in specs if n not in self.instances]
-        # The gateway lets requests in flight finish before their instance goes away.
-        await self.before_stop(changes.removed, changes.changed)
+        # The gateway lets requests in flight finish first and holds new ones until the end.
+        async with self.draining(changes.removed, changes.changed):
+            await self._replace(specs, changes)
+        return changes
+
+    async def _replace(self, specs: dict[str, InstanceSpec], changes: Changes) -> None:
         retiring = [self.instances.pop(n) for n in changes.removed]
         for inst in retiring:
             inst.close()
         restarting = [self.instances[n] for n in changes.changed]
-        # A changed instance comes back if it was live (a failed one is tried again with its
-        # new spec) or if it should autostart; one a person stopped stays stopped otherwise.
+        # A changed instance comes back if it was live (a failed one is tried again with
+        # its new spec) or should autostart; one a person stopped stays stopped.
         wanted = {
             i: i.record.state not in _DOWN or specs[i.spec.name].autostart for i in restarting
         }
@@ -118,10 +122,8 @@ class Supervisor(ByName):
             inst = self._add(specs[name])
             if inst.spec.autostart:
                 starting.append(inst)
-        # Returns once every start has been taken in (its process launched, or its
-        # failure known): whatever the caller does next cannot delay a launch.
+        # Returns once each start is taken in: nothing the caller does can delay a launch.
         await asyncio.gather(*(inst.send(Start()) for inst in starting))
-        return changes
 
     def _add(self, spec: InstanceSpec) -> Instance:
         assert self._group is not None, "apply() before run()"

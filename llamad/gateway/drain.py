@@ -1,0 +1,53 @@
+"""A reload's drain: what it removes or changes finishes its requests before it stops.
+
+A removed model answers 404 to new requests at once; a changed one holds them until it
+has been restarted with its new spec, so none of them reaches the old process or finds
+the instance down between its stop and its start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import structlog
+
+from llamad.gateway.router import Router
+from llamad.gateway.scheduler import Scheduler
+
+log = structlog.get_logger("llamad.gateway")
+
+DRAIN_MAX_S = 600.0  # a reload waits this long at most for the requests in flight
+
+
+@asynccontextmanager
+async def drain(
+    router: Router, sched: Scheduler, removed: list[str], changed: list[str]
+) -> AsyncIterator[None]:
+    """Around a reload's stops and restarts (`Supervisor.draining`): entered once the
+    requests in flight to `removed` and `changed` have ended (at most DRAIN_MAX_S)."""
+    router.retiring.update(removed)
+    slots = {n: sched.slot(n) for n in (*removed, *changed)}
+    for slot in slots.values():
+        slot.stopping = True
+    busy = {n: s.in_flight for n, s in slots.items() if s.in_flight}
+    if busy:
+        log.info("gateway.draining", in_flight=busy)
+    try:
+        async with asyncio.timeout(DRAIN_MAX_S):
+            while any(s.in_flight for s in slots.values()):
+                await sched.changed()
+    except TimeoutError:
+        pass  # past the bound the reload goes on: a stuck client must not block it
+    try:
+        yield
+    finally:
+        for slot in slots.values():
+            slot.stopping = False
+        for name in changed:
+            slots[name].measured = None  # measured under the old spec: estimate again
+        router.retiring.difference_update(removed)
+        for name in removed:
+            sched.slots.pop(name, None)
+        sched.poke()

@@ -1,0 +1,127 @@
+"""A reload that changes or removes a model with a stream in flight: the stream ends
+intact first, then the old process goes; new requests meet the new process (or 404)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from gateway_helpers import LONG, Gw, gateway
+from helpers import wait_for
+from test_reload_gateway import _toml
+
+# Each token comes with the probabilities of the whole (256-token) vocabulary: 16 KB of
+# SSE a token, 6.5 MB in all. Between the gateway and a client that stops reading, the
+# kernel holds at most the gateway's send buffer (4 MB at most, tcp_wmem) and the
+# client's receive buffer (fixed here, so it does not grow): the relay stays in flight
+# until the test reads on, however fast the machine generates.
+TOKENS = 400
+LOGPROBS = 256
+_RCVBUF = [(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)]
+# Generating it takes 2 s on a quiet machine, 20 s on a busy one (llama-server builds
+# 16 KB of JSON a token).
+pytestmark = pytest.mark.timeout(150)
+
+
+class _Held(threading.Thread):
+    """A streaming completion that reads its first chunk, then waits for `go` before
+    reading the rest: in flight for as long as the test wants, whatever the speed."""
+
+    def __init__(self, gw: Gw, model: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.model = f"{gw.base}/v1/completions", model
+        self.first, self.go = threading.Event(), threading.Event()
+        self.lines: list[str] = []
+
+    def run(self) -> None:
+        body = {"model": self.model, "prompt": "hi", "max_tokens": TOKENS, "stream": True}
+        body |= {"ignore_eos": True, "logprobs": LOGPROBS}
+        transport = httpx.HTTPTransport(socket_options=_RCVBUF)
+        with (
+            httpx.Client(transport=transport, timeout=90) as client,
+            client.stream("POST", self.url, json=body) as resp,
+        ):
+            for line in resp.iter_lines():
+                if line:
+                    self.lines.append(line)
+                self.first.set()
+                if not self.go.wait(90):
+                    return
+
+    def intact(self) -> bool:
+        """Every token came, then the final chunk, then [DONE]."""
+        if len(self.lines) < 2 or self.lines[-1] != "data: [DONE]":
+            return False
+        final = json.loads(self.lines[-2].removeprefix("data: "))
+        return bool(final["usage"]["completion_tokens"] == TOKENS)
+
+
+class _Call(threading.Thread):
+    """One request, answered in the background."""
+
+    def __init__(self, method: str, url: str, **kw: Any) -> None:
+        super().__init__(daemon=True)
+        self.method, self.url, self.kw = method, url, kw
+        self.resp: httpx.Response | None = None
+
+    def run(self) -> None:
+        self.resp = httpx.request(self.method, self.url, timeout=120, **self.kw)
+
+
+def _rewrite(gw: Gw, edit: Any) -> None:
+    doc = tomllib.loads(gw.ld.config.read_text())
+    edit(doc["instances"])
+    gw.ld.config.write_text(_toml(doc))
+
+
+def test_a_changed_model_drains_then_restarts(tiny_model: Path) -> None:
+    with gateway(tiny_model, {"x": LONG}) as gw:
+        old_pid = gw.ld.running("x")
+        stream = _Held(gw, "x")
+        stream.start()
+        assert stream.first.wait(30)
+        _rewrite(gw, lambda inst: inst["x"].update(ctx_size=512))
+        gw.ld.wait_event("gateway.draining", in_flight={"x": 1}, timeout=10)
+        # A new request is held while x drains: it must not reach the old process.
+        props = _Call("GET", f"{gw.base}/props", params={"model": "x"})
+        props.start()
+        wait_for(lambda: gw.ld.instance("x")["gateway"]["queued"] == 1, 10, "props queued")
+        assert gw.ld.running("x") == old_pid
+        assert not gw.ld.events("config.reloaded")
+        stream.go.set()
+        stream.join(90)
+        assert stream.intact(), stream.lines[-2:]
+        gw.ld.wait_event("config.reloaded", timeout=30)
+        props.join(60)
+        assert props.resp is not None
+        assert props.resp.status_code == 200, props.resp.text
+        new_pid = gw.ld.wait_running("x", not_pid=old_pid)
+        assert props.resp.json()["default_generation_settings"]["n_ctx"] == 512
+        assert gw.ld.running("x") == new_pid
+        after = {"model": "x", "prompt": "hi", "max_tokens": 2}
+        assert httpx.post(stream.url, json=after, timeout=30).status_code == 200
+
+
+def test_a_removed_model_finishes_its_stream_then_answers_404(tiny_model: Path) -> None:
+    with gateway(tiny_model, {"x": LONG, "y": LONG}) as gw:
+        stream = _Held(gw, "x")
+        stream.start()
+        assert stream.first.wait(30)
+        _rewrite(gw, lambda inst: inst.pop("x"))
+        gw.ld.wait_event("gateway.draining", in_flight={"x": 1}, timeout=10)
+        url = f"{gw.base}/v1/completions"
+        body = {"model": "x", "prompt": "hi", "max_tokens": 2}
+        assert httpx.post(url, json=body, timeout=10).status_code == 404
+        assert gw.ld.instance("x")["state"] == "running"
+        stream.go.set()
+        stream.join(90)
+        assert stream.intact(), stream.lines[-2:]
+        gw.ld.wait_event("config.reloaded", timeout=30)
+        assert httpx.post(url, json=body, timeout=10).status_code == 404
+        assert httpx.post(url, json={**body, "model": "y"}, timeout=30).status_code == 200
