@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from llamad import __version__
+from llamad.daemon import logformat
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -42,6 +43,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `llamad` command."""
     args = parse_args(argv)
+    if logformat.resolve(args.log_format, sys.stderr) == "json":
+        logformat.keep_out_console_only()
     from llamad.daemon.main import run  # the daemon itself, only once it is to run
 
     sys.exit(run(args))
