@@ -44,7 +44,8 @@ def test_help_and_version_import_nothing_of_the_daemon(flag: str) -> None:
 
 # What the first launch does not wait for: the control API's web stack (after the launch,
 # in a thread), httpx (at the first probe), the gateway, the MLX backend for a config
-# without MLX instances, and console-only modules under JSON logs.
+# without MLX instances, psutil (at the first record of a child) and console-only modules
+# under JSON logs.
 NOT_BEFORE_LAUNCH = (
     "llamad.daemon.services",
     "llamad.api",
@@ -58,6 +59,7 @@ NOT_BEFORE_LAUNCH = (
     "httpcore",
     "rich",
     "click",
+    "psutil",
 )
 
 
