@@ -14,6 +14,7 @@ import statistics
 import time
 
 import httpx
+import psutil
 
 from bench.common import Context, Result, instance_keys, wait_for
 from bench.procs import Daemon, floor_specs, launch_direct, stop_direct
@@ -50,6 +51,18 @@ def _latency(ctx: Context, direct: int, gateway: int) -> tuple[list[float], list
     d.close()
     g.close()
     return ours, floor
+
+
+def _cpu_per_request(ctx: Context, daemon: Daemon, gateway: int) -> float:
+    """Microseconds of the daemon's CPU per relayed 1-token completion."""
+    proc = psutil.Process(daemon.proc.pid)
+    conn = http.client.HTTPConnection("127.0.0.1", gateway, timeout=30)
+    n = ctx.reps(400, 100)
+    before = sum(proc.cpu_times()[:2])
+    for _ in range(n):
+        _post(conn, "/v1/completions", {**ONE_TOKEN, "model": "hot"})
+    conn.close()
+    return (sum(proc.cpu_times()[:2]) - before) / n * 1e6
 
 
 def _p(samples: list[float], q: float) -> float:
@@ -145,6 +158,13 @@ def run(ctx: Context) -> list[Result]:
                     "1-token completion, keep-alive; floor: the same request direct",
                 )
             )  # fmt: skip
+        results.append(
+            Result(
+                "gateway CPU per request", 1, "us", [_cpu_per_request(ctx, daemon, gw_port)],
+                [0.0], "overhead", "none", None, "-",
+                "the daemon's user+system CPU per relayed 1-token completion",
+            )
+        )  # fmt: skip
         body = {"prompt": "hi", "max_tokens": 200, "stream": True, "ignore_eos": True}
         mine, direct = [], []
         for _ in range(ctx.reps(5, 2)):

@@ -1,18 +1,20 @@
 """Helpers for remote-control and fleet tests: token files, daemons on loopback TCP,
-a self-signed certificate, a fake controller served on TCP, llamactl in-process."""
+a self-signed certificate, a fake controller served on TCP, llamactl in-process, and
+whether multicast works on loopback here (mDNS tests)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trustme
-from helpers import Llamad, free_port, short_dir, write_config
+from helpers import Llamad, free_port, short_dir, toml_value, write_config
 from stand_ins import ServerThread
 
 from llamad.api.app import create_app
@@ -21,6 +23,7 @@ from llamad.api.errors import UnknownInstance
 from llamad.api.tcp import serve_tcp
 from llamad.cli.main import run
 
+PROBE_GROUP = "239.255.42.99"  # organisation-local scope, not mDNS's own group
 ADMIN = "admin-token-" + "a" * 24
 READ = "read-token-" + "b" * 24
 
@@ -143,15 +146,31 @@ class TcpStub(ServerThread):
 
 def fleet_config(path: Path, peers: dict[str, dict[str, Any]], **fleet: Any) -> Path:
     """A llamactl config: `[fleet]` keys, then a `[[fleet.peers]]` per name -> its keys."""
-    lines = ["[fleet]"] + [f"{k} = {_toml(v)}" for k, v in fleet.items()]
+    lines = ["[fleet]"] + [f"{k} = {toml_value(v)}" for k, v in fleet.items()]
     for name, keys in peers.items():
-        lines += ["[[fleet.peers]]", f"name = {_toml(name)}"]
-        lines += [f"{k} = {_toml(v)}" for k, v in keys.items()]
+        lines += ["[[fleet.peers]]", f"name = {toml_value(name)}"]
+        lines += [f"{k} = {toml_value(v)}" for k, v in keys.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def _toml(value: Any) -> str:
-    if isinstance(value, str | Path):
-        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return str(value)
+def loopback_multicast_works() -> str | None:
+    """None when a datagram sent to a group on 127.0.0.1 comes back; else why not."""
+    group = socket.inet_aton(PROBE_GROUP)
+    with contextlib.ExitStack() as stack:
+        rx = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+        tx = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+        try:
+            rx.bind((PROBE_GROUP, 0))  # only what is sent to the group; no host address
+            rx.setsockopt(
+                socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, group + socket.inet_aton("127.0.0.1")
+            )
+            rx.settimeout(1.0)
+            tx.bind(("127.0.0.1", 0))
+            tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+            tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+            tx.sendto(b"llamad-probe", (PROBE_GROUP, rx.getsockname()[1]))
+            data, _ = rx.recvfrom(64)
+        except OSError as exc:
+            return f"multicast on loopback does not work here ({exc})"
+    return None if data == b"llamad-probe" else "multicast on loopback delivered something else"

@@ -3,7 +3,7 @@
 uvicorn closes keep-alive connections that idle after a response, but a connection that
 never sends a request (or sends its headers a byte at a time) is held forever, and each
 holds a file descriptor. Enough of them and the daemon's own probes and port checks fail
-with EMFILE. This wrapper around the H11 protocol closes a connection that has not
+with EMFILE. This wrapper around uvicorn's HTTP protocol closes a connection that has not
 delivered a complete request head within `header_timeout`, and turns away connections
 beyond `cap` at once.
 """
@@ -13,18 +13,23 @@ from __future__ import annotations
 import asyncio
 
 import structlog
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = structlog.get_logger("llamad.control")
 
 HEADER_TIMEOUT_S = 5.0
 
+# uvicorn on httptools (llhttp, Node's parser) rather than its pure-Python h11: every
+# listener shares it, and on the gateway's hot path it costs a third of h11's CPU per
+# request (bench: `python -m bench --only gateway`).
+HttpProtocol = HttpToolsProtocol
+
 
 def guarded_protocol(
-    base: type[H11Protocol], cap: int, header_timeout: float = HEADER_TIMEOUT_S
-) -> type[H11Protocol]:
+    base: type[HttpProtocol], cap: int, header_timeout: float = HEADER_TIMEOUT_S
+) -> type[HttpProtocol]:
     """A subclass of `base` for `uvicorn.Config(http=...)`: capped, with a header deadline."""
-    open_now: set[H11Protocol] = set()
+    open_now: set[HttpProtocol] = set()
 
     class GuardedProtocol(base):  # type: ignore[misc,valid-type]
         _deadline: asyncio.TimerHandle | None = None

@@ -14,7 +14,8 @@ import sys
 from typing import Any
 
 import structlog
-from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from llamad.api.connguard import HttpProtocol
 
 log = structlog.get_logger("llamad.control")
 
@@ -54,15 +55,15 @@ def _allowed(sock: Any, allowed_uid: int) -> bool:
     return uid is None or uid == allowed_uid
 
 
-def peer_checked_protocol(allowed_uid: int) -> type[H11Protocol]:
-    """An H11 protocol class for `uvicorn.Config(http=...)` that serves only `allowed_uid`.
+def peer_checked_protocol(allowed_uid: int) -> type[HttpProtocol]:
+    """An HTTP protocol class for `uvicorn.Config(http=...)` that serves only `allowed_uid`.
 
     Even root is refused unless it is `allowed_uid`: root can read our files anyway, but a
     daemon that takes orders from a second account is one more thing to reason about, and
     `sudo -u` is the honest way for an administrator to talk to someone else's llamad.
     """
 
-    class PeerCheckedH11Protocol(H11Protocol):
+    class PeerCheckedProtocol(HttpProtocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             if not _allowed(transport.get_extra_info("socket"), allowed_uid):
@@ -70,4 +71,4 @@ def peer_checked_protocol(allowed_uid: int) -> type[H11Protocol]:
                 # Close before any byte is read: the request is never parsed, let alone served.
                 transport.close()
 
-    return PeerCheckedH11Protocol
+    return PeerCheckedProtocol

@@ -17,11 +17,10 @@ from typing import Any
 
 import structlog
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from llamad import __version__
 from llamad.api.auth import BearerAuth
-from llamad.api.connguard import guarded_protocol
+from llamad.api.connguard import HttpProtocol, guarded_protocol
 from llamad.api.uds import GRACEFUL_SHUTDOWN_S, QuietServer, serve_until
 from llamad.common.fdlimit import connection_cap
 from llamad.config.remote import Remote
@@ -71,7 +70,7 @@ async def serve_tcp(
         lifespan="off",
         access_log=False,
         ws="none",
-        http=guarded_protocol(H11Protocol, cap),
+        http=guarded_protocol(HttpProtocol, cap),
         backlog=cap,  # also how many asyncio accepts at once: a bounded burst of fds
         # The rate limit keys on the peer address; a forwarded header would let a
         # client choose its own.

@@ -55,8 +55,9 @@ def _hosts(args: argparse.Namespace, fleet: peers.Fleet, timeout: float) -> list
     found = list(fleet.peers)
     found += [p for p in peers.tailscale_peers(fleet) if p.name not in {f.name for f in found}]
     fallback = Path(args.token_file).expanduser() if args.token_file else fleet.token_file
-    if args.discover:
-        found += [p for p in _discover(args, fallback) if p.url not in {f.url for f in found}]
+    if args.discover or fleet.discover:
+        urls = {f.url for f in found}
+        found += [p for p in _discover(args, fleet, fallback) if p.url not in urls]
     for peer in found:
         if peer.token_file is None and fallback is not None:
             peer = dataclasses.replace(peer, token_file=fallback)
@@ -69,11 +70,13 @@ def _connector(peer: peers.Peer, timeout: float) -> Callable[[], Client]:
     return lambda: peer.client(timeout)
 
 
-def _discover(args: argparse.Namespace, token_file: Path | None) -> list[peers.Peer]:
+def _discover(
+    args: argparse.Namespace, fleet: peers.Fleet, token_file: Path | None
+) -> list[peers.Peer]:
     try:
         from llamad.fleet.discovery import browse  # zeroconf: paid for by --discover only
 
-        found = browse(DISCOVER_S, args.mdns_interface)
+        found = browse(DISCOVER_S, args.mdns_interface or fleet.mdns_interface)
     except ModuleNotFoundError as exc:
         if exc.name not in ("zeroconf", "ifaddr"):
             raise
@@ -124,15 +127,14 @@ def query(hosts: list[Host], timeout: float) -> None:
             host.unreachable = True
 
 
-def _keep(host: Host, seen: set[tuple[Any, ...]]) -> bool:
+def _keep(host: Host, seen: set[tuple[Any, ...] | None]) -> bool:
     if (
         host.source == "local"
         and host.unreachable
         and any(m in (host.error or "") for m in _MISSING)
     ):
         return False  # no daemon on this machine: not a problem for a fleet view
-    daemon = (host.status or {}).get("daemon") or {}
-    identity = (daemon.get("pid"), daemon.get("started_at"), daemon.get("config_path"))
+    identity = peers.identity(host.status)
     if host.status is not None and identity in seen and host.source in ("mdns", "tailscale"):
         return False  # found again by discovery: the same daemon as a host listed already
     seen.add(identity)
@@ -204,7 +206,7 @@ def fleet_status(args: argparse.Namespace, out: Callable[[str], None] = print) -
     timeout = args.timeout or fleet.timeout
     hosts = _hosts(args, fleet, timeout)
     query(hosts, timeout)
-    seen: set[tuple[Any, ...]] = set()
+    seen: set[tuple[Any, ...] | None] = set()
     hosts = [h for h in hosts if _keep(h, seen)]
     skews = skew(hosts)
     if args.json:

@@ -53,8 +53,10 @@ def _fleet(sub: Any, common: argparse.ArgumentParser) -> None:
     p = verbs.add_parser("status", parents=[common], help=text, description=text)
     p.add_argument("--json", action="store_true", help="hosts, their status and version skew")
     p.add_argument("--timeout", type=float, metavar="S", help="per host (default [fleet] or 2)")
-    p.add_argument("--discover", action="store_true", help="also browse mDNS for ~1 s")
-    p.add_argument("--mdns-interface", metavar="ADDR", help="browse only on this address")
+    text = "also browse mDNS for ~1 s (always with [fleet] discover = true)"
+    p.add_argument("--discover", action="store_true", help=text)
+    text = "browse only on this address (default: [fleet] mdns_interface)"
+    p.add_argument("--mdns-interface", metavar="ADDR", help=text)
 
 
 def _fleet_status(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ executable and every instance resolved by its backend (resolve.py).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from llamad.backends.base import Backend, Tool
@@ -19,7 +19,7 @@ from llamad.config.readfile import read_partial
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.config.resolve import Resolver
 from llamad.config.schema import ConfigError, ConfigFile, where_is
-from llamad.fleet.table import Peer
+from llamad.fleet.table import Fleet, Peer
 
 __all__ = ["ConfigError", "Daemon", "InstanceSpec", "Resolved", "check", "load", "resolve"]
 
@@ -48,6 +48,9 @@ class Resolved:
     tools: dict[str, Tool] = field(default_factory=dict)  # kind -> executable, kinds in use
     peers: dict[str, Peer] = field(default_factory=dict)  # [fleet] peers, for rpc
     gateway: Gateway | None = None  # [gateway], when it has `listen`
+    fleet: Fleet = field(
+        default_factory=Fleet
+    )  # [fleet] itself: defaults, Tailscale and mDNS for the gateway
 
     @property
     def llama_server(self) -> Tool | None:
@@ -134,11 +137,11 @@ def resolve(
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)
-    return Resolved(path, daemon, instances, tools, _peers(cfg), gateway)
+    return Resolved(path, daemon, instances, tools, _peers(cfg), gateway, cfg.fleet)
 
 
 def _peers(cfg: ConfigFile) -> dict[str, Peer]:
-    """`[fleet] peers` as heads reach their remote workers; the token is read when asked,
-    and, as with llamactl, a peer without a token_file uses `[fleet] token_file`."""
-    fleet = cfg.fleet
-    return {p.name: replace(p, token_file=p.token_file or fleet.token_file) for p in fleet.peers}
+    """`[fleet] peers` as heads and the gateway reach them; tokens are read when asked,
+    and, as with llamactl, a peer without a token_file uses `[fleet] token_file` (and
+    likewise `gateway_key_file`)."""
+    return {p.name: cfg.fleet.with_defaults(p) for p in cfg.fleet.peers}

@@ -12,11 +12,13 @@ from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_tcp
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.daemon.guard import ServiceGuard
-from llamad.gateway.app import build_app, upstream_pool
+from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
-from llamad.gateway.fleet import FleetModels
+from llamad.gateway.fleet import FleetModels, Identity
+from llamad.gateway.fleet_hosts import FleetHosts
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
+from llamad.gateway.proxy import upstream_session
 from llamad.supervise.state import DaemonState
 
 log = structlog.get_logger("llamad.gateway")
@@ -28,9 +30,11 @@ def start_gateway(
     state: DaemonState,
     metrics: Metrics,
     stop: asyncio.Event,
+    me: Identity | None = None,
 ) -> Gateway:
     """Start the gateway under `guard`; its settings follow reloads (the address needs a
-    restart), and a config without `[gateway]` leaves the last one in force."""
+    restart), and a config without `[gateway]` leaves the last one in force. `me` is this
+    daemon's identity in status documents: its fleet never routes to itself."""
     last = [first]
 
     def settings() -> Settings:
@@ -39,22 +43,29 @@ def start_gateway(
             last[0] = now
         return last[0]
 
-    fleet = FleetModels(lambda: state.resolved.peers)
+    hosts = FleetHosts(
+        lambda: state.resolved.fleet,
+        lambda: state.resolved.peers,
+        lambda: state.resolved.daemon.remote,
+    )
+    fleet = FleetModels(hosts.current, me)
     gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
-    guard.start("gateway", lambda: _serve(gateway, first, stop), retry=True)
+    guard.start("gateway", lambda: _serve(gateway, hosts, first, stop), retry=True)
     return gateway
 
 
-async def _serve(gateway: Gateway, cfg: Settings, stop: asyncio.Event) -> None:
-    transport = upstream_pool()
+async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: asyncio.Event) -> None:
+    session = upstream_session()
+    # Ollama's translation reads whole answers and speaks httpx like the rest of llamad;
+    # the OpenAI relay, where every millisecond shows, has the aiohttp session.
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+    # verify=False only spares building a TLS context: instances and peers speak plain HTTP.
+    client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10), limits=limits, verify=False)
     ticker = asyncio.create_task(gateway.run(), name="gateway-idle")
-    peers = asyncio.create_task(_fleet(gateway), name="gateway-fleet")
+    peers = asyncio.create_task(_fleet(gateway, hosts), name="gateway-fleet")
     listen = f"{cfg.host}:{cfg.port}"
     try:
-        # Ollama's API beside /v1/..., over the same pool; the client never closes it
-        # (the transport is closed below, once).
-        client = httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(None, connect=10))
-        app = build_app(gateway, ollama_routes(gateway, client), transport=transport)
+        app = build_app(gateway, ollama_routes(gateway, client), session=session)
         await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))
@@ -63,13 +74,17 @@ async def _serve(gateway: Gateway, cfg: Settings, stop: asyncio.Event) -> None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if gateway.fleet is not None:
+            await gateway.fleet.close()  # before what a refresh would ask is closed
+        await hosts.close()  # the mDNS browser, within its deadline
         await gateway.close()
-        await transport.aclose()
+        await client.aclose()
+        await session.close()
 
 
-async def _fleet(gateway: Gateway) -> None:
+async def _fleet(gateway: Gateway, hosts: FleetHosts) -> None:
     if gateway.fleet is not None:
-        await gateway.fleet.run(lambda: gateway.settings().fleet)
+        await gateway.fleet.run(lambda: gateway.settings().fleet, hosts.close)
 
 
 def _bound(listen: str) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
+import uvloop
 
 from llamad.backends.probes import Prober
 from llamad.common import fdlimit, paths
@@ -177,8 +178,10 @@ def run(args: argparse.Namespace) -> int:
     nofile = fdlimit.raise_soft_limit()
     log.debug("daemon.nofile", soft_limit=nofile, connections=fdlimit.connection_cap())
     try:
-        with DaemonLock(resolved.daemon.state_dir):
-            return asyncio.run(serve(resolved))
+        # uvloop: the gateway's relay costs a third less CPU per request on it.
+        loop = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+        with DaemonLock(resolved.daemon.state_dir), loop as runner:
+            return runner.run(serve(resolved))
     except AlreadyRunning as exc:
         print(f"llamad: {exc}", file=sys.stderr)
         return EXIT_FATAL

@@ -19,6 +19,7 @@ from llamad.backends.probes import Prober, make_client
 from llamad.daemon.gateway import start_gateway
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.notify import Notifier, watchdog_loop
+from llamad.fleet.peers import identity
 from llamad.supervise.reload import Reloader
 from llamad.supervise.state import DaemonState
 from llamad.supervise.supervisor import Supervisor
@@ -56,7 +57,8 @@ async def start(
         version = resolved.llama_server_version
         guard.start("remote", lambda: serve_remote(app, remote, stop, version), retry=True)
     if resolved.gateway is not None:
-        controller.gateway = start_gateway(guard, resolved.gateway, state, metrics, stop)
+        me = identity(controller.status())
+        controller.gateway = start_gateway(guard, resolved.gateway, state, metrics, stop, me)
     guard.start("watchdog", lambda: watchdog_loop(notifier, stop), retry=True)
     if notifier.enabled:
         guard.start("sd-status", lambda: _report_counts(notifier, supervisor, stop), retry=True)

@@ -125,17 +125,36 @@ def _zeroconf_sockets(loopback: bool) -> Iterator[dict[str, Any]]:
         namespace["create_sockets"] = original
 
 
-def _addresses(host: str) -> list[str]:
+@contextlib.contextmanager
+def browsing_on(interface: str | None) -> Iterator[dict[str, Any]]:
+    """Keyword arguments for a Zeroconf() that browses on the address `interface` only
+    (loopback: without any wildcard socket), or on every interface for None."""
+    loopback = interface is not None and is_loopback(interface)
+    with _zeroconf_sockets(loopback) as kwargs:
+        yield kwargs or ({"interfaces": [interface]} if interface else {})
+
+
+def advertised_addresses(host: str) -> list[str]:
+    """The addresses a daemon listening on `host` advertises."""
     if is_loopback(host):
         return ["127.0.0.1"]
     with contextlib.suppress(ValueError):
         if str(ipaddress.ip_address(host)) not in WILDCARDS:
             return [host]
-    # A wildcard (or a name): every address of this machine but loopback.
+    # A wildcard (or a name): every IPv4 address of this machine but loopback.
+    ips = (ip for ip in local_addresses() if ":" not in ip)
+    return sorted(ip for ip in ips if not ipaddress.ip_address(ip).is_loopback)
+
+
+def local_addresses() -> set[str]:
+    """Every address of this machine's interfaces, IPv4 and IPv6."""
     import ifaddr
 
-    ips = {str(ip.ip) for a in ifaddr.get_adapters() for ip in a.ips if ip.is_IPv4}
-    return sorted(ip for ip in ips if not ipaddress.ip_address(ip).is_loopback)
+    return {
+        ip.ip if isinstance(ip.ip, str) else ip.ip[0]
+        for adapter in ifaddr.get_adapters()
+        for ip in adapter.ips
+    }
 
 
 async def advertise(host: str, port: int, txt: dict[str, str], stop: asyncio.Event) -> None:
@@ -150,7 +169,7 @@ async def advertise(host: str, port: int, txt: dict[str, str], stop: asyncio.Eve
     name = f"{socket.gethostname().split('.')[0]}:{port}.{SERVICE_TYPE}"
     zc: AsyncZeroconf | None = None
     try:
-        addresses = _addresses(host)
+        addresses = advertised_addresses(host)
         with _zeroconf_sockets(is_loopback(host)) as kwargs:
             zc = AsyncZeroconf(**kwargs)
         info = ServiceInfo(
@@ -186,11 +205,9 @@ def browse(timeout: float = 1.0, interface: str | None = None) -> list[Found]:
         def remove_service(self, zc: Zeroconf, type_: str, name: str) -> None:
             names.discard(name)
 
-    loopback = interface is not None and is_loopback(interface)
-    with _zeroconf_sockets(loopback) as kwargs:
+    with browsing_on(interface) as kwargs:
         # A one-shot querier (RFC 6762 5.1): answers come to a port of our own, not to a
         # 5353 shared with the system's responder, which could be handed them instead.
-        kwargs = kwargs or ({"interfaces": [interface]} if interface else {})
         zc = Zeroconf(unicast=True, **kwargs)
     found: list[Found] = []
     try:

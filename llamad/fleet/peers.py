@@ -3,7 +3,7 @@ Tailscale peers carrying a tag, and (in `fleet.py`) what mDNS finds.
 
 Standard library only (tomllib, json, subprocess): this is on llamactl's path, where
 pydantic would cost more than the whole command. The table is parsed by `table.py`,
-which the daemon uses too.
+which the daemon uses too, as its gateway does `tailnet` (gateway/fleet_hosts.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,16 @@ from llamad.client.http import BadConfig
 from llamad.common import paths
 from llamad.fleet.table import Fleet, Peer, parse_fleet
 
-__all__ = ["Fleet", "Peer", "find_peer", "load_fleet", "tailscale_peers"]
+__all__ = [
+    "Fleet",
+    "Peer",
+    "TailscaleError",
+    "find_peer",
+    "identity",
+    "load_fleet",
+    "tailnet",
+    "tailscale_peers",
+]
 
 # typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
 TYPE_CHECKING = False
@@ -47,15 +56,36 @@ def load_fleet(config_arg: str | None) -> Fleet:
     return fleet
 
 
+class TailscaleError(Exception):
+    """`tailscale status --json` could not be read; `missing` when there is no command."""
+
+    def __init__(self, message: str, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
 def tailscale_peers(fleet: Fleet) -> list[Peer]:
     """Tailnet peers tagged `fleet.tailscale_tag`, as `http://FIRST-TAILSCALE-IP:PORT`.
 
     Nothing (and no message) without a tag or without the `tailscale` command; a
     tailscale that fails says so on stderr and contributes nothing.
     """
-    exe = shutil.which("tailscale") if fleet.tailscale_tag else None
-    if exe is None:
+    try:
+        return tailnet(fleet)
+    except TailscaleError as exc:
+        if not exc.missing:
+            print(f"llamactl: tailscale status failed: {exc}", file=sys.stderr)
         return []
+
+
+def tailnet(fleet: Fleet) -> list[Peer]:
+    """Tailnet peers tagged `fleet.tailscale_tag` (none without a tag), sorted by name.
+    Blocks for up to TAILSCALE_TIMEOUT_S; raises TailscaleError."""
+    if not fleet.tailscale_tag:
+        return []
+    exe = shutil.which("tailscale")
+    if exe is None:
+        raise TailscaleError("the tailscale command is not on PATH", missing=True)
     try:
         out = subprocess.run(
             [exe, "status", "--json"],
@@ -65,17 +95,29 @@ def tailscale_peers(fleet: Fleet) -> list[Peer]:
             stdin=subprocess.DEVNULL,
         ).stdout
         status = json.loads(out)
-    except (OSError, ValueError, subprocess.SubprocessError) as exc:
-        print(f"llamactl: tailscale status failed: {exc}", file=sys.stderr)
-        return []
+        nodes = list((status.get("Peer") or {}).values())
+    except subprocess.CalledProcessError as exc:
+        said = (exc.stderr or b"").decode(errors="replace").strip().splitlines() or ["-"]
+        raise TailscaleError(f"exit {exc.returncode}: {said[-1]}") from None
+    except (OSError, ValueError, AttributeError, subprocess.SubprocessError) as exc:
+        raise TailscaleError(str(exc) or type(exc).__name__) from None
     found = []
-    for node in (status.get("Peer") or {}).values():
-        if fleet.tailscale_tag not in (node.get("Tags") or []):
+    for node in nodes:
+        if not isinstance(node, dict) or fleet.tailscale_tag not in (node.get("Tags") or []):
             continue
         peer = _tailscale_peer(node, fleet)
         if peer is not None:
             found.append(peer)
     return sorted(found, key=lambda p: p.name)
+
+
+def identity(status: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    """Which daemon a status document comes from: (pid, started_at, config_path), the
+    same however it was reached (configured URL, tailnet address, mDNS)."""
+    daemon = (status or {}).get("daemon")
+    if not isinstance(daemon, dict):
+        return None
+    return (daemon.get("pid"), daemon.get("started_at"), daemon.get("config_path"))
 
 
 def _tailscale_peer(node: dict[str, Any], fleet: Fleet) -> Peer | None:

@@ -10,7 +10,8 @@ its file:line).
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+import ipaddress
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from llamad.client.http import BadConfig, Client
@@ -25,7 +26,16 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_TAILSCALE_PORT = 7777
-FLEET_KEYS = ("peers", "token_file", "timeout", "tailscale_tag", "tailscale_port")
+FLEET_KEYS = (
+    "peers",
+    "token_file",
+    "gateway_key_file",
+    "timeout",
+    "tailscale_tag",
+    "tailscale_port",
+    "discover",
+    "mdns_interface",
+)
 PEER_KEYS = ("name", "url", "token_file", "ca_file", "gateway_key_file")
 LOCAL = "local"  # the daemon on this machine, in a head's `rpc = ["local/..."]` sense
 
@@ -67,6 +77,17 @@ class Fleet:
     timeout: float = DEFAULT_TIMEOUT_S
     tailscale_tag: str | None = None
     tailscale_port: int = DEFAULT_TAILSCALE_PORT
+    gateway_key_file: Path | None = None  # for peers without their own (`[gateway] fleet`)
+    discover: bool = False  # browse mDNS: `fleet status` as with --discover, and the gateway
+    mdns_interface: str | None = None  # browse on this address only; None: every interface
+
+    def with_defaults(self, peer: Peer) -> Peer:
+        """`peer` with this table's token_file and gateway_key_file where it has none."""
+        return replace(
+            peer,
+            token_file=peer.token_file or self.token_file,
+            gateway_key_file=peer.gateway_key_file or self.gateway_key_file,
+        )
 
 
 @dataclass(frozen=True)
@@ -111,7 +132,25 @@ def parse_fleet(table: object, base: Path) -> tuple[Fleet, list[Problem]]:
         problem(("tailscale_port",), f"must be a port from 1 to 65535 (got {port!r})")
         port = DEFAULT_TAILSCALE_PORT
     token = _path(table.get("token_file"), ("token_file",), problem, base)
-    return Fleet(tuple(peers), token, float(timeout), tag, port), problems
+    gw_key = _path(table.get("gateway_key_file"), ("gateway_key_file",), problem, base)
+    discover = table.get("discover", False)
+    if not isinstance(discover, bool):
+        problem(("discover",), f"must be true or false (got {discover!r})")
+        discover = False
+    interface = table.get("mdns_interface")
+    if interface is not None and not _is_address(interface):
+        problem(("mdns_interface",), f"must be an IP address like '127.0.0.1' (got {interface!r})")
+        interface = None
+    fleet = Fleet(tuple(peers), token, float(timeout), tag, port, gw_key, discover, interface)
+    return fleet, problems
+
+
+def _is_address(value: object) -> bool:
+    try:
+        ipaddress.ip_address(value if isinstance(value, str) else "-")
+    except ValueError:
+        return False
+    return True
 
 
 def _peers(entries: object, problem: Any, base: Path) -> list[Peer]:

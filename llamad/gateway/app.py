@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
+import aiohttp
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -20,7 +20,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llamad.gateway.core import Gateway
 from llamad.gateway.port import GatewayError, ModelView
-from llamad.gateway.proxy import Bad, ClientGone, Relay, guard, header, now, read_body
+from llamad.gateway.proxy import (
+    Bad,
+    ClientGone,
+    Relay,
+    guard,
+    header,
+    now,
+    read_body,
+    upstream_session,
+)
 
 # Routed by the body's `model`.
 BODY_ROUTED = (
@@ -151,22 +160,15 @@ class KeyCheck:
         await self.app(scope, receive, send)
 
 
-def upstream_pool() -> httpx.AsyncHTTPTransport:
-    """Keep-alive connections to the instances, enough for many concurrent streams; no
-    TLS context (plain HTTP on this host)."""
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
-    return httpx.AsyncHTTPTransport(verify=False, limits=limits)
-
-
 def build_app(
     gateway: Gateway,
     extra_routes: Sequence[BaseRoute] = (),
-    transport: httpx.AsyncHTTPTransport | None = None,
+    session: aiohttp.ClientSession | None = None,
 ) -> ASGIApp:
     """The gateway's ASGI app: its routes, then `extra_routes` (e.g. an Ollama facade),
-    behind the key check. Upstream requests go through `transport` (a pool of its own
-    by default)."""
-    relay = Relay(transport or upstream_pool())
+    behind the key check. Upstream requests go through `session` (a pool of its own by
+    default; call from a running event loop)."""
+    relay = Relay(session or upstream_session())
 
     async def models(request: Request) -> Response:
         data = [model_entry(v, gateway.created) for v in gateway.models()]

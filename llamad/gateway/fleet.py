@@ -6,13 +6,16 @@ gateway's address and its routable models with their state. It is asked every
 REFRESH_S seconds, and at once when a request names a model no one is known to serve.
 A peer that stops answering keeps its last known models, marked away, so a request for
 one of them gets a 503 naming the host instead of a 404.
+
+Peers come from fleet_hosts.py. A status document from this very daemon, or from one a
+better-ranked source reached too, adds nothing: no routing to itself, no host twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -21,6 +24,7 @@ import structlog
 from llamad.backends.spec import WILDCARDS
 from llamad.common.tokenfile import TokenFileError, read_token
 from llamad.fleet.peer_api import PeerUnreachable, get_json
+from llamad.fleet.peers import identity
 from llamad.fleet.table import Peer
 
 log = structlog.get_logger("llamad.gateway")
@@ -28,6 +32,9 @@ log = structlog.get_logger("llamad.gateway")
 REFRESH_S = 5.0
 ASK_TIMEOUT_S = 2.0
 MISS_REFRESH_GAP_S = 1.0  # a storm of unknown names asks the peers at most this often
+RANK = {"config": 0, "tailscale": 1, "mdns": 2}  # which source keeps a host found twice
+
+Identity = tuple[object, ...]
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,7 @@ class PeerModels:
     left_bytes: int | None = None
     error: str | None = None
     asked_at: float = 0.0
+    identity: Identity | None = None  # the daemon that answered (peers.identity)
 
     def key(self) -> str | None:
         """The peer gateway's key, read when needed (it may be rotated on disk)."""
@@ -65,17 +73,27 @@ class PeerModels:
 class FleetModels:
     """The peers' models, refreshed in the background and on a miss."""
 
-    def __init__(self, peers: Callable[[], Mapping[str, Peer]]) -> None:
-        self.peers = peers  # read at every refresh: follows reloads
+    def __init__(
+        self, peers: Callable[[], Awaitable[Mapping[str, Peer]]], me: Identity | None = None
+    ) -> None:
+        self.peers = peers  # asked at every refresh: follows reloads and discovery
+        self.me = me  # this daemon's identity: a peer that turns out to be us is skipped
         self.seen: dict[str, PeerModels] = {}
         self._last_miss = 0.0
         self._refreshing: asyncio.Task[None] | None = None
 
-    async def run(self, enabled: Callable[[], bool]) -> None:
-        """Refresh every REFRESH_S while `enabled()`; cancel to stop."""
+    async def run(
+        self,
+        enabled: Callable[[], bool],
+        disabled: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Refresh every REFRESH_S while `enabled()`, else call `disabled` (it may free
+        what finding peers holds, such as an mDNS browser); cancel to stop."""
         while True:
             if enabled():
                 await self.refresh()
+            elif disabled is not None:
+                await disabled()
             await asyncio.sleep(REFRESH_S)
 
     async def refresh(self) -> None:
@@ -84,15 +102,25 @@ class FleetModels:
             self._refreshing = asyncio.ensure_future(self._ask_all())
         await asyncio.shield(self._refreshing)
 
+    async def close(self) -> None:
+        """Cancel a refresh under way: run() only stops waiting for it (it is shared)."""
+        if self._refreshing is not None and not self._refreshing.done():
+            self._refreshing.cancel()
+            await asyncio.wait({self._refreshing})
+
     async def _ask_all(self) -> None:
-        peers = dict(self.peers())
+        peers = dict(await self.peers())
         for gone in set(self.seen) - set(peers):
             del self.seen[gone]
         await asyncio.gather(*(self._ask(p) for p in peers.values()))
+        self._drop_duplicates()
 
     async def _ask(self, peer: Peer) -> None:
         entry = self.seen.setdefault(peer.name, PeerModels(peer))
         entry.peer = peer
+        if peer.error is not None:  # offline in Tailscale: known away without asking
+            self.mark_away(peer.name, peer.error)
+            return
         try:
             doc = await get_json(
                 peer.url, "/v1/status", peer.token_file, peer.ca_file, ASK_TIMEOUT_S
@@ -104,7 +132,10 @@ class FleetModels:
         if entry.error is not None:
             log.info("gateway.peer_back", peer=peer.name)
         entry.error = None
+        entry.identity = identity(doc) if isinstance(doc, dict) else None
         gateway = doc.get("gateway") if isinstance(doc, dict) else None
+        if entry.identity is not None and entry.identity == self.me:
+            gateway = None  # this very daemon (found by mDNS, say): routing there would loop
         if not isinstance(gateway, dict) or not isinstance(gateway.get("listen"), str):
             entry.gateway_url, entry.models = None, {}
             return
@@ -112,6 +143,16 @@ class FleetModels:
         left = gateway.get("left_bytes")
         entry.left_bytes = left if isinstance(left, int) else None
         entry.models = _models(doc.get("instances"))
+
+    def _drop_duplicates(self) -> None:
+        """One entry per daemon: the one from the best-ranked source keeps its models."""
+        kept: set[Identity] = set()
+        for entry in sorted(self.seen.values(), key=lambda e: RANK.get(e.peer.source, 3)):
+            if entry.identity is None or entry.error is not None:
+                continue
+            if entry.identity in kept:
+                entry.gateway_url, entry.models = None, {}
+            kept.add(entry.identity)
 
     def mark_away(self, peer: str, error: str) -> None:
         """`peer` did not answer: its models stay known, but nothing is sent there."""

@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import logging.handlers
+import os
 import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -62,10 +64,10 @@ class ChildLog:
             return f"cannot write log file {self.path}: {exc.strerror or exc}"
         return None
 
-    def write(self, line: str) -> None:
-        """Append one line of the child's output."""
+    def write(self, text: str) -> None:
+        """Append a line of the child's output (or several, joined by newlines)."""
         record = logging.LogRecord(
-            "llamad.child", logging.INFO, "", 0, self.redact(line), None, None
+            "llamad.child", logging.INFO, "", 0, self.redact(text), None, None
         )
         self._handler.emit(record)
         if self._failing and not self._handler.failed_last:
@@ -107,10 +109,27 @@ class _QuietHandler(logging.handlers.RotatingFileHandler):
 
     on_error = staticmethod(lambda error: None)
     failed_last = False
+    regular = True
 
     def emit(self, record: logging.LogRecord) -> None:
         self.failed_last = False
         super().emit(record)
+
+    def shouldRollover(self, record: logging.LogRecord) -> bool:
+        # The stdlib's check stats the path twice and formats the record once more, for
+        # every record; this one is the size test alone. Its other test, never to rotate
+        # a non-regular file (bpo-45401), is made once per open, in _open.
+        if self.stream is None:
+            self.stream = self._open()
+        if self.maxBytes <= 0 or not self.regular:
+            return False
+        self.stream.seek(0, 2)  # another writer (a truncating logrotate) moves the end
+        return bool(self.stream.tell() + len(record.getMessage()) + 1 >= self.maxBytes)
+
+    def _open(self) -> Any:
+        stream = super()._open()
+        self.regular = os.path.isfile(self.baseFilename)
+        return stream
 
     def handleError(self, record: logging.LogRecord) -> None:
         self.failed_last = True

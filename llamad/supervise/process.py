@@ -132,17 +132,20 @@ class Child:
         partial = b""
         while chunk := await self.proc.stdout.read(_CHUNK):
             *lines, partial = (partial + chunk).split(b"\n")
-            for raw in lines:
-                self._line(raw)
+            if lines:
+                self._lines(lines)
         if partial:
-            self._line(partial)
+            self._lines([partial])
 
-    def _line(self, raw: bytes) -> None:
+    def _lines(self, raw: list[bytes]) -> None:
+        # One redaction and one write per read, however many lines it brought: llama-server
+        # logs several lines per request, and this runs on the loop the gateway relays on.
         # The tail reaches the status document (and the read-only token over TCP): it is
         # redacted as the log file is.
-        line = self._redact(raw.decode("utf-8", "replace").rstrip("\r"))
-        self.tail.append(line)
-        self._write(line)
+        text = b"\n".join(line.rstrip(b"\r") for line in raw).decode("utf-8", "replace")
+        text = self._redact(text)
+        self.tail.extend(text.split("\n"))
+        self._write(text)
 
     def signal(self, name: str) -> None:
         """Signal the child's process group; a child already gone is fine."""

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import wait_for
-from remote_helpers import READ, fleet_config, llamactl, remote_daemon, scratch_dir, write_token
+from remote_helpers import (
+    READ,
+    fleet_config,
+    llamactl,
+    loopback_multicast_works,
+    remote_daemon,
+    scratch_dir,
+    write_token,
+)
 
 from llamad import __version__
 from llamad.fleet.discovery import SERVICE_TYPE, Found, browse, build_txt, parse_txt
-
-PROBE_GROUP = "239.255.42.99"  # organisation-local scope, not mDNS's own group
 
 
 def test_txt_record_round_trip() -> None:
@@ -31,28 +35,6 @@ def test_txt_record_round_trip() -> None:
     assert len(("llama=" + long).encode()) == 255  # one TXT string holds at most 255 bytes
 
 
-def _loopback_multicast_works() -> str | None:
-    """None when a datagram sent to a group on 127.0.0.1 comes back; else why not."""
-    group = socket.inet_aton(PROBE_GROUP)
-    with contextlib.ExitStack() as stack:
-        rx = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
-        tx = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
-        try:
-            rx.bind((PROBE_GROUP, 0))  # only what is sent to the group; no host address
-            rx.setsockopt(
-                socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, group + socket.inet_aton("127.0.0.1")
-            )
-            rx.settimeout(1.0)
-            tx.bind(("127.0.0.1", 0))
-            tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
-            tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
-            tx.sendto(b"llamad-probe", (PROBE_GROUP, rx.getsockname()[1]))
-            data, _ = rx.recvfrom(64)
-        except OSError as exc:
-            return f"multicast on loopback does not work here ({exc})"
-    return None if data == b"llamad-probe" else "multicast on loopback delivered something else"
-
-
 @pytest.fixture
 def base() -> Iterator[Path]:
     with scratch_dir() as path:
@@ -64,7 +46,7 @@ def test_advertise_and_browse_on_loopback(
     tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], base: Path
 ) -> None:
     pytest.importorskip("zeroconf", reason="zeroconf is not installed")
-    why = _loopback_multicast_works()
+    why = loopback_multicast_works()
     if why:
         pytest.skip(why)
     daemon, url = remote_daemon(base, tiny_model, advertise=True)
@@ -94,6 +76,13 @@ def test_advertise_and_browse_on_loopback(
         assert [(h["source"], h["host"], h["reachable"]) for h in hosts] == [
             ("mdns", found[0].name, True)
         ]
+
+        # `[fleet] discover = true` (and mdns_interface): the same without the flags.
+        keys = {"discover": True, "mdns_interface": "127.0.0.1", "token_file": token}
+        config = str(fleet_config(tmp_path / "d.toml", {}, **keys))
+        code, out, err = llamactl(capsys, "--config", config, "fleet", "status", "--json")
+        hosts = [h for h in json.loads(out)["hosts"] if h["url"] == url]
+        assert (code, err, [h["source"] for h in hosts]) == (0, "", ["mdns"])
     finally:
         assert daemon.stop() == 0
     # The goodbye went out: nothing answers for it any more.

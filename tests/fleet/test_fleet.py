@@ -250,6 +250,11 @@ def test_fleet_status_imports_no_heavy_modules(tmp_path: Path) -> None:
             "fleet.peers[1].name: peer names must be unique: 'a' is used twice",
         ),
         ("[fleet]\ntimeout = 0\n", "fleet.timeout: must be a positive number of seconds (got 0)"),
+        ('[fleet]\ndiscover = "yes"\n', "fleet.discover: must be true or false (got 'yes')"),
+        (
+            '[fleet]\nmdns_interface = "eth0"\n',
+            "fleet.mdns_interface: must be an IP address like '127.0.0.1' (got 'eth0')",
+        ),
     ],
 )
 def test_llamactl_and_llamad_refuse_the_same_fleet_table(
@@ -282,3 +287,20 @@ def test_llamactl_reads_fleet_paths_relative_to_the_config_file(
     loaded = load_fleet(str(conf / "llamad.toml"))
     assert loaded.token_file == conf / "fleet.tok"
     assert loaded.peers[0].ca_file == conf / "certs" / "a.pem"
+
+
+def test_fleet_defaults_fill_in_what_a_peer_lacks(tmp_path: Path) -> None:
+    """`[fleet] token_file` and `gateway_key_file` serve peers without their own."""
+    config = fleet_config(
+        tmp_path / "c.toml",
+        {"a": {"url": "http://a:1"}, "b": {"url": "http://b:1", "gateway_key_file": "b.key"}},
+        token_file="fleet.tok",
+        gateway_key_file="fleet.key",
+        discover=True,
+        mdns_interface="127.0.0.1",
+    )
+    fleet = load_fleet(str(config))
+    a, b = (fleet.with_defaults(p) for p in fleet.peers)
+    assert (a.token_file, a.gateway_key_file) == (tmp_path / "fleet.tok", tmp_path / "fleet.key")
+    assert (b.token_file, b.gateway_key_file) == (tmp_path / "fleet.tok", tmp_path / "b.key")
+    assert (fleet.discover, fleet.mdns_interface) == (True, "127.0.0.1")

@@ -3,112 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
-from helpers import Llamad, free_port, short_dir, toml_value, wait_for
-from remote_helpers import ADMIN, READ, write_token
+from fleet_helpers import GW_KEY_B, Host, start_a, start_b
+from helpers import wait_for
+from remote_helpers import READ, write_token
 
 from llamad.cli.fleet_status import gateway_line
 
 # Two daemons and three llama-servers on a busy 2-core machine: more than the default.
 pytestmark = pytest.mark.timeout(150)
 
-GW_KEY_B = "gateway-key-of-b-" + "c" * 20
-TINY = {"ctx_size": 256, "n_parallel": 1}
-
-
-@dataclass
-class Host:
-    ld: Llamad
-    gateway: str  # http://127.0.0.1:PORT
-    control: str | None = None  # B's control API on TCP
-
-
-def _toml(tables: dict[str, dict[str, object]], peers: list[dict[str, object]] = ()) -> str:
-    out = []
-    for name, keys in tables.items():
-        out.append(f"[{name}]")
-        out += [f"{k} = {toml_value(v)}" for k, v in keys.items()]
-    for peer in peers:
-        out.append("[[fleet.peers]]")
-        out += [f"{k} = {toml_value(v)}" for k, v in peer.items()]
-    return "\n".join(out) + "\n"
-
-
-def _start(base: Path, text: str, gateway_port: int, always_on: list[str]) -> Llamad:
-    path = base / "llamad.toml"
-    path.write_text(text)
-    ld = Llamad(path)
-    try:
-        ld.wait_ready()
-        ld.wait_event("gateway.listening")
-        for name in always_on:
-            ld.wait_running(name, timeout=20)
-        url = f"http://127.0.0.1:{gateway_port}/health"
-        wait_for(lambda: _answers(url), 10, "the gateway answering")
-    except BaseException:
-        ld.close()
-        raise
-    return ld
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
 
 @pytest.fixture
 def fleet(tiny_model: Path) -> Iterator[tuple[Host, Host]]:
     """B serves `bonly` and `both` behind its gateway (with a key) and control on TCP;
-    A serves `both` itself and routes the rest to B."""
-    b_dir, a_dir = short_dir(), short_dir()
-    b_gw, b_ctl, a_gw = free_port(), free_port(), free_port()
-    b_text = _toml(
-        {
-            "daemon": {"state_dir": b_dir / "state"},
-            "daemon.remote": {
-                "listen": f"127.0.0.1:{b_ctl}",
-                "token_file": write_token(b_dir / "admin.token", ADMIN),
-                "read_token_file": write_token(b_dir / "read.token", READ),
-            },
-            "gateway": {
-                "listen": f"127.0.0.1:{b_gw}",
-                "api_key_file": write_token(b_dir / "gw.key", GW_KEY_B),
-            },
-            "instances.bonly": {
-                "model": tiny_model,
-                "port": free_port(),
-                **TINY,
-                "context_shift": True,  # lets the tiny model write past its context
-            },
-            "instances.both": {"model": tiny_model, "port": free_port(), **TINY},
-        }
-    )
-    b = Host(_start(b_dir, b_text, b_gw, ["bonly", "both"]), f"http://127.0.0.1:{b_gw}")
-    b.control = f"http://127.0.0.1:{b_ctl}"
+    A serves `both` itself and routes the rest to B, a `[fleet]` peer."""
+    b = start_b(tiny_model)
     try:
-        a_text = _toml(
-            {
-                "daemon": {"state_dir": a_dir / "state"},
-                "gateway": {"listen": f"127.0.0.1:{a_gw}", "fleet": True},
-                "instances.both": {"model": tiny_model, "port": free_port(), **TINY},
-            },
-            peers=[
-                {
-                    "name": "b",
-                    "url": b.control,
-                    "token_file": write_token(a_dir / "b-read.token", READ),
-                    "gateway_key_file": write_token(a_dir / "b-gw.key", GW_KEY_B),
-                }
-            ],
-        )
-        a = Host(_start(a_dir, a_text, a_gw, ["both"]), f"http://127.0.0.1:{a_gw}")
+        keys = b.dir / "a-keys"
+        keys.mkdir()
+        peer = {
+            "name": "b",
+            "url": b.control,
+            "token_file": write_token(keys / "b-read.token", READ),
+            "gateway_key_file": write_token(keys / "b-gw.key", GW_KEY_B),
+        }
+        a = start_a(tiny_model, {}, [peer])
         try:
             yield a, b
             assert a.ld.stop() == 0
@@ -127,8 +51,8 @@ def test_a_model_only_on_b_is_served_through_a(fleet: tuple[Host, Host]) -> None
     its host; B's key goes upstream, A's client needs none."""
     a, b = fleet
     client = _client(a)
-    wait_for(lambda: "bonly" in _models(a), 15, "A learning B's models")
-    entry = _models(a)["bonly"]
+    wait_for(lambda: "bonly" in a.models(), 15, "A learning B's models")
+    entry = a.models()["bonly"]
     assert entry["owned_by"] == "llamad@b"
     tags = httpx.get(f"{a.gateway}/api/tags", timeout=10).json()["models"]
     assert {t["name"]: t.get("host") for t in tags}["bonly:latest"] == "b"
@@ -151,8 +75,8 @@ def test_a_model_only_on_b_is_served_through_a(fleet: tuple[Host, Host]) -> None
 def test_a_model_on_both_is_served_locally(fleet: tuple[Host, Host]) -> None:
     """Local first: with B's copy stopped by a person, A still answers for `both`."""
     a, b = fleet
-    wait_for(lambda: "bonly" in _models(a), 15, "A learning B's models")
-    assert _models(a)["both"]["owned_by"] == "llamad"
+    wait_for(lambda: "bonly" in a.models(), 15, "A learning B's models")
+    assert a.models()["both"]["owned_by"] == "llamad"
     assert b.ld.ctl("stop", "both").returncode == 0
     reply = _client(a).chat.completions.create(
         model="both", messages=[{"role": "user", "content": "hi"}], max_tokens=3
@@ -164,7 +88,7 @@ def test_b_stopped_answers_503_naming_b(fleet: tuple[Host, Host]) -> None:
     """B goes away: a request for its model gets 503 naming B (not a 404, not a hang),
     and so does the next one."""
     a, b = fleet
-    wait_for(lambda: "bonly" in _models(a), 15, "A learning B's models")
+    wait_for(lambda: "bonly" in a.models(), 15, "A learning B's models")
     assert b.ld.stop() == 0
     body = {"model": "bonly", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
     for _ in range(2):
@@ -181,7 +105,7 @@ def test_a_peer_dying_mid_stream_ends_the_stream_with_an_error_event(
     """B is killed while A relays its stream: the client gets an error event, not a
     stream that merely stops."""
     a, b = fleet
-    wait_for(lambda: "bonly" in _models(a), 15, "A learning B's models")
+    wait_for(lambda: "bonly" in a.models(), 15, "A learning B's models")
     body = {
         "model": "bonly",
         "messages": [{"role": "user", "content": "hi"}],
@@ -210,8 +134,3 @@ def test_fleet_status_line_names_the_gateway_and_loaded_models() -> None:
     }
     assert gateway_line(status) == "gateway 127.0.0.1:8080, loaded: a"
     assert gateway_line({"instances": []}) is None
-
-
-def _models(host: Host) -> dict[str, dict[str, object]]:
-    data = httpx.get(f"{host.gateway}/v1/models", timeout=5).json()["data"]
-    return {m["id"]: m for m in data}
