@@ -57,6 +57,7 @@ NOT_BEFORE_LAUNCH = (
     "watchfiles",
     "httpx",
     "httpcore",
+    "aiohttp",
     "rich",
     "click",
     "psutil",
