@@ -25,6 +25,10 @@ from llamad.config.load import load
 def daemon_env(ctx: Context) -> dict[str, str]:
     """The environment of every llamad: its cache and state kept inside the run's temp dir."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLAMAD_", "NOTIFY_"))}
+    # An installed llamad runs from bytecode compiled at install time; an environment that
+    # forbids writing it would have every daemon compile ~70 modules again (~70 ms), which
+    # no installed llamad does. The warm-up run writes it.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["XDG_CACHE_HOME"] = str(ctx.root / "cache")
     env["XDG_STATE_HOME"] = str(ctx.root / "state")
     return env

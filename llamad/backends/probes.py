@@ -1,7 +1,10 @@
-"""Health probes: `GET /health` through one shared httpx client.
+"""Health probes: `GET /health` through one shared httpx connection pool.
 
 llama-server answers 503 while loading and 200 once ready; only `/health` means ready
 (`/v1/models` answers 200 during the load).
+
+httpx (and httpcore under it) is imported at the first probe, which comes after the
+first launch: a cold start does not wait the ~50 ms it takes to load.
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ import errno
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
-
-import httpx
+from typing import TYPE_CHECKING, Literal
 
 from llamad.common.clock import utcnow
 from llamad.lifecycle.states import Knobs
+
+if TYPE_CHECKING:
+    import httpx
 
 Phase = Literal["loading", "ready", "live"]
 
@@ -64,6 +68,8 @@ def make_transport() -> httpx.AsyncHTTPTransport:
     """The one connection pool every probe shares (keep-alive to each server)."""
     # Probes are plain HTTP on this host; building the default TLS context (loading the
     # CA bundle) would cost ~50 ms of every start for nothing.
+    import httpx
+
     return httpx.AsyncHTTPTransport(
         verify=False, limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)
     )
@@ -71,16 +77,30 @@ def make_transport() -> httpx.AsyncHTTPTransport:
 
 def make_client(transport: httpx.AsyncHTTPTransport) -> httpx.AsyncClient:
     """A client over that pool, for the rest (metrics re-export): no proxies, no env."""
+    import httpx
+
     return httpx.AsyncClient(transport=transport, trust_env=False, follow_redirects=False)
 
 
 class Prober:
     """Runs single probes; the pacing belongs to the instance that asks."""
 
-    def __init__(self, transport: httpx.AsyncHTTPTransport) -> None:
+    def __init__(self, transport: httpx.AsyncHTTPTransport | None = None) -> None:
         # Straight to the transport: a probe needs none of the client's cookies, auth,
         # redirects or hooks, and skipping them saves a third of an idle daemon's CPU.
         self._transport = transport
+
+    @property
+    def transport(self) -> httpx.AsyncHTTPTransport:
+        """The pool every probe shares; without one given, built at first use."""
+        if self._transport is None:
+            self._transport = make_transport()
+        return self._transport
+
+    async def aclose(self) -> None:
+        """Close the pool's connections, if it was ever built."""
+        if self._transport is not None:
+            await self._transport.aclose()
 
     async def probe(self, url: str, timeout: float) -> Health:
         """One `GET /health`: ok only on 200."""
@@ -90,6 +110,8 @@ class Prober:
         self, method: str, url: str, timeout: float, body: bytes | None = None
     ) -> Health:
         """One request, its whole answer read (a JSON `body` for a POST): ok only on 200."""
+        import httpx
+
         t0 = time.perf_counter()
         headers = {"Content-Type": "application/json"} if body is not None else None
         request = httpx.Request(
@@ -100,7 +122,7 @@ class Prober:
             extensions={"timeout": httpx.Timeout(timeout).as_dict()},
         )
         try:
-            resp = await self._transport.handle_async_request(request)
+            resp = await self.transport.handle_async_request(request)
             try:
                 await resp.aread()
             finally:
@@ -147,6 +169,8 @@ def local_failure(t0: float, cause: OSError) -> Health:
 
 
 def _short(exc: httpx.HTTPError) -> str:
+    import httpx
+
     if isinstance(exc, httpx.ConnectError):
         return "connection refused"
     return f"{type(exc).__name__}: {exc}"[:200] or type(exc).__name__

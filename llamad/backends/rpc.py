@@ -17,8 +17,6 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from llamad.backends.binaries import CatalogError
 from llamad.backends.catalog_cache import run_flag
 from llamad.backends.probes import Health, local_cause, local_failure
@@ -145,6 +143,8 @@ async def probe_tcp(host: str, port: int, timeout: float) -> Health:
 
 def _serving(port: int) -> bool:
     """Whether some client holds an established connection to our `port`."""
+    import psutil  # only for a worker that did not answer: not on the way to a launch
+
     try:
         conns = psutil.net_connections(kind="tcp")
     except (psutil.AccessDenied, OSError):  # macOS without root: no way to tell

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from llamad import __version__
+from llamad.daemon import logformat
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -39,9 +41,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def load_daemon(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
+    """The daemon's `run`, imported only now that it is to run; with JSON logs, without
+    the modules only console output uses."""
+    if logformat.resolve(args.log_format, sys.stderr) == "json":
+        logformat.keep_out_console_only()
+    from llamad.daemon.main import run
+
+    return run
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `llamad` command."""
     args = parse_args(argv)
-    from llamad.daemon.main import run  # the daemon itself, only once it is to run
-
-    sys.exit(run(args))
+    sys.exit(load_daemon(args)(args))

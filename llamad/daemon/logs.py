@@ -17,6 +17,7 @@ import structlog
 from structlog.typing import Processor
 
 from llamad.common.colour import use_colour
+from llamad.daemon import logformat
 from llamad.daemon.logfile import RotatingStreamHandler
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
@@ -41,8 +42,7 @@ def configure(
     When `stream` is a file opened for appending (launchd's StandardErrorPath), it is kept
     under `max_bytes` with `backups` copies (logfile.py)."""
     stream = stream or sys.stderr
-    if fmt == "auto":
-        fmt = "console" if stream.isatty() else "json"
+    fmt = logformat.resolve(fmt, stream)
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,

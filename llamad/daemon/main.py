@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 import uvloop
 
-from llamad.backends.probes import Prober, make_client, make_transport
+from llamad.backends.probes import Prober
 from llamad.common import fdlimit, paths
 from llamad.common.trust import untrusted_dir
 from llamad.common.unixsock import SocketInUse, bind_unix
@@ -64,53 +64,52 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
     taken = any(port_problem(s.host, s.port) for s in resolved.instances.values())
     registry.reap_leftovers(scan=taken)
     notifier = Notifier.from_env()
-    transport = make_transport()
-    async with make_client(transport) as client:
-        runtime = Runtime(
-            tools=resolved.tools,
-            prober=Prober(transport),
-            log_dir=d.log_dir,
-            log_max_bytes=d.log_max_bytes,
-            log_backups=d.log_backups,
-            registry=registry,
-            remote=RemoteWorkers(resolved.peers),
-        )
-        probes = ProbeFeed()
-        supervisor = Supervisor(runtime, observe_probe=probes)
-        state = DaemonState(resolved, supervisor, probes)
-        signals = _SignalHandlers(trigger, supervisor)
-        try:
-            async with asyncio.TaskGroup() as group:
-                guard = ServiceGuard(group, services_stop, trigger)
-                group.create_task(supervisor.run(), name="supervisor")
-                await supervisor.apply(resolved.instances)
-                # The web stack loads after the first readiness polls (a small model is
-                # ready by then) and in a thread, so probes keep running meanwhile.
-                # Until it serves, llamactl's connections wait in the socket's backlog.
-                await supervisor.settled(timeout=STARTUP_GRACE_S)
-                services = await asyncio.to_thread(
-                    importlib.import_module, "llamad.daemon.services"
-                )
-                reloader = await services.start(
-                    guard, state, client, control_socket, services_stop, notifier
-                )
-                signals.on_hangup(reloader.request)
-                notifier.ready()
-                log.info(
-                    "daemon.started",
-                    config=str(resolved.path),
-                    socket=str(d.socket),
-                    instances=len(resolved.instances),
-                    backends={k: str(t.path) for k, t in resolved.tools.items()},
-                )
-                await trigger.wait()
-                log.info("daemon.stopping")
-                notifier.stopping(supervisor.summary())
-                await supervisor.shutdown()
-                services_stop.set()
-        finally:
-            signals.remove()
-            control_socket.close()
+    # Its httpx pool is built at the first probe: httpx loads after the first launch.
+    prober = Prober()
+    runtime = Runtime(
+        tools=resolved.tools,
+        prober=prober,
+        log_dir=d.log_dir,
+        log_max_bytes=d.log_max_bytes,
+        log_backups=d.log_backups,
+        registry=registry,
+        remote=RemoteWorkers(resolved.peers),
+    )
+    probes = ProbeFeed()
+    supervisor = Supervisor(runtime, observe_probe=probes)
+    state = DaemonState(resolved, supervisor, probes)
+    signals = _SignalHandlers(trigger, supervisor)
+    try:
+        async with asyncio.TaskGroup() as group:
+            guard = ServiceGuard(group, services_stop, trigger)
+            group.create_task(supervisor.run(), name="supervisor")
+            await supervisor.apply(resolved.instances)
+            # The web stack loads after the first readiness polls (a small model is
+            # ready by then) and in a thread, so probes keep running meanwhile.
+            # Until it serves, llamactl's connections wait in the socket's backlog.
+            await supervisor.settled(timeout=STARTUP_GRACE_S)
+            services = await asyncio.to_thread(importlib.import_module, "llamad.daemon.services")
+            reloader = await services.start(
+                guard, state, prober, control_socket, services_stop, notifier
+            )
+            signals.on_hangup(reloader.request)
+            notifier.ready()
+            log.info(
+                "daemon.started",
+                config=str(resolved.path),
+                socket=str(d.socket),
+                instances=len(resolved.instances),
+                backends={k: str(t.path) for k, t in resolved.tools.items()},
+            )
+            await trigger.wait()
+            log.info("daemon.stopping")
+            notifier.stopping(supervisor.summary())
+            await supervisor.shutdown()
+            services_stop.set()
+    finally:
+        signals.remove()
+        control_socket.close()
+        await prober.aclose()
     # A service that ended the daemon: exit non-zero so launchd or systemd starts it again.
     code = EXIT_OK if guard.failed is None else EXIT_FATAL
     log.info("daemon.stopped", exit_code=code)

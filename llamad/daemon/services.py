@@ -10,13 +10,12 @@ import asyncio
 import contextlib
 import socket
 
-import httpx
-
 from llamad.api.app import create_app
 from llamad.api.controller import DaemonController
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_remote
 from llamad.api.uds import serve_unix
+from llamad.backends.probes import Prober, make_client
 from llamad.daemon.gateway import start_gateway
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.notify import Notifier, watchdog_loop
@@ -29,7 +28,7 @@ from llamad.supervise.supervisor import Supervisor
 async def start(
     guard: ServiceGuard,
     state: DaemonState,
-    client: httpx.AsyncClient,
+    prober: Prober,
     control_socket: socket.socket,
     stop: asyncio.Event,
     notifier: Notifier,
@@ -37,6 +36,7 @@ async def start(
     """Start every service under `guard`; returns once the control socket is served."""
     resolved, supervisor = state.resolved, state.supervisor
     d = resolved.daemon
+    client = make_client(prober.transport)  # metrics re-export; the prober closes the pool
     reloader = Reloader(state)
     metrics = Metrics(state)
     state.probes.listen(metrics.observe_probe)

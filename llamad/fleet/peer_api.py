@@ -7,8 +7,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from llamad.common.tokenfile import TokenFileError, read_token
 
 
@@ -20,6 +18,10 @@ async def get_json(
     url: str, path: str, token_file: Path | None, ca_file: Path | None, timeout: float
 ) -> Any:
     """`GET url/path` as JSON; None for a 404; PeerUnreachable for anything else amiss."""
+    # Imported here: the daemon loads this module before its first launch, and httpx
+    # only once a probe or a peer needs it.
+    import httpx
+
     headers = {}
     try:
         if token_file is not None:

@@ -19,11 +19,14 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import psutil
 import structlog
 
 from llamad.common.trust import owned_by_us
+
+if TYPE_CHECKING:
+    import psutil
 
 log = structlog.get_logger("llamad.orphans")
 
@@ -50,6 +53,10 @@ class ChildRegistry:
 
     def add(self, name: str, pid: int) -> None:
         """Record a child just spawned."""
+        # psutil is imported where a process is looked at: a clean start (no leftovers)
+        # then launches its first child without it.
+        import psutil
+
         try:
             created = psutil.Process(pid).create_time()
         except (psutil.Error, OSError):  # OSError: out of descriptors reading /proc
@@ -76,17 +83,11 @@ class ChildRegistry:
         """Kill children a previous llamad left behind; returns their pids. With `scan`,
         also every process carrying our marker (a look at every process: tens of ms)."""
         found = {**self._recorded(), **(self._marked() if scan else {})}
-        for proc, instance in found.values():
-            log.warning("orphans.reaped", instance=instance, pid=proc.pid)
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-        leftovers = [proc for proc, _ in found.values()]
-        psutil.wait_procs(leftovers, timeout=timeout)
+        if found:
+            _kill(found, timeout)
         self._children.clear()
         self._write()
-        return [p.pid for p in leftovers]
+        return list(found)
 
     def _recorded(self) -> dict[int, tuple[psutil.Process, str | None]]:
         if self.path.exists() and not owned_by_us(self.path):
@@ -97,6 +98,10 @@ class ChildRegistry:
             doc = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
+        if not doc:
+            return {}  # the last llamad stopped its children
+        import psutil
+
         found = {}
         for entry in doc if isinstance(doc, list) else []:
             try:
@@ -109,6 +114,8 @@ class ChildRegistry:
         return found
 
     def _marked(self) -> dict[int, tuple[psutil.Process, str | None]]:
+        import psutil
+
         # Our own ancestors may carry the marker (llamad run from a child's shell).
         skip = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
         found: dict[int, tuple[psutil.Process, str | None]] = {}
@@ -119,3 +126,16 @@ class ChildRegistry:
             except psutil.Error:
                 continue  # gone, a zombie, or another user's process
         return found
+
+
+def _kill(found: dict[int, tuple[psutil.Process, str | None]], timeout: float) -> None:
+    """SIGKILL each leftover's process group and the process, then wait for them."""
+    import psutil
+
+    for proc, instance in found.values():
+        log.warning("orphans.reaped", instance=instance, pid=proc.pid)
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs([proc for proc, _ in found.values()], timeout=timeout)

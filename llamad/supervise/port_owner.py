@@ -6,8 +6,6 @@ import shutil
 import subprocess
 import sys
 
-import psutil
-
 UNKNOWN = "another process"
 
 
@@ -17,6 +15,8 @@ def port_owner(port: int, platform: str = sys.platform) -> str:
         # psutil's net_connections needs root on macOS; lsof names our own user's
         # listeners without it.
         return _lsof_owner(port)
+    import psutil  # only when a port is taken: not on every start's way to its launches
+
     try:
         conns = psutil.net_connections(kind="tcp")
     except (psutil.AccessDenied, OSError):

@@ -1,12 +1,15 @@
-"""`llamad --help` and `--version` answer without importing the daemon."""
+"""What `llamad` imports: nothing of the daemon for `--help` and `--version`, and before
+its first launch only what that launch needs."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from helpers import free_port, write_config
 
 from llamad import __version__
 
@@ -37,3 +40,66 @@ def test_help_and_version_import_nothing_of_the_daemon(flag: str) -> None:
     assert (
         ("usage: llamad" in printed) if flag == "--help" else (printed == f"llamad {__version__}")
     )
+
+
+# What the first launch does not wait for: the control API's web stack (after the launch,
+# in a thread), httpx (at the first probe), the gateway, the MLX backend for a config
+# without MLX instances, psutil (at the first record of a child) and console-only modules
+# under JSON logs.
+NOT_BEFORE_LAUNCH = (
+    "llamad.daemon.services",
+    "llamad.api",
+    "llamad.gateway",
+    "llamad.backends.mlx",
+    "starlette",
+    "uvicorn",
+    "prometheus_client",
+    "watchfiles",
+    "httpx",
+    "httpcore",
+    "aiohttp",
+    "rich",
+    "click",
+    "psutil",
+)
+
+
+def loaded_by_daemon(log_format: str, config: Path) -> list[str]:
+    """In a fresh interpreter, as `llamad` does before its first launch: import the daemon
+    and load `config`; which packages of NOT_BEFORE_LAUNCH are then imported."""
+    code = (
+        "import sys, json\n"
+        "from pathlib import Path\n"
+        "from llamad.daemon.entry import load_daemon, parse_args\n"
+        f"load_daemon(parse_args(['--log-format', {log_format!r}]))\n"
+        "from llamad.config.load import load\n"
+        f"load(Path({str(config)!r}))\n"
+        "print(json.dumps([m for m, module in sys.modules.items() if module is not None]))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30
+    )
+    loaded = json.loads(run.stdout.splitlines()[-1])
+    return sorted({p for p in NOT_BEFORE_LAUNCH for m in loaded if m == p or m.startswith(f"{p}.")})
+
+
+def test_the_first_launch_waits_only_for_what_it_needs(tmp_path: Path, tiny_model: Path) -> None:
+    """Module presence, not timing: what cold start at N=1 is made of (bench/cold_start)."""
+    cfg = write_config(
+        tmp_path / "llamad.toml",
+        {"a": {"model": tiny_model, "port": free_port()}},
+        daemon={"state_dir": str(tmp_path / "state")},
+    )
+    assert loaded_by_daemon("json", cfg) == []
+
+
+def test_console_logs_still_get_rich_tracebacks_where_rich_is_installed(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    pytest.importorskip("rich")
+    cfg = write_config(
+        tmp_path / "llamad.toml",
+        {"a": {"model": tiny_model, "port": free_port()}},
+        daemon={"state_dir": str(tmp_path / "state")},
+    )
+    assert "rich" in loaded_by_daemon("console", cfg)
