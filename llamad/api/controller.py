@@ -6,17 +6,19 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llamad import __version__
 from llamad.api.errors import Conflict, InvalidConfig, UnknownInstance
 from llamad.api.status import ProcessFacts, instance_doc
 from llamad.common.clock import utcnow
 from llamad.config.load import ConfigError
-from llamad.gateway.core import Gateway
 from llamad.lifecycle.states import Event, Restart, Start, State, Stop
 from llamad.supervise.instance import Instance
 from llamad.supervise.state import DaemonState
+
+if TYPE_CHECKING:  # the gateway's modules load only when one is configured
+    from llamad.gateway.core import Gateway
 
 _STARTED = (State.RUNNING, State.FAILED)
 _STOPPED = (State.STOPPED, State.FAILED)

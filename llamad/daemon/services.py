@@ -16,7 +16,6 @@ from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_remote
 from llamad.api.uds import serve_unix
 from llamad.backends.probes import Prober, make_client
-from llamad.daemon.gateway import start_gateway
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.fleet.peers import identity
@@ -57,6 +56,9 @@ async def start(
         version = resolved.llama_server_version
         guard.start("remote", lambda: serve_remote(app, remote, stop, version), retry=True)
     if resolved.gateway is not None:
+        # Only a daemon with a gateway pays for its client stack (aiohttp, ~6 MB resident).
+        from llamad.daemon.gateway import start_gateway
+
         me = identity(controller.status())
         controller.gateway = start_gateway(guard, resolved.gateway, state, metrics, stop, me)
     guard.start("watchdog", lambda: watchdog_loop(notifier, stop), retry=True)

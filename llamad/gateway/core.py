@@ -19,8 +19,7 @@ from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
 from llamad.gateway.idle import IdleTimers
 from llamad.gateway.loads import LIVE
 from llamad.gateway.metrics import GatewayMetrics
-from llamad.gateway.port import ModelView, Unavailable, UnknownModel, Upstream
-from llamad.gateway.proxy import UpstreamError
+from llamad.gateway.port import ModelView, Unavailable, UnknownModel, Upstream, UpstreamError
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
 from llamad.lifecycle.states import State

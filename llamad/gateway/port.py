@@ -98,6 +98,13 @@ class Unavailable(GatewayError):
     retry_after = 5.0
 
 
+class UpstreamError(GatewayError):
+    """The instance could not be reached or broke off."""
+
+    status = 502
+    code = "upstream_error"
+
+
 class GatewayPort(Protocol):
     """The gateway as a route set sees it."""
 

@@ -17,7 +17,7 @@ import aiohttp
 from starlette.types import Receive, Scope, Send
 from yarl import URL
 
-from llamad.gateway.port import GatewayError, Upstream
+from llamad.gateway.port import GatewayError, Upstream, UpstreamError
 
 # Hop-by-hop headers, our own framing, and the client's credentials for the gateway.
 _DROP_UP = {
@@ -41,13 +41,6 @@ class Bad(GatewayError):
 
     status = 400
     code = "invalid_request"
-
-
-class UpstreamError(GatewayError):
-    """The instance could not be reached or broke off."""
-
-    status = 502
-    code = "upstream_error"
 
 
 class ClientGone(Exception):

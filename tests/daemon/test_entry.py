@@ -103,3 +103,20 @@ def test_console_logs_still_get_rich_tracebacks_where_rich_is_installed(
         daemon={"state_dir": str(tmp_path / "state")},
     )
     assert "rich" in loaded_by_daemon("console", cfg)
+
+
+def test_a_daemon_without_a_gateway_never_loads_its_stack() -> None:
+    """The services a running daemon starts leave the gateway's modules (and aiohttp, its
+    client) to a config that has a `[gateway]`: the idle footprint stays as it was."""
+    code = (
+        "import sys, json\n"
+        "import llamad.daemon.services\n"
+        "print(json.dumps([m for m, module in sys.modules.items() if module is not None]))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30
+    )
+    loaded = json.loads(run.stdout.splitlines()[-1])
+    assert [
+        m for m in loaded if m.split(".")[0] == "aiohttp" or m.startswith("llamad.gateway")
+    ] == []
