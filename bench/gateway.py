@@ -17,6 +17,7 @@ import httpx
 import psutil
 
 from bench.common import Context, Result, instance_keys, wait_for
+from bench.gateway_sse import sse_rows
 from bench.procs import Daemon, floor_specs, launch_direct, stop_direct
 from llamad.client.http import Client
 
@@ -67,18 +68,6 @@ def _cpu_per_request(ctx: Context, daemon: Daemon, gateway: int) -> float:
 
 def _p(samples: list[float], q: float) -> float:
     return statistics.quantiles(samples, n=100, method="inclusive")[int(q) - 1]
-
-
-def _stream_seconds(base: str, body: dict[str, object]) -> tuple[float, int]:
-    """Seconds for one SSE completion read to [DONE], and the bytes received."""
-    start, size, done = time.perf_counter(), 0, False
-    with httpx.stream("POST", f"{base}/v1/completions", json=body, timeout=120) as resp:
-        for chunk in resp.iter_bytes():
-            size += len(chunk)
-            done = done or b"[DONE]" in chunk
-    if not done:
-        raise RuntimeError("a stream ended without [DONE]")
-    return time.perf_counter() - start, size
 
 
 async def _concurrent(base: str, model: str, n: int, tokens: int) -> list[bool]:
@@ -138,16 +127,16 @@ def _healthy(port: int) -> bool | None:
 
 def run(ctx: Context) -> list[Result]:
     """Every gateway figure, from one daemon with an always-on and an on-demand model."""
-    hot_port, cold_port, gw_port = ctx.port(), ctx.port(), ctx.port()
+    hot_port, cold_port, gw_port, lean_port = ctx.port(), ctx.port(), ctx.port(), ctx.port()
     hot = {**instance_keys(ctx, hot_port), "n_parallel": 4, "ctx_size": 1024}
+    lean = {**instance_keys(ctx, lean_port), "ctx_size": 1024, "threads": 1}
     cold = {**instance_keys(ctx, cold_port), "on_demand": True, "idle_timeout": 0.0}
-    daemon = Daemon(
-        ctx, "gateway", {"hot": hot, "cold": cold}, gateway={"listen": f"127.0.0.1:{gw_port}"}
-    )
+    instances = {"hot": hot, "lean": lean, "cold": cold}
+    daemon = Daemon(ctx, "gateway", instances, gateway={"listen": f"127.0.0.1:{gw_port}"})
     base = f"http://127.0.0.1:{gw_port}"
     results: list[Result] = []
     try:
-        daemon.wait_running(["hot"], timeout=60.0)
+        daemon.wait_running(["hot", "lean"], timeout=60.0)
         wait_for(lambda: _healthy(gw_port), 30.0, "gateway answering")
         ours, floor = _latency(ctx, hot_port, gw_port)
         for q, limit in ((50, 1.0), (99, 3.0)):
@@ -165,18 +154,7 @@ def run(ctx: Context) -> list[Result]:
                 "the daemon's user+system CPU per relayed 1-token completion",
             )
         )  # fmt: skip
-        body = {"prompt": "hi", "max_tokens": 200, "stream": True, "ignore_eos": True}
-        mine, direct = [], []
-        for _ in range(ctx.reps(5, 2)):
-            direct.append(_stream_seconds(f"http://127.0.0.1:{hot_port}", body)[0])
-            mine.append(_stream_seconds(base, {**body, "model": "hot"})[0])
-        # Time per stream: a ratio <= 1/0.98 is throughput >= 0.98x direct.
-        results.append(
-            Result(
-                "gateway SSE time per stream", 1, "s", mine, direct, "ratio", "ratio", 1 / 0.98,
-                ">= 0.98x throughput", "200 tokens; floor: the same stream direct",
-            )
-        )  # fmt: skip
+        results += sse_rows(ctx, gw_port, ("lean", lean_port), ("hot", hot_port))
         complete = asyncio.run(_concurrent(base, "hot", 100, 8))
         results.append(
             Result(
