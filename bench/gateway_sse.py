@@ -47,7 +47,7 @@ def sse_rows(
     rows = []
     for (name, port), judged in ((lean, True), (busy, False)):
         mine, direct = [], []
-        for _ in range(ctx.reps(15, 5)):
+        for _ in range(ctx.reps(25, 5)):
             direct.append(stream_seconds(port, BODY))
             mine.append(stream_seconds(gateway, {**BODY, "model": name}))
         label = "one generation thread" if judged else "llama-server on every core"
