@@ -9,22 +9,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from llamad.lifecycle.moves import (
+    Step,
+    because,
+    forget_process,
+    fresh_start,
+    launch,
+    retry,
+    terminate,
+)
 from llamad.lifecycle.states import (
     Action,
-    Arm,
     AwaitWorkers,
     Event,
     Exited,
-    Failed,
     Knobs,
     ProbeFailed,
     ProbeOk,
     Ready,
     Record,
     Restart,
-    RestartScheduled,
     Signal,
-    Spawn,
     Spawned,
     SpawnFailed,
     Start,
@@ -35,8 +40,6 @@ from llamad.lifecycle.states import (
     WorkersMissing,
     WorkersReady,
 )
-
-Step = tuple[Record, list[Action]]
 
 
 def step(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float = 0.0) -> Step:
@@ -53,73 +56,10 @@ def step(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float = 0.
     return _HANDLERS[rec.state](rec, event, now, knobs, max(-1.0, min(1.0, jitter)))
 
 
-def _arm(rec: Record, delay: float) -> tuple[Record, Arm]:
-    """Bump the timer token so any timer armed before this one arrives stale."""
-    rec = replace(rec, timer=rec.timer + 1)
-    return rec, Arm(token=rec.timer, delay=delay)
-
-
-def _spawn(rec: Record, knobs: Knobs) -> Step:
-    # The deadline is armed afresh for every launch, so a head that waited for its
-    # workers still gets the whole start_timeout to load.
-    rec = replace(rec, state=State.STARTING, pid=None, killed=False, waiting_for=())
-    rec, arm = _arm(rec, knobs.start_timeout)
-    return rec, [Spawn(), arm]
-
-
-def _fresh_start(rec: Record, knobs: Knobs) -> Step:
-    """A person asked for a start: forget past failures, including the flap guard's."""
-    rec = replace(rec, failures=0, restart_times=(), probe_failures=0, error=None)
-    return _spawn(replace(rec, then=State.STOPPED), knobs)
-
-
-def _gone(rec: Record) -> Record:
-    """The process is gone: forget it, and that we killed it."""
-    return replace(rec, pid=None, killed=False)
-
-
-def _terminate(rec: Record, knobs: Knobs, then: State) -> Step:
-    rec, arm = _arm(replace(rec, state=State.STOPPING, then=then), knobs.stop_timeout)
-    return rec, [Signal("TERM"), arm]
-
-
-def _because(cause: str | None, detail: str | None, default: str) -> str:
-    """Why the process went away: what we knew before it exited, plus what the exit said."""
-    if cause and detail:
-        return f"{cause}; {detail}"
-    return cause or detail or default
-
-
-def _retry(
-    rec: Record, now: float, knobs: Knobs, jitter: float, reason: str, immediate: bool
-) -> Step:
-    """Decide on an automatic restart, unless the flap guard says the instance is hopeless."""
-    recent = tuple(t for t in rec.restart_times if now - t < knobs.restart_window)
-    if len(recent) >= knobs.max_restarts:
-        # * -> FAILED: too many restarts inside the window; retrying would only flap.
-        error = (
-            f"{reason}; gave up after {knobs.max_restarts} restarts in {knobs.restart_window:g}s"
-        )
-        rec = replace(_gone(rec), state=State.FAILED, restart_times=recent, error=error)
-        return rec, [Failed(reason=error)]
-    rec = replace(rec, restart_times=(*recent, now), restarts=rec.restarts + 1, error=reason)
-    attempt = len(rec.restart_times)
-    if immediate:
-        # RUNNING -> STARTING: a healthy run earns one restart without waiting.
-        rec, actions = _spawn(rec, knobs)
-        return rec, [RestartScheduled(0.0, attempt, reason), *actions]
-    # STARTING -> BACKOFF: repeated failed starts wait exponentially longer. The exponent is
-    # capped so a long failure streak (a huge max_restarts) cannot overflow the float.
-    base = min(knobs.backoff_initial * 2 ** min(rec.failures - 1, 64), knobs.backoff_max)
-    delay = base * (1 + knobs.backoff_jitter * jitter)
-    rec, arm = _arm(replace(rec, state=State.BACKOFF), delay)
-    return rec, [RestartScheduled(delay, attempt, reason), arm]
-
-
 def _stopped(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) -> Step:
     if isinstance(event, Start | Restart):
         # STOPPED -> STARTING
-        return _fresh_start(rec, knobs)
+        return fresh_start(rec, knobs)
     return rec, []
 
 
@@ -131,14 +71,14 @@ def _starting(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float
             return replace(rec, pid=pid), []
         case SpawnFailed(reason=reason):
             # STARTING -> BACKOFF/FAILED
-            rec = replace(_gone(rec), failures=rec.failures + 1)
-            return _retry(rec, now, knobs, jitter, reason, immediate=False)
+            rec = replace(forget_process(rec), failures=rec.failures + 1)
+            return retry(rec, now, knobs, jitter, reason, immediate=False)
         case WorkersMissing(names=names) if rec.pid is None and not rec.waiting_for:
             # STARTING -> STARTING (waiting): the launch waits until the workers are ready.
             return replace(rec, waiting_for=names), [AwaitWorkers()]
         case WorkersReady() if rec.waiting_for:
             # STARTING (waiting) -> STARTING: launch now, with a fresh start deadline.
-            return _spawn(rec, knobs)
+            return launch(rec, knobs)
         case Ready():
             # STARTING -> RUNNING: a healthy server wipes the slate of consecutive failures.
             return replace(rec, state=State.RUNNING, failures=0, probe_failures=0, error=None), []
@@ -148,21 +88,21 @@ def _starting(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float
         case Exited(reason=detail):
             # STARTING -> BACKOFF/FAILED; a start deadline or fatal probe we enforced outranks
             # the exit status.
-            reason = _because(rec.error if rec.killed else None, detail, "exited while starting")
-            rec = replace(_gone(rec), failures=rec.failures + 1)
-            return _retry(rec, now, knobs, jitter, reason, immediate=False)
+            reason = because(rec.error if rec.killed else None, detail, "exited while starting")
+            rec = replace(forget_process(rec), failures=rec.failures + 1)
+            return retry(rec, now, knobs, jitter, reason, immediate=False)
         case Timer() if rec.waiting_for:
             # STARTING (waiting) -> BACKOFF/FAILED: workers that never come count as a failed
             # start, so the flap guard ends an endless wait as it ends a crash loop.
             missing = ", ".join(rec.waiting_for)
             reason = f"rpc workers not ready within {knobs.start_timeout:g}s: {missing}"
             rec = replace(rec, failures=rec.failures + 1, waiting_for=())
-            rec, then = _retry(rec, now, knobs, jitter, reason, immediate=False)
+            rec, then = retry(rec, now, knobs, jitter, reason, immediate=False)
             return rec, [StopWaiting(), *then]
         case Timer() if rec.pid is None:
             # STARTING -> BACKOFF/FAILED: the launch never reported back, so no Exited will come.
             rec = replace(rec, failures=rec.failures + 1)
-            return _retry(rec, now, knobs, jitter, timeout_error, immediate=False)
+            return retry(rec, now, knobs, jitter, timeout_error, immediate=False)
         case Timer():
             # STARTING -> STARTING: the Exited that the kill causes does the retry.
             return replace(rec, error=timeout_error, killed=True), [Signal("KILL")]
@@ -172,7 +112,7 @@ def _starting(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float
             return replace(rec, state=State.STOPPED, error=None, waiting_for=()), unwait
         case Stop():
             # STARTING -> STOPPING
-            return _terminate(rec, knobs, then=State.STOPPED)
+            return terminate(rec, knobs, then=State.STOPPED)
     # Start/Restart while starting are coalesced into the start already under way.
     return rec, []
 
@@ -197,15 +137,15 @@ def _running(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float)
             return replace(rec, error=error, killed=True), [Signal("KILL")]
         case Exited(reason=detail):
             # RUNNING -> STARTING/FAILED: a crash after a healthy run restarts at once.
-            reason = _because(rec.error if rec.killed else None, detail, "exited")
-            rec = replace(_gone(rec), probe_failures=0, failures=0)
-            return _retry(rec, now, knobs, jitter, reason, immediate=True)
+            reason = because(rec.error if rec.killed else None, detail, "exited")
+            rec = replace(forget_process(rec), probe_failures=0, failures=0)
+            return retry(rec, now, knobs, jitter, reason, immediate=True)
         case Stop(idle=idle):
             # RUNNING -> STOPPING, to end IDLE when the gateway unloads it for want of use.
-            return _terminate(rec, knobs, then=State.IDLE if idle else State.STOPPED)
+            return terminate(rec, knobs, then=State.IDLE if idle else State.STOPPED)
         case Restart():
             # RUNNING -> STOPPING: admin restarts are not counted in `restarts`.
-            return _terminate(rec, knobs, then=State.STARTING)
+            return terminate(rec, knobs, then=State.STARTING)
     return rec, []
 
 
@@ -213,10 +153,10 @@ def _backoff(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float)
     match event:
         case Timer():
             # BACKOFF -> STARTING: the delay is over; keep the error visible until RUNNING.
-            return _spawn(rec, knobs)
+            return launch(rec, knobs)
         case Start() | Restart():
             # BACKOFF -> STARTING: a person acted, so skip the wait and forget the failures.
-            return _fresh_start(rec, knobs)
+            return fresh_start(rec, knobs)
         case Stop():
             # BACKOFF -> STOPPED: no process to stop; the armed timer is ignored in STOPPED.
             return replace(rec, state=State.STOPPED, error=None), []
@@ -226,10 +166,10 @@ def _backoff(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float)
 def _stopping(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) -> Step:
     match event:
         case Exited():
-            then, rec = rec.then, replace(_gone(rec), then=State.STOPPED, error=None)
+            then, rec = rec.then, replace(forget_process(rec), then=State.STOPPED, error=None)
             if then is State.STARTING:
                 # STOPPING -> STARTING: a requested restart is a fresh run, not a failure.
-                return _spawn(replace(rec, failures=0, probe_failures=0), knobs)
+                return launch(replace(rec, failures=0, probe_failures=0), knobs)
             # STOPPING -> STOPPED or IDLE
             return replace(rec, state=then), []
         case Timer():
@@ -248,7 +188,7 @@ def _failed(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) 
     match event:
         case Start() | Restart():
             # FAILED -> STARTING: only a person clears FAILED, and they get a clean slate.
-            return _fresh_start(rec, knobs)
+            return fresh_start(rec, knobs)
         case Stop():
             # FAILED -> STOPPED: the person has seen the failure; stop showing it.
             return replace(rec, state=State.STOPPED, error=None), []
