@@ -19,9 +19,8 @@ log = structlog.get_logger("llamad.control")
 
 HEADER_TIMEOUT_S = 5.0
 
-# uvicorn on httptools (llhttp, Node's parser) rather than its pure-Python h11: every
-# listener shares it, and on the gateway's hot path it costs a third of h11's CPU per
-# request (bench: `python -m bench --only gateway`).
+# uvicorn on httptools (llhttp, Node's parser) rather than its pure-Python h11, for every
+# listener: h11 was about a sixth of the gateway's CPU per relayed request (py-spy).
 HttpProtocol = HttpToolsProtocol
 
 

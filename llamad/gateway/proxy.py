@@ -86,7 +86,7 @@ def upstream_session() -> aiohttp.ClientSession:
     """Keep-alive connections to the instances and fleet peers, as many as streams need.
 
     aiohttp rather than httpx, which llamad uses everywhere else: on the relay's hot path
-    httpx's transport cost about twice the CPU per request (README, Gateway).
+    httpx's transport cost three to five times aiohttp's CPU per request (bench/machinery).
     """
     connector = aiohttp.TCPConnector(limit=0, ssl=False, keepalive_timeout=KEEPALIVE_S)
     return aiohttp.ClientSession(
