@@ -12,7 +12,7 @@ from collections import deque
 
 import structlog
 
-from llamad.backends.probes import Health, Phase, watch_health
+from llamad.backends.probes import Health
 from llamad.backends.spec import InstanceSpec
 from llamad.fleet.remote_workers import Found
 from llamad.lifecycle.machine import step
@@ -23,9 +23,6 @@ from llamad.lifecycle.states import (
     Event,
     Exited,
     Failed,
-    ProbeFailed,
-    ProbeOk,
-    Ready,
     Record,
     RestartScheduled,
     Signal,
@@ -42,6 +39,7 @@ from llamad.lifecycle.states import (
 from llamad.supervise.hooks import InstanceHooks
 from llamad.supervise.process import Child, ExitInfo
 from llamad.supervise.runtime import Runtime
+from llamad.supervise.watch import watch
 
 log = structlog.get_logger("llamad.instance")
 
@@ -163,7 +161,7 @@ class Instance:
             case AwaitWorkers():
                 self.log.mark(f"waiting for rpc workers: {', '.join(self.record.waiting_for)}")
                 self._stop_waiting()
-                self._waiter = self._helper(self._await_workers(), f"await-{self.spec.name}")
+                self._waiter = self.helper(self._await_workers(), f"await-{self.spec.name}")
             case StopWaiting():
                 self._stop_waiting()
             case Signal(name=name):
@@ -219,7 +217,7 @@ class Instance:
             return
         self.child = child
         self._followups.append(Spawned(child.pid))
-        self._helper(self._watch(child, remote or {}), f"watch-{child.pid}")
+        self.helper(watch(self, child, remote or {}), f"watch-{child.pid}")
 
     async def _await_workers(self) -> None:
         # Polled, not subscribed: it runs only while a head waits, and 50 ms (0.5 s for
@@ -231,65 +229,12 @@ class Instance:
         self._found = found
         self.post(WorkersReady())
 
-    def _helper(self, coro: object, name: str) -> asyncio.Task[None]:
+    def helper(self, coro: object, name: str) -> asyncio.Task[None]:
+        """Run `coro` as a task of this instance's, cancelled when the instance ends."""
         task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
         self._helpers.add(task)
         task.add_done_callback(self._helpers.discard)
         return task
-
-    async def _watch(self, child: Child, remote: Found) -> None:
-        peers = self._helper(
-            self.runtime.watch_remote(
-                lambda: self.spec, remote, lambda w: self.hooks.remote_lost(self.spec.name, w)
-            ),
-            f"rpc-{child.pid}",
-        )
-        probes = self._helper(
-            watch_health(
-                self.runtime.probe_for(self.spec, lambda: self.spec.knobs),
-                lambda: self.spec.knobs,
-                lambda health, phase: self._report(child.pid, health, phase),
-            ),
-            f"probe-{child.pid}",
-        )
-        try:
-            info = await child.wait()
-        finally:
-            probes.cancel()
-            peers.cancel()
-        self.last_exit = info
-        try:
-            reason = self.runtime.reaped(self.spec, child, info)
-        except Exception as exc:  # the exit must be reported whatever the book-keeping did
-            reason = f"{info.describe()} (and {type(exc).__name__}: {exc})"
-        self.hooks.exited(self.spec.name)
-        self.log.mark(f"pid {child.pid} {reason}")
-        fields = {"instance": self.spec.name, "pid": child.pid, "code": info.code}
-        if info.signal == "SIGKILL":  # the OOM killer or a person: worth a warning
-            log.warning("instance.exited", **fields, signal=info.signal)
-        else:
-            log.info("instance.exited", **fields, signal=info.signal)
-        self.post(Exited(child.pid, self.log.redact(reason)))
-
-    def _report(self, pid: int, health: Health, phase: Phase) -> None:
-        if health.local:
-            # Out of descriptors or buffers here: the server may be perfectly fine, and
-            # killing it for our shortage would turn a hiccup into an outage.
-            log.warning("probe.not_made", instance=self.spec.name, error=health.error)
-            return
-        self.health = health
-        self.hooks.observe_probe(self.spec.name, health)
-        if phase == "loading" and not health.fatal:
-            return  # a 503 or a refused connection while loading is not news
-        if phase == "ready":
-            self.post(Ready(pid))
-        elif health.ok:
-            # An OK probe only matters after failed ones; skipping the no-op event keeps
-            # an idle daemon's CPU down (one probe per instance per interval).
-            if self.record.probe_failures:
-                self.post(ProbeOk(pid))
-        else:
-            self.post(ProbeFailed(pid, health.error or "", health.fatal))
 
     # Views ---------------------------------------------------------------------
 
