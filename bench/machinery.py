@@ -30,22 +30,6 @@ BODY = json.dumps(ONE_TOKEN).encode()
 HEADERS = {"content-type": "application/json"}
 
 
-def _stdlib(port: int, n: int) -> tuple[list[float], float]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    took: list[float] = []
-    cpu0 = 0.0
-    for i in range(n + WARMUP):
-        if i == WARMUP:
-            cpu0 = time.process_time()
-        start = time.perf_counter()
-        conn.request("POST", "/v1/completions", BODY, HEADERS)
-        conn.getresponse().read()
-        took.append((time.perf_counter() - start) * 1000)
-    cpu = (time.process_time() - cpu0) / n
-    conn.close()
-    return took[WARMUP:], cpu
-
-
 async def _timed(send: Send, n: int) -> tuple[list[float], float]:
     took: list[float] = []
     cpu0 = 0.0
@@ -56,6 +40,20 @@ async def _timed(send: Send, n: int) -> tuple[list[float], float]:
         await send()
         took.append((time.perf_counter() - start) * 1000)
     return took[WARMUP:], (time.process_time() - cpu0) / n
+
+
+async def _stdlib(port: int, n: int) -> tuple[list[float], float]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    async def send() -> None:
+        # Blocking on purpose: the floor has no client machinery to speak of.
+        conn.request("POST", "/v1/completions", BODY, HEADERS)
+        conn.getresponse().read()
+
+    try:
+        return await _timed(send, n)
+    finally:
+        conn.close()
 
 
 async def _httpx(port: int, n: int) -> tuple[list[float], float]:
@@ -102,7 +100,7 @@ def run(ctx: Context) -> list[Result]:
     try:
         wait_for(lambda: _healthy(port), 30.0, "llama-server ready")
         n = ctx.reps(400, 100)
-        floor, floor_cpu = _stdlib(port, n)
+        floor, floor_cpu = asyncio.run(_stdlib(port, n))
         loops = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
         for (loop_name, factory), (name, candidate) in product(loops.items(), CANDIDATES.items()):
             with asyncio.Runner(loop_factory=factory) as runner:
@@ -111,11 +109,11 @@ def run(ctx: Context) -> list[Result]:
             note = "1-token completion, sequential, keep-alive; floor: blocking http.client"
             results.append(Result(label, n, "ms", took, floor, "overhead", "none", None, "-", note))
             results.append(
-                    Result(
-                        f"{label}: CPU/req", n, "us", [cpu * 1e6], [floor_cpu * 1e6],
-                        "ratio", "none", None, "-", "this process's CPU time per request",
-                    )
-                )  # fmt: skip
+                Result(
+                    f"{label}: CPU/req", n, "us", [cpu * 1e6], [floor_cpu * 1e6],
+                    "ratio", "none", None, "-", "this process's CPU time per request",
+                )
+            )  # fmt: skip
     finally:
         stop_direct([proc])
     return results

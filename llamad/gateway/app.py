@@ -28,7 +28,6 @@ from llamad.gateway.proxy import (
     header,
     now,
     read_body,
-    upstream_session,
 )
 
 # Routed by the body's `model`.
@@ -163,12 +162,13 @@ class KeyCheck:
 def build_app(
     gateway: Gateway,
     extra_routes: Sequence[BaseRoute] = (),
-    session: aiohttp.ClientSession | None = None,
+    *,
+    session: aiohttp.ClientSession,
 ) -> ASGIApp:
     """The gateway's ASGI app: its routes, then `extra_routes` (e.g. an Ollama facade),
-    behind the key check. Upstream requests go through `session` (a pool of its own by
-    default; call from a running event loop)."""
-    relay = Relay(session or upstream_session())
+    behind the key check. Upstream requests go through `session`, which the caller owns
+    (`proxy.upstream_session()`)."""
+    relay = Relay(session)
 
     async def models(request: Request) -> Response:
         data = [model_entry(v, gateway.created) for v in gateway.models()]

@@ -29,8 +29,7 @@ _DROP_DOWN = {b"connection", b"keep-alive", b"transfer-encoding", b"date", b"ser
 # Connect quickly or fail; never cut a long generation.
 TIMEOUTS = aiohttp.ClientTimeout(total=None, sock_connect=10.0)
 # Below the 5 s keep-alive of llama-server (cpp-httplib's default) and of uvicorn (a
-# fleet peer's gateway), so a pooled connection is not reused just as
-# the server closes it.
+# fleet peer's gateway), so a pooled connection is not reused just as the server closes it.
 KEEPALIVE_S = 4.0
 
 Headers = list[tuple[bytes, bytes]]

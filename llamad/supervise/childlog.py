@@ -9,6 +9,7 @@ costs one warning (`instance.log_unwritable`), not a traceback per output line.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import logging.handlers
 import os
@@ -16,7 +17,6 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -126,7 +126,7 @@ class _QuietHandler(logging.handlers.RotatingFileHandler):
         self.stream.seek(0, 2)  # another writer (a truncating logrotate) moves the end
         return bool(self.stream.tell() + len(record.getMessage()) + 1 >= self.maxBytes)
 
-    def _open(self) -> Any:
+    def _open(self) -> io.TextIOWrapper:
         stream = super()._open()
         self.regular = os.path.isfile(self.baseFilename)
         return stream

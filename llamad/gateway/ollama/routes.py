@@ -186,9 +186,7 @@ class OllamaAPI:
         return routes
 
 
-def ollama_routes(gateway: Gateway, client: httpx.AsyncClient | None = None) -> list[BaseRoute]:
-    """Ollama's API over `gateway`; upstream requests go through `client` (the gateway's own
-    pooled client, or a new one with no read timeout: generations may take long)."""
-    if client is None:
-        client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0))
+def ollama_routes(gateway: Gateway, client: httpx.AsyncClient) -> list[BaseRoute]:
+    """Ollama's API over `gateway`; upstream requests go through `client`, which the caller
+    owns (and gives no read timeout: generations may take long)."""
     return OllamaAPI(gateway, client).routes()
