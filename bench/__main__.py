@@ -83,7 +83,8 @@ def table(results: list[Result]) -> str:
     rows = [head]
     for r in results:
         u = r.unit
-        rel = f"{r.ratio:.2f}x" if r.compare == "ratio" and r.ratio is not None else ""
+        digits = 3 if r.paired else 2
+        rel = f"{r.ratio:.{digits}f}x" if r.compare == "ratio" and r.ratio is not None else ""
         if r.compare == "overhead":
             rel = f"{r.overhead:+.{_digits(r.overhead, u)}f} {u}"
         verdict = {True: "PASS", False: "MISS", None: "info"}[r.passed]

@@ -71,6 +71,9 @@ class Result:
     target: str
     note: str = ""
     also_ok: bool = True  # a condition beside the figure (e.g. pids unchanged)
+    # Samples taken in (ours, floor) pairs: the ratio is the median of the pairs' ratios,
+    # so a slow spell of the machine weighs on both sides of a pair alike.
+    paired: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -83,6 +86,8 @@ class Result:
 
     @property
     def ratio(self) -> float | None:
+        if self.paired:
+            return statistics.median(a / b for a, b in zip(self.samples, self.floor, strict=True))
         return self.median / self.floor_median if self.floor_median > 0 else None
 
     @property

@@ -12,12 +12,13 @@ import http.client
 import json
 import statistics
 import time
+from typing import cast
 
 import httpx
 import psutil
 
 from bench.common import Context, Result, instance_keys, wait_for
-from bench.gateway_sse import sse_rows
+from bench.gateway_sse import sse_instances, sse_rows
 from bench.procs import Daemon, floor_specs, launch_direct, stop_direct
 from llamad.client.http import Client
 
@@ -126,17 +127,16 @@ def _healthy(port: int) -> bool | None:
 
 
 def run(ctx: Context) -> list[Result]:
-    """Every gateway figure, from one daemon with an always-on and an on-demand model."""
-    hot_port, cold_port, gw_port, lean_port = ctx.port(), ctx.port(), ctx.port(), ctx.port()
+    """Every gateway figure, from one daemon with always-on models and an on-demand one."""
+    hot_port, cold_port, gw_port = ctx.port(), ctx.port(), ctx.port()
     hot = {**instance_keys(ctx, hot_port), "n_parallel": 4, "ctx_size": 1024}
-    lean = {**instance_keys(ctx, lean_port), "ctx_size": 1024, "threads": 1}
     cold = {**instance_keys(ctx, cold_port), "on_demand": True, "idle_timeout": 0.0}
-    instances = {"hot": hot, "lean": lean, "cold": cold}
+    instances = {"hot": hot, "cold": cold, **sse_instances(ctx)}
     daemon = Daemon(ctx, "gateway", instances, gateway={"listen": f"127.0.0.1:{gw_port}"})
     base = f"http://127.0.0.1:{gw_port}"
     results: list[Result] = []
     try:
-        daemon.wait_running(["hot", "lean"], timeout=60.0)
+        daemon.wait_running([n for n in instances if n != "cold"], timeout=60.0)
         wait_for(lambda: _healthy(gw_port), 30.0, "gateway answering")
         ours, floor = _latency(ctx, hot_port, gw_port)
         for q, limit in ((50, 1.0), (99, 3.0)):
@@ -154,7 +154,8 @@ def run(ctx: Context) -> list[Result]:
                 "the daemon's user+system CPU per relayed 1-token completion",
             )
         )  # fmt: skip
-        results += sse_rows(ctx, gw_port, ("lean", lean_port), ("hot", hot_port))
+        ports = {name: cast(int, keys["port"]) for name, keys in instances.items()}
+        results += sse_rows(ctx, daemon.proc.pid, gw_port, ports)
         complete = asyncio.run(_concurrent(base, "hot", 100, 8))
         results.append(
             Result(

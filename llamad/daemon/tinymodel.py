@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,21 @@ from llamad.common import paths
 
 _MISSING_EXTRA = "the demo needs the 'demo' extra: pip install 'llamad[demo]'"
 
-N_EMBD = 64
-N_HEAD = 4
-N_LAYER = 2
-N_FF = 128
 N_CTX = 4096  # n_ctx_train: llama-server clips a larger per-slot -c to this
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A random llama's dimensions; `f16` stores its matrices at half the size."""
+
+    n_embd: int = 64
+    n_head: int = 4
+    n_layer: int = 2
+    n_ff: int = 128
+    f16: bool = False
+
+
+TINY = Shape()
 
 # Token types from gguf.TokenType, spelled out so building the vocab needs no import.
 _NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
@@ -60,8 +71,11 @@ def _vocab() -> tuple[list[str], list[float], list[int]]:
     return tokens, [0.0] * len(tokens), types
 
 
-def write_tiny_model(path: Path, seed: int = 0) -> Path:
+def write_tiny_model(path: Path, seed: int = 0, shape: Shape = TINY) -> Path:
     """Write a tiny random llama GGUF (about 470 KB) to ``path`` and return ``path``.
+
+    A larger ``shape`` gives a model that generates at a real model's pace (the
+    benchmarks use one), with the same vocabulary and the same printable output.
 
     The file appears atomically: it is written to a temporary sibling and renamed over
     ``path``, so a concurrent reader (or a crash midway) never sees a half-written model.
@@ -76,9 +90,11 @@ def write_tiny_model(path: Path, seed: int = 0) -> Path:
     tokens, scores, types = _vocab()
     rng = np.random.default_rng(seed)
 
-    def rand(*shape: int, std: Any = 0.02) -> Any:
+    matrix = np.float16 if shape.f16 else np.float32
+
+    def rand(*dims: int, std: Any = 0.02) -> Any:
         # Small weights keep activations tame. Cast last: f64 tensors crash llama-server.
-        return (rng.standard_normal(shape) * std).astype(np.float32)
+        return (rng.standard_normal(dims) * std).astype(matrix)
 
     def ones(n: int) -> Any:
         return np.ones(n, dtype=np.float32)
@@ -91,14 +107,14 @@ def write_tiny_model(path: Path, seed: int = 0) -> Path:
         w = gguf.GGUFWriter(tmp, "llama")
         w.add_name("llamad tiny random llama")
         w.add_basename("llamad-tiny")
-        w.add_file_type(0)  # ALL_F32
+        w.add_file_type(1 if shape.f16 else 0)  # MOSTLY_F16 or ALL_F32
         w.add_context_length(N_CTX)
-        w.add_embedding_length(N_EMBD)
-        w.add_block_count(N_LAYER)
-        w.add_feed_forward_length(N_FF)
-        w.add_head_count(N_HEAD)
-        w.add_head_count_kv(N_HEAD)
-        w.add_rope_dimension_count(N_EMBD // N_HEAD)
+        w.add_embedding_length(n_embd := shape.n_embd)
+        w.add_block_count(shape.n_layer)
+        w.add_feed_forward_length(n_ff := shape.n_ff)
+        w.add_head_count(shape.n_head)
+        w.add_head_count_kv(shape.n_head)
+        w.add_rope_dimension_count(n_embd // shape.n_head)
         w.add_layer_norm_rms_eps(1e-5)
         w.add_vocab_size(len(tokens))
         w.add_tokenizer_model("llama")
@@ -116,23 +132,24 @@ def write_tiny_model(path: Path, seed: int = 0) -> Path:
         w.add_uint32(gguf.Keys.Tokenizer.FIM_MID_ID, FIM_MID)
 
         # numpy shapes are (rows, cols) = GGUF's ne reversed: a weight maps cols -> rows.
-        w.add_tensor("token_embd.weight", rand(len(tokens), N_EMBD))
-        w.add_tensor("output_norm.weight", ones(N_EMBD))
-        # Emittable tokens get output rows 50x larger (std 1) than the rest. The final hidden state
-        # has norm 8 after RMSNorm, so their logits spread about +-8 while CONTROL bytes, <unk>
-        # and </s> sit near 0: sampling (top-k 40 by default) then picks printable text and
-        # essentially never stops early, so n_predict tokens give n_predict characters.
+        w.add_tensor("token_embd.weight", rand(len(tokens), n_embd))
+        w.add_tensor("output_norm.weight", ones(n_embd))
+        # Emittable tokens get output rows 50x larger (std 1) than the rest. The final hidden
+        # state has norm sqrt(n_embd) after RMSNorm (8 for TINY), so their logits spread about
+        # that far while CONTROL bytes, <unk> and </s> sit near 0: sampling (top-k 40 by
+        # default) then picks printable text and essentially never stops early, so n_predict
+        # tokens give n_predict characters.
         emit_std = np.array([1.0 if t in (_BYTE, _NORMAL) else 0.02 for t in types])
-        w.add_tensor("output.weight", rand(len(tokens), N_EMBD, std=emit_std[:, None]))
-        for i in range(N_LAYER):
+        w.add_tensor("output.weight", rand(len(tokens), n_embd, std=emit_std[:, None]))
+        for i in range(shape.n_layer):
             p = f"blk.{i}."
-            w.add_tensor(p + "attn_norm.weight", ones(N_EMBD))
+            w.add_tensor(p + "attn_norm.weight", ones(n_embd))
             for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
-                w.add_tensor(f"{p}{name}.weight", rand(N_EMBD, N_EMBD))
-            w.add_tensor(p + "ffn_norm.weight", ones(N_EMBD))
-            w.add_tensor(p + "ffn_gate.weight", rand(N_FF, N_EMBD))
-            w.add_tensor(p + "ffn_up.weight", rand(N_FF, N_EMBD))
-            w.add_tensor(p + "ffn_down.weight", rand(N_EMBD, N_FF))
+                w.add_tensor(f"{p}{name}.weight", rand(n_embd, n_embd))
+            w.add_tensor(p + "ffn_norm.weight", ones(n_embd))
+            w.add_tensor(p + "ffn_gate.weight", rand(n_ff, n_embd))
+            w.add_tensor(p + "ffn_up.weight", rand(n_ff, n_embd))
+            w.add_tensor(p + "ffn_down.weight", rand(n_embd, n_ff))
 
         w.write_header_to_file()
         w.write_kv_data_to_file()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from llamad.daemon.tinymodel import demo_model_path, write_tiny_model
+from llamad.daemon.tinymodel import TINY, Shape, demo_model_path, write_tiny_model
 
 DEADLINE = 15.0  # loading takes ~20 ms here; the margin is for a busy CI box
 
@@ -56,10 +56,21 @@ def request(port: int, path: str, body: object = None) -> tuple[int, dict[str, o
         conn.close()
 
 
-def test_real_llama_server_loads_and_serves_it(tmp_path: Path) -> None:
-    model = write_tiny_model(tmp_path / "tiny.gguf")
+# The benchmarks' paced model is this shape, scaled up: f16 matrices, more heads and layers.
+WIDER = Shape(n_embd=128, n_head=8, n_layer=3, n_ff=256, f16=True)
+
+
+@pytest.mark.parametrize(
+    ("shape", "size_range"),
+    [(TINY, (300_000, 700_000)), (WIDER, (900_000, 1_400_000))],
+    ids=["tiny", "wider-f16"],
+)
+def test_real_llama_server_loads_and_serves_it(
+    tmp_path: Path, shape: Shape, size_range: tuple[int, int]
+) -> None:
+    model = write_tiny_model(tmp_path / "tiny.gguf", shape=shape)
     size = model.stat().st_size
-    assert 300_000 < size < 700_000, size
+    assert size_range[0] < size < size_range[1], size
     port = free_port()
     # Inherited LLAMA_* variables would configure the child behind our back.
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_")}
