@@ -5,7 +5,8 @@ The gateway's added latency is mostly the CPU its event loop spends per request,
 candidate is judged by its CPU time per request (this process only; llama-server runs
 apart) as well as by its latency. The floor is the standard library's blocking
 `http.client`, the least a Python client can do. Candidates: httpx's transport (what
-llamad speaks elsewhere) and aiohttp, each on asyncio's own event loop and on uvloop.
+llamad speaks elsewhere), aiohttp (the relay's client before its own pool) and the relay's
+pool (`llamad.gateway.pool`), each on asyncio's own event loop and on uvloop.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from itertools import product
 
+import aiohttp
 import httpx
 import uvloop
 
 from bench.common import Context, Result, instance_keys, wait_for
 from bench.gateway import ONE_TOKEN, _healthy
 from bench.procs import floor_specs, launch_direct, stop_direct
+from llamad.gateway.pool import Pool
 
 WARMUP = 20
 Send = Callable[[], Awaitable[None]]
@@ -72,9 +75,13 @@ async def _httpx(port: int, n: int) -> tuple[list[float], float]:
 
 
 async def _aiohttp(port: int, n: int) -> tuple[list[float], float]:
-    from llamad.gateway.proxy import upstream_session  # the relay's own settings
-
-    async with upstream_session() as session:
+    # As the relay had it: no cookie jar, no headers of its own, no decompression.
+    connector = aiohttp.TCPConnector(limit=0, ssl=False, keepalive_timeout=4.0)
+    skip = ("User-Agent", "Accept", "Accept-Encoding")
+    async with aiohttp.ClientSession(
+        connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
+        skip_auto_headers=skip,
+    ) as session:  # fmt: skip
         url = f"http://127.0.0.1:{port}/v1/completions"
 
         async def send() -> None:
@@ -84,10 +91,29 @@ async def _aiohttp(port: int, n: int) -> tuple[list[float], float]:
         return await _timed(send, n)
 
 
+async def _pool(port: int, n: int) -> tuple[list[float], float]:
+    pool = Pool()
+    headers = [(k.encode(), v.encode()) for k, v in HEADERS.items()]
+
+    async def send() -> None:
+        answer = await pool.request(
+            "POST", f"http://127.0.0.1:{port}", "/v1/completions", headers, BODY
+        )
+        async for _ in answer.chunks():
+            pass
+        answer.close()
+
+    try:
+        return await _timed(send, n)
+    finally:
+        await pool.close()
+
+
 Timings = tuple[list[float], float]  # per-request ms, CPU seconds per request
 CANDIDATES: dict[str, Callable[[int, int], Coroutine[None, None, Timings]]] = {
     "httpx": _httpx,
     "aiohttp": _aiohttp,
+    "llamad pool": _pool,
 }
 
 

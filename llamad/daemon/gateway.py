@@ -18,7 +18,7 @@ from llamad.gateway.fleet import FleetModels, Identity
 from llamad.gateway.fleet_hosts import FleetHosts
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
-from llamad.gateway.proxy import upstream_session
+from llamad.gateway.pool import Pool
 from llamad.supervise.state import DaemonState
 
 log = structlog.get_logger("llamad.gateway")
@@ -55,9 +55,9 @@ def start_gateway(
 
 
 async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: asyncio.Event) -> None:
-    session = upstream_session()
+    pool = Pool()
     # Ollama's translation reads whole answers and speaks httpx like the rest of llamad;
-    # the OpenAI relay, where every millisecond shows, has the aiohttp session.
+    # the OpenAI relay, where every millisecond shows, has a pool of its own.
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
     # verify=False only spares building a TLS context: instances and peers speak plain HTTP.
     client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10), limits=limits, verify=False)
@@ -65,7 +65,7 @@ async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: async
     peers = asyncio.create_task(_fleet(gateway, hosts), name="gateway-fleet")
     listen = f"{cfg.host}:{cfg.port}"
     try:
-        app = build_app(gateway, ollama_routes(gateway, client), session=session)
+        app = build_app(gateway, ollama_routes(gateway, client), pool=pool)
         await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))
@@ -79,7 +79,7 @@ async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: async
         await hosts.close()  # the mDNS browser, within its deadline
         await gateway.close()
         await client.aclose()
-        await session.close()
+        await pool.close()
 
 
 async def _fleet(gateway: Gateway, hosts: FleetHosts) -> None:

@@ -56,7 +56,7 @@ async def start(
         version = resolved.llama_server_version
         guard.start("remote", lambda: serve_remote(app, remote, stop, version), retry=True)
     if resolved.gateway is not None:
-        # Only a daemon with a gateway pays for its client stack (aiohttp, ~6 MB resident).
+        # Only a daemon with a gateway pays for its modules (memory, and start time).
         from llamad.daemon.gateway import start_gateway
 
         me = identity(controller.status())

@@ -11,7 +11,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import aiohttp
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -19,6 +18,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llamad.gateway.core import Gateway
+from llamad.gateway.pool import Pool
 from llamad.gateway.port import GatewayError, ModelView
 from llamad.gateway.proxy import (
     Bad,
@@ -163,12 +163,11 @@ def build_app(
     gateway: Gateway,
     extra_routes: Sequence[BaseRoute] = (),
     *,
-    session: aiohttp.ClientSession,
+    pool: Pool,
 ) -> ASGIApp:
     """The gateway's ASGI app: its routes, then `extra_routes` (e.g. an Ollama facade),
-    behind the key check. Upstream requests go through `session`, which the caller owns
-    (`proxy.upstream_session()`)."""
-    relay = Relay(session)
+    behind the key check. Upstream requests go through `pool`, which the caller owns."""
+    relay = Relay(pool)
 
     async def models(request: Request) -> Response:
         data = [model_entry(v, gateway.created) for v in gateway.models()]

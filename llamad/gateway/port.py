@@ -1,7 +1,7 @@
 """What other route sets (the Ollama facade) code against: views, upstreams and errors.
 
 `Gateway` in `core.py` implements `GatewayPort`; a route set gets one and mounts its
-routes on the gateway's app with `app.build_app(gateway, extra_routes, session=...)`.
+routes on the gateway's app with `app.build_app(gateway, extra_routes, pool=...)`.
 """
 
 from __future__ import annotations

@@ -12,11 +12,11 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from urllib.parse import quote
 
-import aiohttp
 from starlette.types import Receive, Scope, Send
-from yarl import URL
 
+from llamad.gateway.pool import Answer, Pool
 from llamad.gateway.port import GatewayError, Upstream, UpstreamError
 
 # Hop-by-hop headers, our own framing, and the client's credentials for the gateway.
@@ -26,13 +26,8 @@ _DROP_UP = {
     b"authorization", b"x-api-key", b"expect",
 }  # fmt: skip
 _DROP_DOWN = {b"connection", b"keep-alive", b"transfer-encoding", b"date", b"server"}
-# Connect quickly or fail; never cut a long generation.
-TIMEOUTS = aiohttp.ClientTimeout(total=None, sock_connect=10.0)
-# Below the 5 s keep-alive of llama-server (cpp-httplib's default) and of uvicorn (a
-# fleet peer's gateway), so a pooled connection is not reused just as the server closes it.
-KEEPALIVE_S = 4.0
-
-Headers = list[tuple[bytes, bytes]]
+# What a path may hold as it is: the rest is percent-encoded for the request line.
+_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
 
 
 class Bad(GatewayError):
@@ -81,27 +76,11 @@ async def guard(receive: Receive, work: Awaitable[None]) -> None:
                 raise
 
 
-def upstream_session() -> aiohttp.ClientSession:
-    """Keep-alive connections to the instances and fleet peers, as many as streams need.
-
-    aiohttp rather than httpx, which llamad uses everywhere else: on the relay's hot path
-    httpx's transport cost three to five times aiohttp's CPU per request (bench/machinery).
-    """
-    connector = aiohttp.TCPConnector(limit=0, ssl=False, keepalive_timeout=KEEPALIVE_S)
-    return aiohttp.ClientSession(
-        connector=connector,
-        timeout=TIMEOUTS,
-        auto_decompress=False,  # bytes pass through as the instance encoded them
-        cookie_jar=aiohttp.DummyCookieJar(),
-        skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"),
-    )
-
-
 class Relay:
-    """Sends leased requests upstream over one pooled aiohttp session."""
+    """Sends leased requests upstream over one pool of kept-alive connections."""
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
-        self.session = session
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
 
     async def relay(
         self,
@@ -112,45 +91,47 @@ class Relay:
         body: bytes,
         first_byte: Callable[[int], None],
     ) -> None:
-        """Send the request to `upstream` at `path` and stream the answer back."""
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in _headers(scope)
-                   if k.lower() not in _DROP_UP]  # fmt: skip
-        headers += upstream.headers.items()
+        """Send the request to `upstream` at `path` and stream the answer back.
+
+        Upstream timeouts: 10 s to connect, none after, so a long generation is never cut.
+        """
+        headers = [(k, v) for k, v in _headers(scope) if k.lower() not in _DROP_UP]
+        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in upstream.headers.items()]
         query = scope.get("query_string", b"")
-        # encoded=True: the path and query reach the instance byte for byte.
-        url = URL(upstream.base_url + path + ("?" + query.decode() if query else ""), encoded=True)
+        target = quote(path, safe=_PATH_SAFE) + ("?" + query.decode("latin-1") if query else "")
         send_body = body if body or scope["method"] in ("POST", "PUT", "PATCH") else None
         try:
-            response = await self.session.request(
-                scope["method"], url, headers=headers, data=send_body, allow_redirects=False
+            answer = await self.pool.request(
+                scope["method"], upstream.base_url, target, headers, send_body
             )
-        except (aiohttp.ClientError, OSError) as exc:
+        except OSError as exc:
             name = upstream.model.name
             raise UpstreamError(f"model {name!r}: {exc or type(exc).__name__}") from None
         try:
-            out = [(k, v) for k, v in response.raw_headers if k.lower() not in _DROP_DOWN]
-            sse = response.content_type == "text/event-stream"
-            if sse and "x-accel-buffering" not in response.headers:
-                out.append((b"x-accel-buffering", b"no"))
-            await send({"type": "http.response.start", "status": response.status, "headers": out})
-            first_byte(response.status)
-            try:
-                async for chunk in response.content.iter_any():
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except (aiohttp.ClientError, OSError) as exc:
-                # The instance (or a fleet peer) broke off. A stream ends with an error
-                # event, so a client can tell it from a finished answer.
-                if sse:
-                    error = _sse_error(upstream, exc)
-                    await send({"type": "http.response.body", "body": error, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await self._answer(send, upstream, answer, first_byte)
         finally:
-            # close(), not release(): an answer not read to its end (the client left)
-            # must drop the connection, so the instance stops generating.
-            if response.content.at_eof():
-                response.release()
-            else:
-                response.close()
+            answer.close()
+
+    async def _answer(
+        self, send: Send, upstream: Upstream, answer: Answer, first_byte: Callable[[int], None]
+    ) -> None:
+        out = [(k, v) for k, v in answer.headers if k.lower() not in _DROP_DOWN]
+        kind = next((v for k, v in answer.headers if k.lower() == b"content-type"), b"")
+        sse = kind.split(b";")[0].strip().lower() == b"text/event-stream"
+        if sse and not any(k.lower() == b"x-accel-buffering" for k, _ in out):
+            out.append((b"x-accel-buffering", b"no"))
+        await send({"type": "http.response.start", "status": answer.status, "headers": out})
+        first_byte(answer.status)
+        try:
+            async for chunk in answer.chunks():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except OSError as exc:
+            # The instance (or a fleet peer) broke off. A stream ends with an error
+            # event, so a client can tell it from a finished answer.
+            if sse:
+                error = _sse_error(upstream, exc)
+                await send({"type": "http.response.body", "body": error, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _sse_error(upstream: Upstream, exc: Exception) -> bytes:

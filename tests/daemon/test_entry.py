@@ -57,7 +57,6 @@ NOT_BEFORE_LAUNCH = (
     "watchfiles",
     "httpx",
     "httpcore",
-    "aiohttp",
     "rich",
     "click",
     "psutil",
@@ -106,8 +105,8 @@ def test_console_logs_still_get_rich_tracebacks_where_rich_is_installed(
 
 
 def test_a_daemon_without_a_gateway_never_loads_its_stack() -> None:
-    """The services a running daemon starts leave the gateway's modules (and aiohttp, its
-    client) to a config that has a `[gateway]`: the idle footprint stays as it was."""
+    """The services a running daemon starts leave the gateway's modules to a config that
+    has a `[gateway]`: the idle footprint stays as it was."""
     code = (
         "import sys, json\n"
         "import llamad.daemon.services\n"
@@ -117,6 +116,4 @@ def test_a_daemon_without_a_gateway_never_loads_its_stack() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30
     )
     loaded = json.loads(run.stdout.splitlines()[-1])
-    assert [
-        m for m in loaded if m.split(".")[0] == "aiohttp" or m.startswith("llamad.gateway")
-    ] == []
+    assert [m for m in loaded if m.startswith("llamad.gateway")] == []

@@ -1,0 +1,230 @@
+"""Kept-alive HTTP/1.1 connections to instances and fleet peers, for the relay.
+
+asyncio transports with httptools (llhttp, the parser uvicorn serves with) reading the
+answers. The relay needs a small part of HTTP: one request written whole with its
+Content-Length, an answer streamed back as it arrives, a connection reused when the answer
+ended cleanly and dropped otherwise. Doing only that costs the daemon half the CPU per
+request of aiohttp's client (bench/machinery), and a relayed request about 0.4 ms less.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import AsyncIterator
+from typing import cast
+from urllib.parse import urlsplit
+
+import httptools
+
+Headers = list[tuple[bytes, bytes]]
+
+# Below the 5 s keep-alive of llama-server (cpp-httplib's default) and of uvicorn (a
+# fleet peer's gateway), so a pooled connection is not reused just as the server closes it.
+KEEPALIVE_S = 4.0
+CONNECT_TIMEOUT_S = 10.0
+# An answer the client reads slower than the instance writes stops being read from the
+# instance past this many buffered bytes, and starts again below a quarter of it.
+HIGH_WATER = 256 * 1024
+
+
+class Broken(ConnectionError):
+    """The upstream connection failed or closed before its answer ended."""
+
+
+class _Conn(asyncio.Protocol):
+    """One connection; it carries one request at a time."""
+
+    def __init__(self, key: tuple[str, int]) -> None:
+        self.key = key
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.lost = False
+        self.reused = False
+        self.expiry: asyncio.TimerHandle | None = None
+        self._begin()
+
+    def _begin(self) -> None:
+        self.head: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.headers: Headers = []
+        self.body: collections.deque[bytes] = collections.deque()
+        self.buffered = 0
+        self.paused = self.done = self.until_close = self.got_bytes = self.keep_alive = False
+        self.waiter: asyncio.Future[None] | None = None
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports have asyncio.Transport's methods, not its class.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.got_bytes = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(Broken(f"unreadable answer: {exc}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if self.head.done() and self.until_close:
+            self.done = True  # an answer without a length ends with its connection
+            self._wake()
+        else:
+            self._fail(Broken(str(exc) if exc else "the connection was closed"))
+
+    # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        names = {k.lower() for k, _ in self.headers}
+        status = self.parser.get_status_code()
+        self.until_close = not ({b"content-length", b"transfer-encoding"} & names) and not (
+            status < 200 or status in (204, 304)
+        )
+        if not self.head.done():
+            self.head.set_result(None)
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+        self.buffered += len(body)
+        if self.buffered > HIGH_WATER and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        # Asked here: llhttp forgets the answer's Connection header once it has ended.
+        self.keep_alive = self.parser.should_keep_alive()
+        self.done = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def _fail(self, exc: Broken) -> None:
+        self.lost = True
+        if self.transport is not None:
+            self.transport.close()
+        if not self.head.done():
+            self.head.set_exception(exc)
+        elif self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(exc)
+
+
+class Answer:
+    """An upstream answer: status and headers now, the body as it arrives."""
+
+    def __init__(self, conn: _Conn, pool: Pool, head_only: bool) -> None:
+        self._conn, self._pool = conn, pool
+        self.status = conn.parser.get_status_code()
+        self.headers = conn.headers
+        self._head_only = head_only
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body, in pieces as large as what has arrived since the last one."""
+        c = self._conn
+        while not self._head_only:
+            if c.body:
+                data = b"".join(c.body)
+                c.body.clear()
+                c.buffered = 0
+                if c.paused and c.transport is not None:
+                    c.paused = False
+                    c.transport.resume_reading()
+                yield data
+            elif c.done:
+                return
+            elif c.lost:
+                raise Broken("the connection was closed mid-answer")
+            else:
+                c.waiter = asyncio.get_running_loop().create_future()
+                await c.waiter
+
+    @property
+    def complete(self) -> bool:
+        """The whole body has arrived."""
+        return self._conn.done and not self._conn.body
+
+    def close(self) -> None:
+        """Give the connection back when the answer ended cleanly; drop it otherwise, so
+        an instance that is still writing (the client left) stops generating."""
+        c = self._conn
+        reuse = c.done and not c.body and not self._head_only and not c.until_close
+        if reuse and not c.lost and c.keep_alive:
+            self._pool.put(c)
+        elif c.transport is not None:
+            c.transport.close()
+
+
+class Pool:
+    """Kept-alive connections per (host, port), as many as concurrent requests need."""
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, int], list[_Conn]] = {}
+
+    async def request(
+        self, method: str, base_url: str, target: str, headers: Headers, body: bytes | None
+    ) -> Answer:
+        """Send one request to `base_url` + `target` and wait for the answer's head."""
+        url = urlsplit(base_url)
+        host, port = url.hostname or "127.0.0.1", url.port or 80
+        head = [f"{method} {url.path.rstrip('/')}{target} HTTP/1.1\r\n".encode("latin-1")]
+        head += [b"host: ", url.netloc.encode("latin-1"), b"\r\n"]
+        for k, v in headers:
+            head += [k, b": ", v, b"\r\n"]
+        if body is not None:
+            head.append(b"content-length: %d\r\n" % len(body))
+        data = b"".join([*head, b"\r\n", body or b""])
+        while True:
+            conn = await self._get((host, port))
+            assert conn.transport is not None
+            conn.transport.write(data)
+            try:
+                await conn.head
+            except Broken:
+                # A kept-alive connection the server closed as we reused it never saw the
+                # request: send it again on a new one.
+                if conn.reused and not conn.got_bytes:
+                    continue
+                raise
+            except BaseException:
+                conn.transport.close()
+                raise
+            return Answer(conn, self, head_only=method == "HEAD")
+
+    async def _get(self, key: tuple[str, int]) -> _Conn:
+        idle = self._idle.get(key, [])
+        while idle:
+            conn = idle.pop()
+            if conn.expiry is not None:
+                conn.expiry.cancel()
+            if not conn.lost:
+                conn.reused = True
+                conn._begin()
+                return conn
+        loop = asyncio.get_running_loop()
+        connect = loop.create_connection(lambda: _Conn(key), *key)
+        _, conn = await asyncio.wait_for(connect, CONNECT_TIMEOUT_S)
+        return conn
+
+    def put(self, conn: _Conn) -> None:
+        """Keep `conn` for the next request to its host, for KEEPALIVE_S at most."""
+        self._idle.setdefault(conn.key, []).append(conn)
+        conn.expiry = asyncio.get_running_loop().call_later(KEEPALIVE_S, self._expire, conn)
+
+    def _expire(self, conn: _Conn) -> None:
+        idle = self._idle.get(conn.key, [])
+        if conn in idle:
+            idle.remove(conn)
+        if conn.transport is not None:
+            conn.transport.close()
+
+    async def close(self) -> None:
+        """Close every idle connection (a busy one closes with its answer)."""
+        for idle in self._idle.values():
+            for conn in idle:
+                if conn.transport is not None:
+                    conn.transport.close()
+        self._idle.clear()

@@ -1,0 +1,247 @@
+"""The relay's upstream pool: kept-alive connections, answers streamed as they come, and
+every way an upstream can end an answer early.
+
+A scripted asyncio server plays the upstream for what llama-server can't do on demand
+(garbage, a close mid-answer, an answer without a length); reuse and streaming are also
+checked against the real llama-server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from llamad.gateway import pool as pool_module
+from llamad.gateway.pool import Broken, Pool
+from tests.daemon.test_tinymodel import free_port, llama_server, request
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+JSON = [(b"content-type", b"application/json")]
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    """One request's head and body (by its Content-Length)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":")[1]) for line in head.split(b"\r\n")
+         if line.lower().startswith(b"content-length:")),
+        0,
+    )  # fmt: skip
+    return head + await reader.readexactly(length)
+
+
+@contextlib.asynccontextmanager
+async def upstream(handler: Handler) -> AsyncIterator[tuple[str, list[int]]]:
+    """A server running `handler` per connection; yields its URL and a connection count."""
+    connections: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        try:
+            await handler(reader, writer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", connections
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def every_request(reply: bytes) -> Handler:
+    """An upstream that answers every request on a connection with `reply`."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(reader)
+            writer.write(reply)
+
+    return handler
+
+
+async def body_of(pool: Pool, url: str, method: str = "POST") -> tuple[int, bytes]:
+    answer = await pool.request(method, url, "/x", JSON, b"{}" if method == "POST" else None)
+    try:
+        return answer.status, b"".join([chunk async for chunk in answer.chunks()])
+    finally:
+        answer.close()
+
+
+async def test_a_connection_is_kept_and_reused() -> None:
+    pool = Pool()
+    ok = every_request(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+    async with upstream(ok) as (url, connections):
+        for _ in range(3):
+            assert await body_of(pool, url) == (200, b"ok")
+        assert len(connections) == 1
+    await pool.close()
+
+
+async def test_a_connection_the_server_closed_is_not_reused_and_the_request_goes_again() -> None:
+    seen: list[bytes] = []
+
+    async def once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Keep-alive promised, then the connection is dropped without reading the next
+        # request: as llama-server does after a stream.
+        seen.append(await read_request(reader))
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n")
+        await writer.drain()
+
+    pool = Pool()
+    async with upstream(once) as (url, connections):
+        assert await body_of(pool, url) == (200, b"ok")
+        assert await body_of(pool, url) == (200, b"ok")
+        assert len(connections) == 2
+    assert len(seen) == 2  # each request reached the upstream once
+    await pool.close()
+
+
+async def test_an_answer_without_a_length_ends_with_its_connection() -> None:
+    async def until_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nall of it")
+
+    pool = Pool()
+    async with upstream(until_close) as (url, connections):
+        assert await body_of(pool, url) == (200, b"all of it")
+        assert await body_of(pool, url) == (200, b"all of it")
+        assert len(connections) == 2
+    await pool.close()
+
+
+async def test_a_close_mid_answer_raises_broken() -> None:
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly this")
+        await writer.drain()
+
+    pool = Pool()
+    async with upstream(cut) as (url, _):
+        answer = await pool.request("POST", url, "/x", JSON, b"{}")
+        got: list[bytes] = []
+
+        async def read_all() -> None:
+            async for chunk in answer.chunks():
+                got.append(chunk)
+
+        with pytest.raises(Broken, match="closed"):
+            await read_all()
+        answer.close()
+        assert b"".join(got) == b"only this"
+    await pool.close()
+
+
+@pytest.mark.parametrize("reply", [b"SPDY/9 what\r\n\r\n", b""], ids=["garbage", "nothing"])
+async def test_an_unreadable_or_missing_answer_raises_broken(reply: bytes) -> None:
+    async def bad(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(reply)
+        await writer.drain()
+
+    pool = Pool()
+    async with upstream(bad) as (url, _):
+        with pytest.raises(Broken):
+            await pool.request("POST", url, "/x", JSON, b"{}")
+    await pool.close()
+
+
+async def test_nothing_listening_is_an_oserror() -> None:
+    with pytest.raises(ConnectionRefusedError):
+        await Pool().request("GET", f"http://127.0.0.1:{free_port()}", "/x", [], None)
+
+
+async def test_a_head_answer_has_no_body_and_its_connection_is_not_reused() -> None:
+    pool = Pool()
+    head = every_request(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n")
+    async with upstream(head) as (url, connections):
+        assert await asyncio.wait_for(body_of(pool, url, "HEAD"), 10) == (200, b"")
+        assert await asyncio.wait_for(body_of(pool, url, "HEAD"), 10) == (200, b"")
+        assert len(connections) == 2
+    await pool.close()
+
+
+async def test_a_reader_slower_than_the_upstream_pauses_reading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pool_module, "HIGH_WATER", 64 * 1024)
+    size = 4 * 1024 * 1024
+
+    async def big(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % size)
+        writer.write(b"x" * size)
+        await writer.drain()
+
+    pool = Pool()
+    async with upstream(big) as (url, _):
+        answer = await pool.request("POST", url, "/x", JSON, b"{}")
+        conn = answer._conn
+        deadline = asyncio.get_running_loop().time() + 10
+        while not conn.paused:  # nothing reads the answer: the pool stops reading it
+            assert asyncio.get_running_loop().time() < deadline, "never paused"
+            await asyncio.sleep(0.01)
+        assert conn.buffered < size
+        total = sum([len(chunk) async for chunk in answer.chunks()])
+        assert total == size
+        answer.close()
+    await pool.close()
+
+
+async def test_idle_connections_close_after_the_keepalive(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool_module, "KEEPALIVE_S", 0.05)
+    closed = asyncio.Event()
+
+    async def keep(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        assert await reader.read() == b""  # the pool closed its end
+        closed.set()
+
+    pool = Pool()
+    async with upstream(keep) as (url, _):
+        assert await body_of(pool, url) == (200, b"ok")
+        await asyncio.wait_for(closed.wait(), 10)
+        assert pool._idle[next(iter(pool._idle))] == []
+    await pool.close()
+
+
+async def test_real_llama_server_keeps_plain_answers_alive_and_streams(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    port = free_port()
+    args = ["-m", str(tiny_model), "--port", str(port), "-c", "256", "-np", "1"]
+    log = (tmp_path / "server.log").open("wb")
+    proc = await asyncio.create_subprocess_exec(llama_server(), *args, stdout=log, stderr=log)
+    log.close()
+    pool = Pool()
+    try:
+        deadline = asyncio.get_running_loop().time() + 15
+        while True:
+            with contextlib.suppress(OSError):
+                if await asyncio.to_thread(request, port, "/health") == (200, {"status": "ok"}):
+                    break
+            assert asyncio.get_running_loop().time() < deadline, "llama-server never ready"
+            await asyncio.sleep(0.02)
+        url = f"http://127.0.0.1:{port}"
+        for stream in (False, False, True, True, False):
+            body = b'{"prompt": "hi", "max_tokens": 4, "stream": %s}' % str(stream).lower().encode()
+            answer = await pool.request("POST", url, "/v1/completions", JSON, body)
+            text = b"".join([chunk async for chunk in answer.chunks()])
+            assert answer.status == 200
+            assert answer.complete
+            assert text.rstrip().endswith(b"data: [DONE]") if stream else text.startswith(b"{")
+            answer.close()
+    finally:
+        await pool.close()
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 15)
