@@ -20,6 +20,11 @@ from llamad.supervise.port_owner import port_owner
 
 TAIL_LINES = 50
 _CHUNK = 65536
+# llama-server logs a line per write, nine or so per request, on the loop the gateway
+# relays on. Output is gathered this long before it is redacted and written, which turns
+# those wake-ups, records and writes into one: a quarter of the daemon's CPU per relayed
+# request. A read of half a chunk or more (a verbose child) goes on at once.
+_GATHER_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,7 @@ class Child:
         self.started = asyncio.get_running_loop().time()
         self.started_at = time.time()  # wall clock, for the start-time metric
         self._write = write
+        self._exited = asyncio.Event()  # the last output is wanted now: no more gathering
         self._pump = asyncio.create_task(self._read_output(), name=f"pump-{proc.pid}")
 
     @classmethod
@@ -134,6 +140,9 @@ class Child:
             *lines, partial = (partial + chunk).split(b"\n")
             if lines:
                 self._lines(lines)
+            if len(chunk) < _CHUNK // 2 and not self._exited.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._exited.wait(), _GATHER_S)
         if partial:
             self._lines([partial])
 
@@ -155,6 +164,7 @@ class Child:
     async def wait(self) -> ExitInfo:
         """Wait for the exit (reaped by asyncio, so no zombie) and the last of its output."""
         code = await self.proc.wait()
+        self._exited.set()
         try:
             # Output still in the pipe belongs to the tail; a grandchild holding the pipe
             # open must not keep the exit from being reported.

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import Llamad, free_port, write_config
+from helpers import Llamad, free_port, wait_for, write_config
 
 pytest.importorskip("mlx_lm", reason="the mlx extra does not install on this platform")
 
@@ -62,9 +62,10 @@ def test_real_server_ready_streams_and_recovers_from_kill_9(
     port = free_port()
     with Llamad(config(tmp_path, {"model": tiny_mlx_model, "port": port})) as d:
         pid = d.wait_running("m", timeout=START)
-        # Ready was only declared after a one-token completion succeeded.
-        log = (tmp_path / "state" / "logs" / "m.log").read_text()
-        assert 'POST /v1/completions HTTP/1.1" 200' in log
+        # Ready was only declared after a one-token completion succeeded (the log is
+        # written a moment later: output is gathered before it is written).
+        log = tmp_path / "state" / "logs" / "m.log"
+        wait_for(lambda: 'POST /v1/completions HTTP/1.1" 200' in log.read_text(), 10, "the log")
         status = d.status()
         assert status["daemon"]["backends"]["mlx"]["version"] not in ("", "unknown")
         inst = d.instance("m")
