@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib
 import signal
 import sys
@@ -94,6 +95,10 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
             )
             signals.on_hangup(reloader.request)
             notifier.ready()
+            # What exists by now lives as long as the daemon (modules, the web stack, the
+            # config): full collections skip it from here on. One took 15 to 40 ms with
+            # the web stack loaded, pausing every request in flight; 4 ms after this.
+            gc.freeze()
             log.info(
                 "daemon.started",
                 config=str(resolved.path),
