@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from llamad.gateway import connection as connection_module
 from llamad.gateway import pool as pool_module
-from llamad.gateway.pool import Broken, Pool
+from llamad.gateway.connection import Broken
+from llamad.gateway.pool import Pool
 from tests.daemon.test_tinymodel import free_port, llama_server, request
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -172,7 +174,7 @@ async def test_a_head_answer_has_no_body_and_its_connection_is_not_reused() -> N
 async def test_a_reader_slower_than_the_upstream_pauses_reading(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(pool_module, "HIGH_WATER", 64 * 1024)
+    monkeypatch.setattr(connection_module, "HIGH_WATER", 64 * 1024)
     size = 4 * 1024 * 1024
 
     async def big(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -1,0 +1,105 @@
+"""One HTTP/1.1 connection to an instance or a fleet peer, carrying one request at a time.
+
+An asyncio protocol that httptools (llhttp) reads answers with: the head is awaited, the
+body queues up until the relay takes it, and reading pauses when the relay falls behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import cast
+
+import httptools
+
+Headers = list[tuple[bytes, bytes]]
+
+# An answer the client reads slower than the instance writes stops being read from the
+# instance past this many buffered bytes, and starts again once the relay has taken them.
+HIGH_WATER = 256 * 1024
+
+
+class Broken(ConnectionError):
+    """The upstream connection failed or closed before its answer ended."""
+
+
+class Connection(asyncio.Protocol):
+    """One connection and the answer it is reading."""
+
+    def __init__(self, key: tuple[str, int]) -> None:
+        self.key = key
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.lost = False
+        self.reused = False
+        self.expiry: asyncio.TimerHandle | None = None
+        self.begin()
+
+    def begin(self) -> None:
+        """Ready for the next request's answer."""
+        self.head: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.headers: Headers = []
+        self.body: collections.deque[bytes] = collections.deque()
+        self.buffered = 0
+        self.paused = self.done = self.until_close = self.got_bytes = self.keep_alive = False
+        self.waiter: asyncio.Future[None] | None = None
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports have asyncio.Transport's methods, not its class.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.got_bytes = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(Broken(f"unreadable answer: {exc}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if self.head.done() and self.until_close:
+            self.done = True  # an answer without a length ends with its connection
+            self._wake()
+        else:
+            self._fail(Broken(str(exc) if exc else "the connection was closed"))
+
+    # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        names = {k.lower() for k, _ in self.headers}
+        status = self.parser.get_status_code()
+        self.until_close = not ({b"content-length", b"transfer-encoding"} & names) and not (
+            status < 200 or status in (204, 304)
+        )
+        if not self.head.done():
+            self.head.set_result(None)
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+        self.buffered += len(body)
+        if self.buffered > HIGH_WATER and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        # Asked here: llhttp forgets the answer's Connection header once it has ended.
+        self.keep_alive = self.parser.should_keep_alive()
+        self.done = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def _fail(self, exc: Broken) -> None:
+        self.lost = True
+        if self.transport is not None:
+            self.transport.close()
+        if not self.head.done():
+            self.head.set_exception(exc)
+        elif self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(exc)
