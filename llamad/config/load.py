@@ -18,7 +18,8 @@ from llamad.config.gateway_table import Gateway, resolve_gateway
 from llamad.config.readfile import read_partial
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.config.resolve import Resolver
-from llamad.config.schema import ConfigError, ConfigFile, where_is
+from llamad.config.schema import ConfigError, ConfigFile
+from llamad.config.tomlpos import where_is
 from llamad.fleet.table import Fleet, Peer
 
 __all__ = ["ConfigError", "Daemon", "InstanceSpec", "Resolved", "check", "load", "resolve"]

@@ -14,15 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError as PydanticError
 
-from llamad.config.schema import (
-    ConfigError,
-    ConfigFile,
-    bad_names,
-    fleet_of,
-    pydantic_lines,
-    read_text,
-    validate_file,
-)
+from llamad.config.messages import bad_names, pydantic_lines
+from llamad.config.schema import ConfigError, ConfigFile, fleet_of, read_text, validate_file
 
 # Each round sets aside at least one part; a file with more broken parts than this is
 # reported in full anyway by the next run.

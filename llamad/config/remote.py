@@ -15,7 +15,7 @@ from llamad.common.hosts import is_loopback
 from llamad.common.paths import anchored
 from llamad.common.tokenfile import MIN_TOKEN_CHARS, TokenFileError, check_private, read_token
 from llamad.config.fleet_tables import RemoteSettings, split_listen
-from llamad.config.schema import where_is
+from llamad.config.tomlpos import where_is
 
 Problem = Callable[[str, str], None]  # (key under daemon.remote, message)
 

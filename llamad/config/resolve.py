@@ -16,7 +16,9 @@ from llamad.backends.registry import BACKENDS, DEFAULT_KIND
 from llamad.backends.spec import InstanceSpec
 from llamad.common.hosts import same_address
 from llamad.common.paths import anchored
-from llamad.config.schema import ConfigFile, InstanceTable, SuperviseSettings, describe, where_is
+from llamad.config.messages import describe
+from llamad.config.schema import ConfigFile, InstanceTable, SuperviseSettings
+from llamad.config.tomlpos import where_is
 from llamad.lifecycle.states import Knobs
 
 

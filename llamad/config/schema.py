@@ -1,4 +1,4 @@
-"""The shape of `llamad.toml`, read with pydantic-settings, and its errors as one-liners.
+"""The shape of `llamad.toml`, read with pydantic-settings (its errors: `messages.py`).
 
 This module checks structure only: tables, daemon and supervise keys, types. What each
 instance's llama-server keys mean is decided in `spec.py` against the installed binary.
@@ -21,8 +21,6 @@ from pydantic import (
     NonNegativeInt,
     PositiveInt,
 )
-from pydantic import ValidationError as PydanticError
-from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -31,10 +29,9 @@ from pydantic_settings import (
 )
 
 from llamad.backends.registry import DEFAULT_KIND
-from llamad.common.redact import any_secret, scrub, shown
 from llamad.config.fleet_tables import RemoteSettings
 from llamad.config.gateway_table import GatewaySettings
-from llamad.config.tomlpos import locate
+from llamad.config.tomlpos import where_is
 from llamad.fleet.table import Fleet, parse_fleet
 
 Scalar = str | int | float | bool
@@ -137,7 +134,6 @@ class ConfigFile(BaseSettings):
         return (init_settings, TomlConfigSettingsSource(settings_cls, toml_file=_toml_file.get()))
 
 
-_INSTANCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
@@ -177,68 +173,3 @@ def validate_file(path: Path | None, data: dict[str, Any]) -> ConfigFile:
         return ConfigFile(**data)
     finally:
         _toml_file.reset(token)
-
-
-def bad_names(path: Path, text: str, names: Iterable[str]) -> list[str]:
-    """One line per instance name that is not letters, digits, '.', '_' or '-'."""
-    return [
-        f"{where_is(path, text, ('instances', n))}: instance name {n!r} must be letters, "
-        "digits, '.', '_' or '-' (1 to 64)"
-        for n in names
-        if not _INSTANCE_NAME.match(n)
-    ]
-
-
-def where_is(path: Path, text: str, keys: tuple[str | int, ...]) -> str:
-    """`file:line` for a dotted key when the line can be found, else just the file."""
-    line = locate(text, tuple(str(k) for k in keys))
-    return f"{path}:{line}" if line else str(path)
-
-
-def pydantic_lines(path: Path, text: str, exc: PydanticError) -> list[str]:
-    lines = []
-    for err in exc.errors(include_url=False):
-        loc = tuple(err["loc"])
-        dotted = ".".join(str(p) for p in loc)
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown key {str(loc[-1])!r}"
-            hint = _suggest(loc)
-            if hint:
-                msg += f" (did you mean {hint}?)"
-            dotted = ".".join(str(p) for p in loc[:-1]) or "top level"
-        elif err["type"] == "missing":
-            msg = "is required"
-        else:
-            msg = describe(err)
-        lines.append(f"{where_is(path, text, loc)}: {dotted}: {msg}")
-    return lines
-
-
-def describe(err: ErrorDetails, where: tuple[object, ...] = ()) -> str:
-    """A pydantic error as the tail of one of our lines: 'must be ... (got X)'.
-
-    `where` is the path of keys above `err["loc"]`; under a secret key the value is not shown.
-    """
-    keys = (*where, *err["loc"])
-    if err["type"] == "value_error" and "error" in err.get("ctx", {}):
-        # Our validators' messages already say what was got.
-        msg = str(err["ctx"]["error"])
-        return scrub(msg, err.get("input")) if any_secret(keys) else msg
-    msg = err["msg"]
-    return f"{msg[:1].lower()}{msg[1:]} (got {shown(keys, err.get('input'))})"
-
-
-def _suggest(loc: tuple[Any, ...]) -> str | None:
-    import difflib
-
-    # The table holding the unknown key: its path with list indices dropped.
-    section = ".".join(str(p) for p in loc[:-1] if not isinstance(p, int)) or None
-    fields = {
-        "daemon": DaemonSettings.model_fields,
-        "daemon.remote": RemoteSettings.model_fields,
-        "supervise": SuperviseSettings.model_fields,
-        "gateway": GatewaySettings.model_fields,
-        None: ConfigFile.model_fields,
-    }.get(section, {})
-    match = difflib.get_close_matches(str(loc[-1]), list(fields), n=1)
-    return match[0] if match else None

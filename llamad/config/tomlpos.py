@@ -8,6 +8,7 @@ when it cannot place a key it answers None and the error names just the file.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"'.\s]+?)\s*=")
@@ -60,3 +61,9 @@ def _better(best: tuple[int, int] | None, matched: int, line: int) -> tuple[int,
     if matched and (best is None or matched > best[0]):
         return (matched, line)
     return best
+
+
+def where_is(path: Path, text: str, keys: tuple[str | int, ...]) -> str:
+    """`file:line` for a dotted key when the line can be found, else just the file."""
+    line = locate(text, tuple(str(k) for k in keys))
+    return f"{path}:{line}" if line else str(path)
