@@ -28,17 +28,16 @@ from llamad.lifecycle.states import (
     Signal,
     Spawn,
     Spawned,
-    SpawnFailed,
     State,
     Stop,
     StopWaiting,
     Timer,
-    WorkersMissing,
     WorkersReady,
 )
 from llamad.supervise.hooks import InstanceHooks
 from llamad.supervise.process import Child, ExitInfo
 from llamad.supervise.runtime import Runtime
+from llamad.supervise.spawn import await_workers, spawn
 from llamad.supervise.watch import watch
 
 log = structlog.get_logger("llamad.instance")
@@ -195,38 +194,19 @@ class Instance:
     # Process ---------------------------------------------------------------------
 
     async def _spawn(self) -> None:
-        spec = self.spec
         if self.child is not None:
             return
-        remote, self._found = self._found, None
-        if remote is not None and list(remote) != [f"{p}/{w}" for p, w in spec.remote_workers]:
-            remote = None  # found for the spec before a reload: look again
-        missing = self.hooks.not_ready(spec.workers)
-        # Remote workers are only known running from a waiter's fresh look (`remote`).
-        if spec.remote_workers and remote is None:
-            missing += [f"{p}/{w}" for p, w in spec.remote_workers]
-        if missing:
-            self._followups.append(WorkersMissing(tuple(missing)))
+        found, self._found = self._found, None
+        got = await spawn(self.spec, self.runtime, self.hooks, self.log, found)
+        if not isinstance(got, tuple):
+            self._followups.append(got)
             return
-        try:
-            child = await self.runtime.launch(spec, self.log, remote)
-        except Exception as exc:  # housekeeping (port check, registry): this instance's error
-            child = f"cannot start: {type(exc).__name__}: {exc}"
-        if isinstance(child, str):
-            self._followups.append(SpawnFailed(child))
-            return
-        self.child = child
-        self._followups.append(Spawned(child.pid))
-        self.helper(watch(self, child, remote or {}), f"watch-{child.pid}")
+        self.child, remote = got
+        self._followups.append(Spawned(self.child.pid))
+        self.helper(watch(self, self.child, remote), f"watch-{self.child.pid}")
 
     async def _await_workers(self) -> None:
-        # Polled, not subscribed: it runs only while a head waits, and 50 ms (0.5 s for
-        # a peer) is well inside any model's load time.
-        spec = self.spec
-        found = await self.runtime.remote.wait(
-            spec.remote_workers, lambda: not self.hooks.not_ready(spec.workers), self.log.mark
-        )
-        self._found = found
+        self._found = await await_workers(self.spec, self.runtime, self.hooks, self.log)
         self.post(WorkersReady())
 
     def helper(self, coro: object, name: str) -> asyncio.Task[None]:
