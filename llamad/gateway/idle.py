@@ -51,12 +51,30 @@ class IdleTimers:
         return None if expires is None else time.time() + expires - time.monotonic()
 
     async def run(self) -> None:
-        """Tick until cancelled; estimates are read in a thread (a GGUF header parse)."""
+        """Tick until cancelled. Estimates (a GGUF header parse) and footprints (a read of
+        /proc/PID/smaps, about 1 ms per llama-server) are taken in a thread: on the loop,
+        every request in flight would wait for them."""
         while True:
             if self._ticks % (MEASURE_EVERY * 4) == 0:
                 await asyncio.to_thread(self._warm)
+            stale = self._unmeasured() if self._ticks % MEASURE_EVERY else self._running()
+            if stale:
+                sizes = await asyncio.to_thread(self._measure, stale)
+                for name in set(sizes) & set(self.sched.sup.names()):
+                    self.sched.slot(name).measured = sizes[name] or self.sched.slot(name).measured
             self.tick(time.monotonic())
             await asyncio.sleep(TICK_S)
+
+    def _running(self) -> dict[str, int | None]:
+        running = {n: self.sched.sup.facts(n) for n in self.sched.sup.names()}
+        return {n: f.pid for n, f in running.items() if f and f.state is State.RUNNING}
+
+    def _unmeasured(self) -> dict[str, int | None]:
+        return {n: pid for n, pid in self._running().items() if self.sched.slot(n).measured is None}
+
+    @staticmethod
+    def _measure(pids: dict[str, int | None]) -> dict[str, int | None]:
+        return {name: memory.footprint(pid) for name, pid in pids.items()}
 
     def _warm(self) -> None:
         for name in self.sched.sup.names():
@@ -66,14 +84,11 @@ class IdleTimers:
 
     def tick(self, now: float) -> None:
         """One pass: arm timers of models that run without one, stop the expired."""
-        measure = self._ticks % MEASURE_EVERY == 0
         self._ticks += 1
         for name in self.sched.sup.names():
             facts, slot = self.sched.sup.facts(name), self.sched.slot(name)
             if facts is None or facts.state is not State.RUNNING:
                 continue
-            if measure or slot.measured is None:
-                slot.measured = memory.footprint(facts.pid) or slot.measured
             if slot.busy or slot.stopping:
                 continue
             if slot.expires is None:
