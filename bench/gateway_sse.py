@@ -52,7 +52,8 @@ CASES = (
 
 
 def sse_instances(ctx: Context) -> dict[str, dict[str, object]]:
-    """The instances the SSE rows stream from, besides the tiny `hot` one."""
+    """The instances the SSE rows stream from besides the tiny `hot` one (the latency
+    rows use `tiny-lean` too)."""
     paced = write_tiny_model(ctx.root / "paced.gguf", shape=PACED)
     return {
         "paced-lean": {**instance_keys(ctx, ctx.port(), 1024), "model": paced, "threads": 1},
