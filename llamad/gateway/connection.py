@@ -42,6 +42,7 @@ class Connection(asyncio.Protocol):
         self.body: collections.deque[bytes] = collections.deque()
         self.buffered = 0
         self.paused = self.done = self.until_close = self.got_bytes = self.keep_alive = False
+        self.overrun = False
         self.waiter: asyncio.Future[None] | None = None
 
     # asyncio.Protocol
@@ -55,6 +56,11 @@ class Connection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(Broken(f"unreadable answer: {exc}"))
+        if self.overrun and self.transport is not None:
+            # Bytes after the answer ended, which nobody asked for, would be read as the
+            # next request's answer: the connection is not used again.
+            self.lost = True
+            self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
@@ -64,11 +70,17 @@ class Connection(asyncio.Protocol):
         else:
             self._fail(Broken(str(exc) if exc else "the connection was closed"))
 
-    # httptools callbacks
+    # httptools callbacks; after the answer has ended they only note the overrun.
+    def on_message_begin(self) -> None:
+        self.overrun = self.done
+
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name, value))
+        if not self.overrun:
+            self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        if self.overrun:
+            return
         names = {k.lower() for k, _ in self.headers}
         status = self.parser.get_status_code()
         self.until_close = not ({b"content-length", b"transfer-encoding"} & names) and not (
@@ -78,6 +90,8 @@ class Connection(asyncio.Protocol):
             self.head.set_result(None)
 
     def on_body(self, body: bytes) -> None:
+        if self.overrun:
+            return
         self.body.append(body)
         self.buffered += len(body)
         if self.buffered > HIGH_WATER and not self.paused and self.transport is not None:
@@ -86,6 +100,8 @@ class Connection(asyncio.Protocol):
         self._wake()
 
     def on_message_complete(self) -> None:
+        if self.overrun:
+            return
         # Asked here: llhttp forgets the answer's Connection header once it has ended.
         self.keep_alive = self.parser.should_keep_alive()
         self.done = True

@@ -107,6 +107,32 @@ async def test_a_connection_the_server_closed_is_not_reused_and_the_request_goes
     await pool.close()
 
 
+async def test_a_connection_the_server_writes_to_while_idle_is_dropped() -> None:
+    pooled = asyncio.Event()
+
+    async def chatty(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        await pooled.wait()  # the answer is taken and the connection back in the pool
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nstale")
+        await writer.drain()
+        await reader.read()
+
+    pool = Pool()
+    async with upstream(chatty) as (url, connections):
+        assert await body_of(pool, url) == (200, b"ok")
+        conn = next(iter(pool._idle.values()))[0]
+        pooled.set()
+        deadline = asyncio.get_running_loop().time() + 10
+        while not conn.lost:
+            assert asyncio.get_running_loop().time() < deadline, "never dropped"
+            await asyncio.sleep(0.01)
+        assert await body_of(pool, url) == (200, b"ok")  # on a new connection
+        assert len(connections) == 2
+    await pool.close()
+
+
 async def test_an_answer_without_a_length_ends_with_its_connection() -> None:
     async def until_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
