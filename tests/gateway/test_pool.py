@@ -14,12 +14,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from helpers import free_port, health
 
+from llamad.backends.binaries import find_binary
 from llamad.gateway import connection as connection_module
 from llamad.gateway import pool as pool_module
 from llamad.gateway.connection import Broken
 from llamad.gateway.pool import Pool
-from tests.daemon.test_tinymodel import free_port, llama_server, request
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 JSON = [(b"content-type", b"application/json")]
@@ -249,15 +250,14 @@ async def test_real_llama_server_keeps_plain_answers_alive_and_streams(
     port = free_port()
     args = ["-m", str(tiny_model), "--port", str(port), "-c", "256", "-np", "1"]
     log = (tmp_path / "server.log").open("wb")
-    proc = await asyncio.create_subprocess_exec(llama_server(), *args, stdout=log, stderr=log)
+    proc = await asyncio.create_subprocess_exec(find_binary(None), *args, stdout=log, stderr=log)
     log.close()
     pool = Pool()
     try:
         deadline = asyncio.get_running_loop().time() + 15
         while True:
-            with contextlib.suppress(OSError):
-                if await asyncio.to_thread(request, port, "/health") == (200, {"status": "ok"}):
-                    break
+            if await asyncio.to_thread(health, port) == 200:
+                break
             assert asyncio.get_running_loop().time() < deadline, "llama-server never ready"
             await asyncio.sleep(0.02)
         url = f"http://127.0.0.1:{port}"
