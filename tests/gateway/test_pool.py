@@ -183,6 +183,27 @@ async def test_an_unreadable_or_missing_answer_raises_broken(reply: bytes) -> No
     await pool.close()
 
 
+async def test_a_request_cancelled_while_it_waits_closes_its_connection() -> None:
+    """A client that leaves before the instance answered: the instance sees the close
+    (and llama-server stops working on the request)."""
+    closed = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        assert await reader.read() == b""  # no answer; wait for the pool to hang up
+        closed.set()
+
+    pool = Pool()
+    async with upstream(silent) as (url, _):
+        waiting = asyncio.ensure_future(pool.request("POST", url, "/x", JSON, b"{}"))
+        done, _ = await asyncio.wait({waiting}, timeout=0.2)
+        assert not done  # no answer comes
+        waiting.cancel()
+        await asyncio.wait_for(closed.wait(), 10)
+        assert pool._idle == {}
+    await pool.close()
+
+
 async def test_nothing_listening_is_an_oserror() -> None:
     with pytest.raises(ConnectionRefusedError):
         await Pool().request("GET", f"http://127.0.0.1:{free_port()}", "/x", [], None)
