@@ -12,7 +12,8 @@ import contextlib
 from typing import Any
 
 from llamad.common.hosts import is_loopback
-from llamad.fleet.discovery import SERVICE_TYPE, Found, browsing_on, local_addresses, parse_txt
+from llamad.fleet.discovery import SERVICE_TYPE, Found, parse_txt
+from llamad.fleet.mdns_net import browsing_on, local_addresses
 
 RESOLVE_MS = 300  # answers to the browse usually carry SRV, TXT and A: then it is at once
 CLOSE_S = 2.0  # goodbyes and socket teardown are a courtesy; shutdown is not

@@ -19,7 +19,7 @@ import structlog
 
 from llamad.config.remote import Remote
 from llamad.fleet.browser import Browser
-from llamad.fleet.discovery import advertised_addresses
+from llamad.fleet.mdns_net import advertised_addresses
 from llamad.fleet.peers import TailscaleError, tailnet
 from llamad.fleet.table import Fleet, Peer
 

@@ -20,7 +20,7 @@ from helpers import free_port, short_dir, wait_for
 from remote_helpers import ADMIN, READ, loopback_multicast_works, write_token
 
 from llamad.config.remote import Remote
-from llamad.fleet.discovery import local_addresses
+from llamad.fleet.mdns_net import local_addresses
 from llamad.fleet.peer_api import get_json
 from llamad.fleet.peers import identity
 from llamad.fleet.table import Fleet, Peer
