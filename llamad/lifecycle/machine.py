@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from llamad.lifecycle.actions import Action, AwaitWorkers, Signal, StopWaiting
 from llamad.lifecycle.moves import (
     Step,
     because,
@@ -19,8 +20,6 @@ from llamad.lifecycle.moves import (
     terminate,
 )
 from llamad.lifecycle.states import (
-    Action,
-    AwaitWorkers,
     Event,
     Exited,
     Knobs,
@@ -29,13 +28,11 @@ from llamad.lifecycle.states import (
     Ready,
     Record,
     Restart,
-    Signal,
     Spawned,
     SpawnFailed,
     Start,
     State,
     Stop,
-    StopWaiting,
     Timer,
     WorkersMissing,
     WorkersReady,

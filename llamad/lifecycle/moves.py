@@ -7,17 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from llamad.lifecycle.states import (
-    Action,
-    Arm,
-    Failed,
-    Knobs,
-    Record,
-    RestartScheduled,
-    Signal,
-    Spawn,
-    State,
-)
+from llamad.lifecycle.actions import Action, Arm, Failed, RestartScheduled, Signal, Spawn
+from llamad.lifecycle.states import Knobs, Record, State
 
 Step = tuple[Record, list[Action]]
 

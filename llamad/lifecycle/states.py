@@ -1,4 +1,5 @@
-"""The vocabulary of the instance lifecycle: states, events, actions and the record.
+"""The vocabulary of the instance lifecycle: states, events and the record (the actions
+the machine asks for are in `actions.py`).
 
 Everything here is plain data. `machine.step` is the only place that decides what an
 event means; `instance.Instance` carries the actions out.
@@ -171,55 +172,3 @@ Event = (
     | ProbeFailed
     | Timer
 )
-
-
-# Actions ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Spawn:
-    """Launch the process; the result comes back as Spawned or SpawnFailed."""
-
-
-@dataclass(frozen=True)
-class AwaitWorkers:
-    """Watch for the workers in `record.waiting_for`; deliver WorkersReady once they are."""
-
-
-@dataclass(frozen=True)
-class StopWaiting:
-    """Stop watching for workers: the head is no longer waiting to launch."""
-
-
-@dataclass(frozen=True)
-class Signal:
-    """Send a signal to the process group: "TERM" to ask, "KILL" to force."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class Arm:
-    """Arm the timer: after `delay` seconds, deliver Timer(token). Replaces any armed timer."""
-
-    token: int
-    delay: float
-
-
-@dataclass(frozen=True)
-class RestartScheduled:
-    """Notice: an automatic restart will happen after `delay` seconds."""
-
-    delay: float
-    attempt: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class Failed:
-    """Notice: the flap guard tripped; only a person or a config change clears it."""
-
-    reason: str
-
-
-Action = Spawn | AwaitWorkers | StopWaiting | Signal | Arm | RestartScheduled | Failed

@@ -15,25 +15,18 @@ import structlog
 from llamad.backends.probes import Health
 from llamad.backends.spec import InstanceSpec
 from llamad.fleet.remote_workers import Found
-from llamad.lifecycle.machine import step
-from llamad.lifecycle.states import (
+from llamad.lifecycle.actions import (
     Action,
     Arm,
     AwaitWorkers,
-    Event,
-    Exited,
     Failed,
-    Record,
     RestartScheduled,
     Signal,
     Spawn,
-    Spawned,
-    State,
-    Stop,
     StopWaiting,
-    Timer,
-    WorkersReady,
 )
+from llamad.lifecycle.machine import step
+from llamad.lifecycle.states import Event, Exited, Record, Spawned, State, Stop, Timer, WorkersReady
 from llamad.supervise.hooks import InstanceHooks
 from llamad.supervise.process import Child, ExitInfo
 from llamad.supervise.runtime import Runtime

@@ -8,29 +8,31 @@ from typing import Any
 
 import pytest
 
-from llamad.lifecycle.machine import step
-from llamad.lifecycle.states import (
+from llamad.lifecycle.actions import (
     Action,
     Arm,
     AwaitWorkers,
+    Failed,
+    RestartScheduled,
+    Signal,
+    Spawn,
+    StopWaiting,
+)
+from llamad.lifecycle.machine import step
+from llamad.lifecycle.states import (
     Event,
     Exited,
-    Failed,
     Knobs,
     ProbeFailed,
     ProbeOk,
     Ready,
     Record,
     Restart,
-    RestartScheduled,
-    Signal,
-    Spawn,
     Spawned,
     SpawnFailed,
     Start,
     State,
     Stop,
-    StopWaiting,
     Timer,
     WorkersMissing,
     WorkersReady,

@@ -20,11 +20,9 @@ from hypothesis.stateful import (
 )
 from test_machine import TABLE
 
+from llamad.lifecycle.actions import Action, Arm, AwaitWorkers, Signal, Spawn, StopWaiting
 from llamad.lifecycle.machine import step
 from llamad.lifecycle.states import (
-    Action,
-    Arm,
-    AwaitWorkers,
     Event,
     Exited,
     Knobs,
@@ -33,14 +31,11 @@ from llamad.lifecycle.states import (
     Ready,
     Record,
     Restart,
-    Signal,
-    Spawn,
     Spawned,
     SpawnFailed,
     Start,
     State,
     Stop,
-    StopWaiting,
     Timer,
     WorkersMissing,
     WorkersReady,
