@@ -60,8 +60,8 @@ class Answer:
         """Give the connection back when the answer ended cleanly; drop it otherwise, so
         an instance that is still writing (the client left) stops generating."""
         c = self._conn
-        reuse = c.done and not c.body and not self._head_only and not c.until_close
-        if reuse and not c.lost and c.keep_alive:
+        # An answer that ends with its connection (no length) is never keep-alive.
+        if self.complete and c.keep_alive and not (c.lost or self._head_only):
             self._pool.put(c)
         elif c.transport is not None:
             c.transport.close()

@@ -22,8 +22,8 @@ TAIL_LINES = 50
 _CHUNK = 65536
 # llama-server logs a line per write, nine or so per request, on the loop the gateway
 # relays on. Output is gathered this long before it is redacted and written, which turns
-# those wake-ups, records and writes into one: a quarter of the daemon's CPU per relayed
-# request. A read of half a chunk or more (a verbose child) goes on at once.
+# those wake-ups, records and writes into one: about a third of the daemon's CPU per
+# relayed request. A read of half a chunk or more (a verbose child) goes on at once.
 _GATHER_S = 0.05
 
 

@@ -26,6 +26,14 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 JSON = [(b"content-type", b"application/json")]
 
 
+async def eventually(cond: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """Poll `cond` every 10 ms until it holds; fail after `timeout` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not cond():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
 async def read_request(reader: asyncio.StreamReader) -> bytes:
     """One request's head and body (by its Content-Length)."""
     head = await reader.readuntil(b"\r\n\r\n")
@@ -125,10 +133,7 @@ async def test_a_connection_the_server_writes_to_while_idle_is_dropped() -> None
         assert await body_of(pool, url) == (200, b"ok")
         conn = next(iter(pool._idle.values()))[0]
         pooled.set()
-        deadline = asyncio.get_running_loop().time() + 10
-        while not conn.lost:
-            assert asyncio.get_running_loop().time() < deadline, "never dropped"
-            await asyncio.sleep(0.01)
+        await eventually(lambda: conn.lost, "the connection dropped")
         assert await body_of(pool, url) == (200, b"ok")  # on a new connection
         assert len(connections) == 2
     await pool.close()
@@ -235,10 +240,8 @@ async def test_a_reader_slower_than_the_upstream_pauses_reading(
     async with upstream(big) as (url, _):
         answer = await pool.request("POST", url, "/x", JSON, b"{}")
         conn = answer._conn
-        deadline = asyncio.get_running_loop().time() + 10
-        while not conn.paused:  # nothing reads the answer: the pool stops reading it
-            assert asyncio.get_running_loop().time() < deadline, "never paused"
-            await asyncio.sleep(0.01)
+        # Nothing reads the answer: the pool stops reading it.
+        await eventually(lambda: conn.paused, "reading paused")
         assert conn.buffered < size
         total = sum([len(chunk) async for chunk in answer.chunks()])
         assert total == size
@@ -275,12 +278,7 @@ async def test_real_llama_server_keeps_plain_answers_alive_and_streams(
     log.close()
     pool = Pool()
     try:
-        deadline = asyncio.get_running_loop().time() + 15
-        while True:
-            if await asyncio.to_thread(health, port) == 200:
-                break
-            assert asyncio.get_running_loop().time() < deadline, "llama-server never ready"
-            await asyncio.sleep(0.02)
+        await eventually(lambda: health(port) == 200, "llama-server ready", timeout=15)
         url = f"http://127.0.0.1:{port}"
         for stream in (False, False, True, True, False):
             body = b'{"prompt": "hi", "max_tokens": 4, "stream": %s}' % str(stream).lower().encode()
