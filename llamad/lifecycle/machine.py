@@ -103,13 +103,15 @@ def _starting(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float
         case Timer():
             # STARTING -> STARTING: the Exited that the kill causes does the retry.
             return replace(rec, error=timeout_error, killed=True), [Signal("KILL")]
-        case Stop() if rec.pid is None:
-            # STARTING -> STOPPED: nothing to signal; a waiting head stops waiting.
+        case Stop(idle=idle) if rec.pid is None:
+            # STARTING -> STOPPED (IDLE when the gateway evicts it): nothing to signal; a
+            # waiting head stops waiting.
             unwait: list[Action] = [StopWaiting()] if rec.waiting_for else []
-            return replace(rec, state=State.STOPPED, error=None, waiting_for=()), unwait
-        case Stop():
-            # STARTING -> STOPPING
-            return terminate(rec, knobs, then=State.STOPPED)
+            down = State.IDLE if idle else State.STOPPED
+            return replace(rec, state=down, error=None, waiting_for=()), unwait
+        case Stop(idle=idle):
+            # STARTING -> STOPPING, to end IDLE when the gateway evicts it mid-load.
+            return terminate(rec, knobs, then=State.IDLE if idle else State.STOPPED)
     # Start/Restart while starting are coalesced into the start already under way.
     return rec, []
 
@@ -154,9 +156,10 @@ def _backoff(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float)
         case Start() | Restart():
             # BACKOFF -> STARTING: a person acted, so skip the wait and forget the failures.
             return fresh_start(rec, knobs)
-        case Stop():
-            # BACKOFF -> STOPPED: no process to stop; the armed timer is ignored in STOPPED.
-            return replace(rec, state=State.STOPPED, error=None), []
+        case Stop(idle=idle):
+            # BACKOFF -> STOPPED (IDLE when the gateway evicts it): no process to stop; the
+            # armed timer is ignored in STOPPED and IDLE.
+            return replace(rec, state=State.IDLE if idle else State.STOPPED, error=None), []
     return rec, []
 
 
@@ -175,9 +178,11 @@ def _stopping(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float
         case Start() | Restart():
             # STOPPING -> STOPPING: start again once the old process is gone.
             return replace(rec, then=State.STARTING), []
-        case Stop():
-            # STOPPING -> STOPPING: a later stop overrides a pending restart.
-            return replace(rec, then=State.STOPPED), []
+        case Stop(idle=idle):
+            # STOPPING -> STOPPING: a later stop overrides a pending restart; llamad's own
+            # (idle) stop never overrides a person's.
+            down = State.IDLE if idle and rec.then is not State.STOPPED else State.STOPPED
+            return replace(rec, then=down), []
     return rec, []
 
 

@@ -220,6 +220,18 @@ TABLE = [
     row("IDLE->STARTING on Start", rec(S.IDLE, **DIRTY), Start(), S.STARTING, SPAWN, **CLEAN),
     row("IDLE->STOPPED on a person's Stop", rec(S.IDLE), Stop(), S.STOPPED),
     row("IDLE ignores an idle Stop", rec(S.IDLE), Stop(idle=True), S.IDLE),
+    # An eviction of a model still loading (or waiting to retry) ends IDLE, not as if a
+    # person had stopped it.
+    row("STARTING->STOPPING on an idle Stop, then IDLE", rec(S.STARTING), Stop(idle=True),
+        S.STOPPING, TERM, then=S.IDLE),
+    row("STARTING->IDLE on an idle Stop before Spawned", rec(S.STARTING, pid=None),
+        Stop(idle=True), S.IDLE),
+    row("BACKOFF->IDLE on an idle Stop", rec(S.BACKOFF, error="boom"), Stop(idle=True), S.IDLE,
+        error=None),
+    row("STOPPING then IDLE on an idle Stop after a restart", rec(S.STOPPING, then=S.STARTING),
+        Stop(idle=True), S.STOPPING, then=S.IDLE),
+    row("STOPPING stays STOPPED-bound on an idle Stop after a person's",
+        rec(S.STOPPING, then=S.STOPPED), Stop(idle=True), S.STOPPING, then=S.STOPPED),
 ]  # fmt: skip
 
 
