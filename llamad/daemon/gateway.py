@@ -50,6 +50,7 @@ def start_gateway(
     )
     fleet = FleetModels(hosts.current, me)
     gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
+    state.supervisor.draining = gateway.draining
     guard.start("gateway", lambda: _serve(gateway, hosts, first, stop), retry=True)
     return gateway
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
+
+import structlog
 
 from llamad.backends.probes import server_url
 from llamad.backends.registry import backend_for
@@ -22,9 +24,11 @@ from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.port import ModelView, Unavailable, UnknownModel, Upstream, UpstreamError
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
+from llamad.gateway.view import SupervisorView
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
-from llamad.supervise.supervisor import Supervisor
+
+log = structlog.get_logger("llamad.gateway")
 
 
 class Gateway:
@@ -32,7 +36,7 @@ class Gateway:
 
     def __init__(
         self,
-        supervisor: Supervisor,
+        supervisor: SupervisorView,
         settings: Callable[[], Settings],
         metrics: GatewayMetrics | None = None,
         fleet: FleetModels | None = None,
@@ -45,7 +49,11 @@ class Gateway:
         self.metrics = self.sched.metrics
         self.metrics.watch(self.sched.counts)
         self.created = int(time.time())
-        supervisor.draining = functools.partial(drain, self.router, self.sched)
+
+    def draining(self, removed: list[str], changed: list[str]) -> AbstractAsyncContextManager[None]:
+        """The drain around a reload's or a restart's stops and starts
+        (`Supervisor.draining`)."""
+        return drain(self.router, self.sched, removed, changed)
 
     async def run(self) -> None:
         """The idle ticker; cancel to stop, then `close()`."""
@@ -81,20 +89,28 @@ class Gateway:
             async with self._remote_lease(name) as upstream:
                 yield upstream
             return
-        if keep_alive is not None:
-            self.sched.slot(facts.name).keep_alive = keep_alive
-        await self.sched.ready(facts)
-        facts = self.router.find(facts.name) or facts
-        self.sched.began(facts.name, keep_alive)
+        slot, facts = await self.sched.admit(facts, keep_alive)
         try:
-            yield Upstream(
-                server_url(facts.spec.probe_host, facts.spec.port, ""),
-                dict(_auth(facts.spec)),
-                self._view(facts),
-                functools.partial(backend_for(facts.spec.kind).request_body, facts.spec),
-            )
+            yield self._upstream(facts)
         finally:
-            self.sched.ended(facts.name)
+            self.sched.release(slot)
+
+    async def restarted(self, upstream: Upstream) -> Upstream | None:
+        """Where to send a request again whose process failed before answering: its
+        successor once it serves, or None when the process was not restarting."""
+        if upstream.pid is None or not await self.sched.left(upstream.model.name, upstream.pid):
+            return None
+        log.info("gateway.resending", model=upstream.model.name, pid=upstream.pid)
+        return self._upstream(await self.sched.running_again(upstream.model.name))
+
+    def _upstream(self, facts: Facts) -> Upstream:
+        return Upstream(
+            server_url(facts.spec.probe_host, facts.spec.port, ""),
+            dict(_auth(facts.spec)),
+            self._view(facts),
+            functools.partial(backend_for(facts.spec.kind).request_body, facts.spec),
+            facts.pid,
+        )
 
     async def unload(self, name: str) -> None:
         """Stop `name` (to IDLE) now, or once its requests in flight have ended."""
@@ -143,7 +159,7 @@ class Gateway:
             state=facts.state.value,
             loaded=facts.state is State.RUNNING,
             on_demand=spec.on_demand,
-            idle_timeout=self.idle.timeout(facts.name) or 0.0,
+            idle_timeout=self.sched.timeout(facts.name) or 0.0,
             expires_at=self.idle.expires_at(facts.name),
             size_bytes=self.sched.size(facts.name),
             ctx_size=int(ctx) if ctx and ctx.isdigit() else None,
@@ -159,7 +175,7 @@ class Gateway:
             "routable": facts is not None,
             "aliases": list(facts.spec.aliases) if facts else [],
             "on_demand": bool(facts and facts.spec.on_demand),
-            "idle_timeout_s": self.idle.timeout(name),
+            "idle_timeout_s": self.sched.timeout(name),
             "idle_left_s": None if expires is None else round(expires - time.monotonic(), 1),
             "in_flight": slot.in_flight,
             "queued": slot.waiting,

@@ -1,8 +1,9 @@
 """A reload's drain: what it removes or changes finishes its requests before it stops.
 
-A removed model answers 404 to new requests at once; a changed one holds them until it
-has been restarted with its new spec, so none of them reaches the old process or finds
-the instance down between its stop and its start.
+A removed model answers 404 to new requests at once; a changed (or restarted) one holds
+them until it has been restarted, so none of them reaches the old process or finds the
+instance down between its stop and its start. A load the drain interrupts is loaded again
+once it ends.
 """
 
 from __future__ import annotations
@@ -25,29 +26,30 @@ DRAIN_MAX_S = 600.0  # a reload waits this long at most for the requests in flig
 async def drain(
     router: Router, sched: Scheduler, removed: list[str], changed: list[str]
 ) -> AsyncIterator[None]:
-    """Around a reload's stops and restarts (`Supervisor.draining`): entered once the
-    requests in flight to `removed` and `changed` have ended (at most DRAIN_MAX_S)."""
+    """Around a reload's (or a restart's) stops and starts (`Supervisor.draining`):
+    entered once the requests in flight to `removed` and `changed` have ended, at most
+    DRAIN_MAX_S; none is admitted to them until it is left."""
     router.retiring.update(removed)
-    slots = {n: sched.slot(n) for n in (*removed, *changed)}
-    for slot in slots.values():
-        slot.stopping = True
-    busy = {n: s.in_flight for n, s in slots.items() if s.in_flight}
+    slots = [sched.slot(n) for n in (*removed, *changed)]
+    for slot in slots:
+        slot.begin_drain()
+    busy = {s.name: s.in_flight for s in slots if s.in_flight}
     if busy:
         log.info("gateway.draining", in_flight=busy)
     try:
         async with asyncio.timeout(DRAIN_MAX_S):
-            while any(s.in_flight for s in slots.values()):
+            while any(s.in_flight for s in slots):
                 await sched.changed()
     except TimeoutError:
         pass  # past the bound the reload goes on: a stuck client must not block it
     try:
         yield
     finally:
-        for slot in slots.values():
-            slot.stopping = False
+        for slot in slots:
+            slot.end_drain()
         for name in changed:
-            slots[name].measured = None  # measured under the old spec: estimate again
+            sched.slot(name).measured = None  # measured under the old spec: estimate again
         router.retiring.difference_update(removed)
         for name in removed:
-            sched.slots.pop(name, None)
+            sched.forget(name)
         sched.poke()

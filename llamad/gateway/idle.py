@@ -11,8 +11,8 @@ import asyncio
 import time
 
 from llamad.gateway import memory
+from llamad.gateway.admission import StopWhy
 from llamad.gateway.scheduler import Scheduler
-from llamad.gateway.slots import Slot
 from llamad.lifecycle.states import State
 
 TICK_S = 0.5
@@ -20,30 +20,11 @@ MEASURE_EVERY = 10  # ticks: footprints every 5 s are fresh enough for a budget
 
 
 class IdleTimers:
-    """Arms and fires the idle timers of a scheduler's models."""
+    """Fires the idle timers of a scheduler's models, and keeps their footprints fresh."""
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.sched = scheduler
-        scheduler.after_last = self.arm
         self._ticks = 0
-
-    def timeout(self, name: str) -> float | None:
-        """Seconds a model stays loaded after its last request; None: for ever."""
-        facts = self.sched.sup.facts(name)
-        if facts is None or not facts.spec.on_demand:
-            return None
-        keep = self.sched.slot(name).keep_alive
-        if keep is not None:
-            return None if keep < 0 else keep
-        return facts.spec.idle_timeout or None
-
-    def arm(self, name: str) -> None:
-        """Start `name`'s timer from now (its last request just ended)."""
-        slot = self.sched.slot(name)
-        timeout = self.timeout(name)
-        slot.expires = None if timeout is None else time.monotonic() + timeout
-        if timeout == 0:
-            self.sched.spawn(slot, self.sched.stop(name))
 
     def expires_at(self, name: str) -> float | None:
         """Wall-clock epoch seconds of `name`'s idle stop, when its timer is armed."""
@@ -89,12 +70,9 @@ class IdleTimers:
             facts, slot = self.sched.sup.facts(name), self.sched.slot(name)
             if facts is None or facts.state is not State.RUNNING:
                 continue
-            if slot.busy or slot.stopping:
+            if slot.busy or not slot.admits:
                 continue
             if slot.expires is None:
-                self.arm(name)  # started by a person, or its timeout changed
-            elif now >= slot.expires:
-                self._fire(name, slot)
-
-    def _fire(self, name: str, slot: Slot) -> None:
-        self.sched.spawn(slot, self.sched.stop(name))
+                self.sched.arm(slot)  # started by a person, or its timeout changed
+            elif now >= slot.expires and slot.claim_stop(StopWhy.IDLE):
+                self.sched.stop_soon(slot)

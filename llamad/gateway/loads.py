@@ -1,7 +1,9 @@
-"""On-demand loads: make room (evicting what `room.plan` says), start, wait for ready.
+"""On-demand loads and the gateway's stops: make room (evicting what `room.plan` says),
+start, wait for ready; stop a model whose stop was claimed, and wait until it is down.
 
 Loads decide on room one at a time, so two cannot both take the last place, then wait
-for readiness side by side.
+for readiness side by side. A victim is claimed in the same step as the plan that chose
+it, so no request can be admitted to it between the choice and the stop.
 """
 
 from __future__ import annotations
@@ -12,22 +14,27 @@ import time
 import structlog
 
 from llamad.gateway import memory
+from llamad.gateway.admission import Slot, StopWhy
 from llamad.gateway.port import LoadFailed
 from llamad.gateway.room import Loaded, plan
-from llamad.gateway.slots import Slot, Slots
+from llamad.gateway.slots import Slots
 from llamad.lifecycle.states import Start, State, Stop
 
 log = structlog.get_logger("llamad.gateway")
 
 LIVE = (State.STARTING, State.RUNNING, State.BACKOFF, State.STOPPING)
-_SETTLED = (State.RUNNING, State.BACKOFF, State.FAILED, State.STOPPED, State.IDLE)
+SETTLED = (State.RUNNING, State.BACKOFF, State.FAILED, State.STOPPED, State.IDLE)
+DOWN = (State.IDLE, State.STOPPED, State.FAILED)
 
 
 class Loads(Slots):
-    """Loads, evictions and unloads over the slots."""
+    """Loads, evictions, idle stops and unloads over the slots."""
 
-    async def _load(self, name: str, slot: Slot) -> None:
-        t0 = time.monotonic()
+    async def load(self, name: str, slot: Slot) -> None:
+        """Make room for `name`, start it and wait until it settles. Returns once it runs,
+        or quietly when a drain (a reload or restart) took it over mid-load: its waiters
+        then wait for the drain and load again. Raises LoadFailed."""
+        t0, drained = time.monotonic(), slot.drained
         log.info("gateway.load_requested", model=name, waiting=slot.waiting)
         try:
             slot.deciding = True
@@ -35,21 +42,26 @@ class Loads(Slots):
                 await self._make_room(name)
                 slot.deciding = False
                 await self.sup.command(name, Start())
-            spec = self.sup.facts(name)
-            timeout = (spec.spec.knobs.start_timeout if spec else 0) + 5
-            await self.sup.wait_for(name, *_SETTLED, timeout=timeout)
             facts = self.sup.facts(name)
-            if facts is None or facts.state is not State.RUNNING:
-                reason = facts.reason() if facts else "removed from the config"
-                # An on-demand model that cannot start does not retry in the background:
-                # the next request tries again, and gets the reason if it fails again.
-                await self.sup.command(name, Stop())
-                log.warning("gateway.load_failed", model=name, reason=reason)
-                self.metrics.loads.labels(name, "failed").inc()
-                raise LoadFailed(name, reason)
-            self.metrics.loads.labels(name, "ok").inc()
-            self.metrics.load_seconds.labels(name).observe(time.monotonic() - t0)
-            log.info("gateway.loaded", model=name, seconds=round(time.monotonic() - t0, 3))
+            timeout = (facts.spec.knobs.start_timeout if facts else 0) + 5
+            await self.sup.wait_for(name, *SETTLED, timeout=timeout)
+            facts = self.sup.facts(name)
+            if facts is not None and facts.state is State.RUNNING:
+                self.metrics.loads.labels(name, "ok").inc()
+                self.metrics.load_seconds.labels(name).observe(time.monotonic() - t0)
+                log.info("gateway.loaded", model=name, seconds=round(time.monotonic() - t0, 3))
+                return
+            if slot.drained != drained:
+                log.info("gateway.load_interrupted", model=name)
+                self.metrics.loads.labels(name, "interrupted").inc()
+                return
+            reason = facts.reason() if facts else "removed from the config"
+            # An on-demand model that cannot start does not retry in the background:
+            # the next request tries again, and gets the reason if it fails again.
+            await self.sup.command(name, Stop())
+            log.warning("gateway.load_failed", model=name, reason=reason)
+            self.metrics.loads.labels(name, "failed").inc()
+            raise LoadFailed(name, reason)
         except asyncio.CancelledError:
             log.info("gateway.load_cancelled", model=name)
             self.metrics.loads.labels(name, "cancelled").inc()
@@ -62,13 +74,19 @@ class Loads(Slots):
     async def _make_room(self, name: str) -> None:
         cfg = self.settings()
         while True:
-            need = self.size(name) or 0
             loaded = self._loaded(exclude=name)
-            victims = plan(need, loaded, cfg.max_loaded, self._budget(loaded))
-            if victims is not None:
-                await asyncio.gather(*(self.stop(v, evict=True) for v in victims))
+            victims = plan(self.size(name) or 0, loaded, cfg.max_loaded, self._budget(loaded))
+            if victims == []:
                 return
-            await self.changed()
+            # Claimed in the same step as the plan: none of them can take a request now.
+            claimed = [s for s in map(self.slot, victims or []) if s.claim_stop(StopWhy.EVICT)]
+            if victims is None or len(claimed) < len(victims):
+                for slot in claimed:
+                    slot.end_stop()
+                await self.changed()  # a busy model must finish first
+                continue
+            # Whatever the stops achieved, the next round plans from what is loaded then.
+            await asyncio.gather(*(self.stop_claimed(s) for s in claimed))
 
     def _loaded(self, exclude: str) -> list[Loaded]:
         out = []
@@ -77,9 +95,9 @@ class Loads(Slots):
             if n == exclude or facts is None or facts.state not in LIVE:
                 continue
             slot = self.slot(n)
-            out.append(
-                Loaded(n, self.size(n) or 0, facts.spec.on_demand, slot.busy, slot.last_used)
-            )
+            # A model another stop or a drain holds is not ours to evict: wait for it.
+            held = slot.busy or not slot.admits
+            out.append(Loaded(n, self.size(n) or 0, facts.spec.on_demand, held, slot.last_used))
         return out
 
     def _budget(self, loaded: list[Loaded]) -> int | None:
@@ -98,33 +116,30 @@ class Loads(Slots):
             return measured
         return memory.estimate(facts.spec)
 
-    async def stop(self, name: str, *, evict: bool = False) -> None:
-        """Stop `name` to IDLE (an eviction, else an idle stop) and wait until it is down."""
-        slot = self.slot(name)
+    async def stop_claimed(self, slot: Slot) -> bool:
+        """Carry out the stop claimed on `slot` (to IDLE) and wait until the model is down;
+        True when it got there. The claim ends either way."""
+        name, why = slot.name, slot.stop
         facts = self.sup.facts(name)
-        if facts is None or slot.stopping:
-            return
-        slot.stopping = True
-        slot.expires = None
         try:
+            if facts is None or facts.state in DOWN:
+                return True
             size = self.size(name)
-            if evict:
+            if why is StopWhy.EVICT:
                 log.info("gateway.evicted", instance=name, model=name, size_bytes=size)
                 self.metrics.evictions.labels(name).inc()
+            elif why is StopWhy.UNLOAD:
+                log.info("gateway.unloaded", instance=name, model=name, size_bytes=size)
             else:
                 log.info("instance.idle_stopped", instance=name, model=name, size_bytes=size)
                 self.metrics.idle_stops.labels(name).inc()
             await self.sup.command(name, Stop(idle=True))
             timeout = facts.spec.knobs.stop_timeout + 5
-            await self.sup.wait_for(name, State.IDLE, State.STOPPED, State.FAILED, timeout=timeout)
+            return await self.sup.wait_for(name, *DOWN, timeout=timeout)
         finally:
-            slot.stopping = False
+            slot.end_stop()
             self.poke()
 
-    async def unload(self, name: str) -> None:
-        """Stop `name` now if nothing is in flight, else once the last request ends."""
-        slot = self.slot(name)
-        if slot.in_flight or slot.waiting:
-            slot.keep_alive = 0.0
-            return
-        await self.stop(name)
+    def stop_soon(self, slot: Slot) -> None:
+        """Run the stop claimed on `slot` in the background."""
+        self.spawn(self.stop_claimed(slot), f"stop-{slot.name}")

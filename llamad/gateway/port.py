@@ -40,6 +40,7 @@ class Upstream:
     model: ModelView
     # The request body as the instance's backend needs it (mlx pins `model`).
     adapt: Callable[[bytes], bytes] = lambda body: body
+    pid: int | None = None  # the process leased (None: a fleet peer)
 
 
 class GatewayError(Exception):
@@ -76,6 +77,16 @@ class LoadFailed(GatewayError):
         self.reason = reason
 
 
+class Removed(GatewayError):
+    """The model was removed from the config while the request waited for it."""
+
+    status = 404
+    code = "model_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"model {name!r} was removed from the config")
+
+
 class QueueFull(GatewayError):
     """Too many requests already wait for this model (`[gateway] max_queue`)."""
 
@@ -105,6 +116,10 @@ class UpstreamError(GatewayError):
     code = "upstream_error"
 
 
+class NotAnswered(UpstreamError):
+    """The instance failed before a byte of its answer: the request may be sent again."""
+
+
 class GatewayPort(Protocol):
     """The gateway as a route set sees it."""
 
@@ -126,6 +141,14 @@ class GatewayPort(Protocol):
         never) replaces the model's idle timer from this request on. Raises
         UnknownModel, LoadFailed, QueueFull, QueueTimeout or Unavailable.
         """
+        ...
+
+    async def restarted(self, upstream: Upstream) -> Upstream | None:
+        """The process behind `upstream` failed before answering (NotAnswered). If it is
+        being restarted, wait until it serves again and return where to send the request
+        once more; None when it is not (the failure is the answer). The lease stays held.
+
+        Raises QueueTimeout, Unavailable or Removed when it does not come back."""
         ...
 
     async def unload(self, name: str) -> None:

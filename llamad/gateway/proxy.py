@@ -17,7 +17,7 @@ from urllib.parse import quote
 from starlette.types import Receive, Scope, Send
 
 from llamad.gateway.pool import Answer, Pool
-from llamad.gateway.port import GatewayError, Upstream, UpstreamError
+from llamad.gateway.port import GatewayError, NotAnswered, Upstream
 
 # Hop-by-hop headers, our own framing, and the client's credentials for the gateway.
 _DROP_UP = {
@@ -105,8 +105,9 @@ class Relay:
                 scope["method"], upstream.base_url, target, headers, send_body
             )
         except OSError as exc:
+            # Nothing of the answer reached the client: the caller may send it again.
             name = upstream.model.name
-            raise UpstreamError(f"model {name!r}: {exc or type(exc).__name__}") from None
+            raise NotAnswered(f"model {name!r}: {exc or type(exc).__name__}") from None
         try:
             await self._answer(send, upstream, answer, first_byte)
         finally:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from llamad.backends.registry import backend_for
+from llamad.gateway.view import SupervisorView
 from llamad.supervise.facts import Facts
-from llamad.supervise.supervisor import Supervisor
 
 
 class Router:
     """Finds the instance a model name means; names removed by a reload vanish at once."""
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: SupervisorView) -> None:
         self.sup = supervisor
         self.retiring: set[str] = set()  # draining before removal: unknown to new requests
 

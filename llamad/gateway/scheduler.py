@@ -2,7 +2,7 @@
 
 One load serves every waiter of a model. A waiter that leaves takes its place in the
 queue with it, and a load nobody waits for any more is cancelled before it evicts
-anything.
+anything. A request is counted in flight in the same step that saw its model serving.
 """
 
 from __future__ import annotations
@@ -10,65 +10,79 @@ from __future__ import annotations
 import asyncio
 import time
 
-from llamad.gateway.loads import Loads
-from llamad.gateway.port import QueueFull, QueueTimeout, Unavailable
-from llamad.gateway.slots import POLL_S, Slot
+from llamad.gateway.admission import Slot, StopWhy
+from llamad.gateway.loads import DOWN, Loads
+from llamad.gateway.port import QueueFull, QueueTimeout, Removed, Unavailable
+from llamad.gateway.slots import POLL_S
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
+
+# After a connection to an instance failed before its answer: how long to wait for the
+# supervisor to see the process gone, before taking the failure for the server's own.
+CRASH_NOTICE_S = 1.0
 
 
 class Scheduler(Loads):
     """Admits requests to models, loading them on demand."""
 
-    async def ready(self, facts: Facts) -> None:
-        """Return once `facts.name` serves requests: load it (on demand) or wait for it.
+    async def admit(self, facts: Facts, keep_alive: float | None = None) -> tuple[Slot, Facts]:
+        """Wait until `facts.name` serves (loading it on demand), then count one request
+        in flight. Returns the slot to `release` and the facts it was admitted under.
 
-        Raises QueueFull, QueueTimeout, LoadFailed or Unavailable."""
+        Raises QueueFull, QueueTimeout, LoadFailed, Unavailable or Removed."""
         name, slot = facts.name, self.slot(facts.name)
-        if facts.state is State.RUNNING and not slot.stopping:
-            return
+        if (now := self._try_admit(slot, keep_alive)) is not None:
+            return slot, now
         cfg = self.settings()
-        if slot.waiting >= cfg.max_queue:
+        if not slot.enqueue(cfg.max_queue):
             raise QueueFull(f"{slot.waiting} requests already wait for model {name!r}")
-        slot.waiting += 1
         try:
             async with asyncio.timeout(cfg.queue_timeout):
-                await self._until_running(name, slot)
+                return slot, await self._until_admitted(slot, keep_alive)
         except TimeoutError:
             raise QueueTimeout(
                 f"model {name!r} was not ready within {cfg.queue_timeout:g}s"
             ) from None
         finally:
-            slot.waiting -= 1
-            if not slot.waiting and slot.deciding and slot.load is not None:
+            if slot.dequeue() and slot.deciding and slot.load is not None:
                 slot.load.cancel()  # nobody wants it any more: evict nothing for it
 
-    async def _until_running(self, name: str, slot: Slot) -> None:
+    def _try_admit(self, slot: Slot, keep_alive: float | None) -> Facts | None:
+        facts = self.sup.facts(slot.name)
+        if facts is None or facts.closing or facts.state is not State.RUNNING or not slot.admits:
+            return None
+        slot.admit(time.monotonic(), facts.pid, keep_alive)
+        return facts
+
+    async def _until_admitted(self, slot: Slot, keep_alive: float | None) -> Facts:
+        name = slot.name
         while True:
             facts = self.sup.facts(name)
-            if facts is None or facts.closing:
-                raise Unavailable(f"model {name!r} is being removed")
-            if facts.state is State.RUNNING and not slot.stopping:
-                return
-            if slot.stopping or facts.state is State.STOPPING:
-                await self._changes(name, facts.state)
+            if facts is None or facts.closing or self.slots.get(name) is not slot:
+                raise Removed(name)
+            if (admitted := self._try_admit(slot, keep_alive)) is not None:
+                return admitted
+            if not slot.admits or facts.state is State.STOPPING:
+                await self._changes(name, facts.state)  # a stop or a drain must end first
             elif facts.spec.on_demand:
-                if slot.load is None:
-                    slot.load = asyncio.create_task(self._load(name, slot), name=f"load-{name}")
-                    slot.load.add_done_callback(_retrieve)
-                load = slot.load
-                try:
-                    await asyncio.shield(load)
-                except asyncio.CancelledError:
-                    # The load was cancelled for want of waiters just before we came:
-                    # start another, unless it is this request that is being cancelled.
-                    if load.cancelled() and not _cancelling():
-                        continue
-                    raise
-            elif facts.state in (State.STOPPED, State.IDLE, State.FAILED):
+                await self._loaded_by_someone(slot)
+            elif facts.state in DOWN:
                 raise Unavailable(f"model {name!r} is not served: {facts.reason()}")
             else:  # an always-on instance on its way up: wait for it
                 await self._changes(name, facts.state)
+
+    async def _loaded_by_someone(self, slot: Slot) -> None:
+        if slot.load is None:
+            slot.load = self.spawn(self.load(slot.name, slot), f"load-{slot.name}")
+        load = slot.load
+        try:
+            await asyncio.shield(load)
+        except asyncio.CancelledError:
+            # The load was cancelled for want of waiters just before we came: start
+            # another, unless it is this request that is being cancelled.
+            if load.cancelled() and not _cancelling():
+                return
+            raise
 
     async def _changes(self, name: str, state: State) -> None:
         """Wait until `name` leaves `state` or the gateway pokes, at most POLL_S."""
@@ -81,32 +95,77 @@ class Scheduler(Loads):
             waiter.cancel()
             moved.cancel()
 
-    def began(self, name: str, keep_alive: float | None) -> None:
-        """A request is in flight: no idle stop, no eviction until it ends."""
-        slot = self.slot(name)
-        slot.in_flight += 1
-        slot.last_used = time.monotonic()
-        slot.expires = None
-        if keep_alive is not None:
-            slot.keep_alive = keep_alive
+    def release(self, slot: Slot) -> None:
+        """A request admitted to `slot` ended: the idle timer starts from now, or a
+        pending unload happens."""
+        if not slot.release(time.monotonic()):
+            return
+        if slot.unload_pending and slot.ask_unload():
+            self.stop_soon(slot)
+        else:
+            self.arm(slot)
+        self.poke()
 
-    def ended(self, name: str) -> None:
-        """A request ended: the idle timer starts from now."""
+    async def unload(self, name: str) -> None:
+        """Stop `name` now if nothing uses it, else once its last request ends."""
         slot = self.slot(name)
-        slot.in_flight -= 1
-        slot.last_used = time.monotonic()
-        if not slot.in_flight:
-            self.after_last(name)
-            self.poke()
+        if slot.ask_unload():
+            await self.stop_claimed(slot)
+
+    # Idle timers -----------------------------------------------------------------------
+
+    def timeout(self, name: str) -> float | None:
+        """Seconds `name` stays loaded after its last request; None: for ever."""
+        facts = self.sup.facts(name)
+        if facts is None or not facts.spec.on_demand:
+            return None
+        return self.slot(name).timeout(facts.spec.idle_timeout or None, facts.pid)
+
+    def arm(self, slot: Slot) -> None:
+        """Start `slot`'s idle timer from now; a timeout of 0 stops the model at once."""
+        timeout = self.timeout(slot.name)
+        slot.arm(time.monotonic(), timeout)
+        if timeout == 0 and slot.claim_stop(StopWhy.IDLE):
+            self.stop_soon(slot)
+
+    # A crash before the answer ----------------------------------------------------------
+
+    async def left(self, name: str, pid: int) -> bool:
+        """True once process `pid` no longer serves `name` (it exited or is being
+        restarted); False when it still does after CRASH_NOTICE_S."""
+        others = [s for s in State if s is not State.RUNNING]
+        try:
+            async with asyncio.timeout(CRASH_NOTICE_S):
+                while True:
+                    facts = self.sup.facts(name)
+                    if facts is None or facts.pid != pid or facts.state is not State.RUNNING:
+                        return True
+                    await self.sup.wait_for(name, *others, timeout=POLL_S / 5)
+        except TimeoutError:
+            return False
+
+    async def running_again(self, name: str) -> Facts:
+        """Wait, at most `queue_timeout`, until `name` runs again after a crash.
+
+        Raises QueueTimeout, Unavailable or Removed."""
+        cfg = self.settings()
+        try:
+            async with asyncio.timeout(cfg.queue_timeout):
+                while True:
+                    facts = self.sup.facts(name)
+                    if facts is None or facts.closing:
+                        raise Removed(name)
+                    if facts.state is State.RUNNING:
+                        return facts
+                    if facts.state in DOWN:
+                        raise Unavailable(f"model {name!r} is not served: {facts.reason()}")
+                    await self._changes(name, facts.state)
+        except TimeoutError:
+            raise QueueTimeout(
+                f"model {name!r} was not back within {cfg.queue_timeout:g}s"
+            ) from None
 
 
 def _cancelling() -> bool:
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
-
-
-def _retrieve(task: asyncio.Task[None]) -> None:
-    # Every waiter sees the outcome through shield(); this keeps asyncio from warning
-    # about a failed load nobody waited for.
-    if not task.cancelled():
-        task.exception()

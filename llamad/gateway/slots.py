@@ -1,38 +1,24 @@
-"""The gateway's book-keeping per model, and the waits and background tasks around it."""
+"""The gateway's slots by model name, the wake-ups of those who wait on them, and the
+background stops and loads they run."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import structlog
 
 from llamad.config.gateway_table import Gateway as Settings
+from llamad.gateway.admission import Slot
 from llamad.gateway.metrics import GatewayMetrics
-from llamad.supervise.supervisor import Supervisor
+from llamad.gateway.port import GatewayError
+from llamad.gateway.view import SupervisorView
+
+log = structlog.get_logger("llamad.gateway")
 
 POLL_S = 0.25  # a wait for room also looks again this often (memory frees outside us)
-
-
-@dataclass
-class Slot:
-    """What the gateway tracks for one model."""
-
-    in_flight: int = 0
-    waiting: int = 0
-    last_used: float = 0.0  # monotonic
-    keep_alive: float | None = None  # a request's override of idle_timeout
-    expires: float | None = None  # monotonic time of the idle stop, when armed
-    load: asyncio.Task[None] | None = None
-    deciding: bool = False  # the load waits for room: cancelled when nobody waits
-    stopping: bool = False  # being evicted, idle-stopped or drained: do not hand out
-    measured: int | None = None  # its footprint when last seen running
-    tasks: set[asyncio.Task[None]] = field(default_factory=set)
-
-    @property
-    def busy(self) -> bool:
-        """Requests in flight or waiting, or a load under way."""
-        return bool(self.in_flight or self.waiting or self.load)
 
 
 class Slots:
@@ -40,7 +26,7 @@ class Slots:
 
     def __init__(
         self,
-        supervisor: Supervisor,
+        supervisor: SupervisorView,
         settings: Callable[[], Settings],
         metrics: GatewayMetrics | None = None,
     ) -> None:
@@ -50,12 +36,19 @@ class Slots:
         self.slots: dict[str, Slot] = {}
         self._room = asyncio.Lock()
         self._changed = asyncio.Event()
-        # Set by the idle timers: the last request of a model ended.
-        self.after_last: Callable[[str], None] = lambda name: None
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def slot(self, name: str) -> Slot:
-        """The slot of `name`, made on first use."""
-        return self.slots.setdefault(name, Slot())
+        """The slot of `name`, made on first use. A request keeps the slot it was
+        admitted to; it never looks its slot up again by name."""
+        slot = self.slots.get(name)
+        if slot is None:
+            slot = self.slots[name] = Slot(name)
+        return slot
+
+    def forget(self, name: str) -> None:
+        """Drop the slot of a model a reload removed; leases on it still release it."""
+        self.slots.pop(name, None)
 
     def poke(self) -> None:
         """Something that frees room or ends a wait happened: wake whoever waits."""
@@ -70,11 +63,20 @@ class Slots:
         finally:
             waiter.cancel()
 
-    def spawn(self, slot: Slot, coro: object) -> None:
-        """Run `coro` for `slot` in the background; close() cancels it."""
-        task: asyncio.Task[None] = asyncio.create_task(coro)  # type: ignore[arg-type]
-        slot.tasks.add(task)
-        task.add_done_callback(slot.tasks.discard)
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run `coro` in the background, watched: a failure is logged, and `close()`
+        cancels what is still running."""
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        exc = None if task.cancelled() else task.exception()
+        # A load's refusal reaches its waiters through the task; anything else is a bug.
+        if exc is not None and not isinstance(exc, GatewayError):
+            log.error("gateway.task_failed", task=task.get_name(), exc_info=exc)
 
     def counts(self) -> dict[str, tuple[int, int]]:
         """(in flight, waiting) by model, for the gauges and the status document."""
@@ -82,7 +84,7 @@ class Slots:
 
     async def close(self) -> None:
         """Cancel loads and stops under way (shutdown)."""
-        tasks = [t for s in self.slots.values() for t in (*s.tasks, s.load) if t is not None]
+        tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
