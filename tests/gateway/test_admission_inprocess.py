@@ -1,0 +1,174 @@
+"""The gateway's admission under forced interleavings, in process, over a supervisor double.
+
+Each test puts two tasks in the one order that used to break a rule (a stop sent while a
+request ran, a count gone negative, a keep_alive that outlived its load, a load a reload
+answered 503) and checks the rule holds. No processes, no sleeps: the double moves states
+only when the test (or a command, with `auto`) says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+
+import pytest
+from supervisor_double import Double, gateway, spec, until
+
+from llamad.gateway import drain as drain_module
+from llamad.gateway.core import Gateway
+from llamad.gateway.port import Upstream
+from llamad.lifecycle.states import State
+
+pytestmark = pytest.mark.timeout(20)
+
+
+async def hold(gw: Gateway, double: Double, name: str, release: asyncio.Future[None]) -> Upstream:
+    """One request to `name`, inside its lease until `release` is resolved."""
+    async with gw.lease(name) as upstream:
+        double.inside[name] = double.inside.get(name, 0) + 1
+        try:
+            await release
+        finally:
+            double.inside[name] -= 1
+    return upstream
+
+
+def spawn(coro: Awaitable[Upstream]) -> asyncio.Task[Upstream]:
+    return asyncio.ensure_future(coro)
+
+
+async def test_an_idle_stop_never_lands_on_a_request_admitted_in_the_same_step() -> None:
+    double = Double()
+    double.add(spec("a", idle_timeout=1.0), State.RUNNING)
+    gw = gateway(double)
+    gw.idle.tick(time.monotonic())  # arms the timer
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    request = spawn(hold(gw, double, "a", done))  # a request is on its way...
+    gw.idle.tick(time.monotonic() + 60)  # ...when the timer expires in the same step
+    await until(lambda: double.inside.get("a") == 1, "the request runs")
+    done.set_result(None)
+    await request
+    assert double.stops() == [("a", "Stop(idle=True)", 0)], "stopped under a running request"
+    await gw.close()
+
+
+async def test_an_eviction_never_lands_on_a_request_admitted_between_plan_and_stop() -> None:
+    double = Double()
+    double.add(spec("a"), State.RUNNING)
+    double.add(spec("b"))
+    gw = gateway(double, max_loaded=1)
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    for_a: list[asyncio.Task[Upstream]] = []
+    # The moment b's load plans its room, a request for a (the victim) arrives.
+    double.on_names = lambda: for_a.append(spawn(hold(gw, double, "a", done)))
+    for_b = spawn(hold(gw, double, "b", done))
+    await until(lambda: bool(double.stops()), "a is evicted")
+    assert double.stops() == [("a", "Stop(idle=True)", 0)], "evicted under a running request"
+    await until(lambda: double.inside.get("b") == 1, "b is served")
+    for task in (for_b, *for_a):
+        task.cancel()
+    await asyncio.gather(for_b, *for_a, return_exceptions=True)
+    await gw.close()
+
+
+async def test_an_unload_while_busy_happens_once_and_later_requests_keep_the_model() -> None:
+    double = Double()
+    double.add(spec("a", idle_timeout=600.0), State.RUNNING)
+    gw = gateway(double)
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    busy = spawn(hold(gw, double, "a", done))
+    await until(lambda: double.inside.get("a") == 1, "the request runs")
+    await gw.unload("a")
+    assert double.stops() == [], "unloaded under a running request"
+    done.set_result(None)
+    await busy
+    await until(lambda: double.insts["a"].state is State.IDLE, "unloaded once idle")
+    async with gw.lease("a"):  # an OpenAI client that never asked for an unload
+        pass
+    assert double.insts["a"].state is State.RUNNING
+    await until(lambda: gw.sched.slot("a").expires is not None, "the idle timer armed")
+    left = gw.sched.slot("a").expires - time.monotonic()  # type: ignore[operator]
+    assert left > 500, "the unload outlived the request that asked for it"
+    assert len(double.stops()) == 1
+    await gw.close()
+
+
+async def test_keep_alive_holds_for_one_load_only() -> None:
+    double = Double()
+    double.add(spec("a", idle_timeout=600.0))
+    gw = gateway(double)
+    async with gw.lease("a", keep_alive=-1):
+        pass
+    assert gw.sched.timeout("a") is None, "keep_alive -1: loaded for ever"
+    await gw.unload("a")
+    async with gw.lease("a"):
+        pass
+    assert gw.sched.timeout("a") == 600.0, "a new process goes back to idle_timeout"
+    await gw.close()
+
+
+async def test_a_request_that_outlives_a_drain_never_counts_below_zero(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(drain_module, "DRAIN_MAX_S", 0.05)
+    double = Double()
+    double.add(spec("a", on_demand=False), State.RUNNING)
+    gw = gateway(double)
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    stuck = spawn(hold(gw, double, "a", done))
+    await until(lambda: double.inside.get("a") == 1, "the request runs")
+    async with gw.draining(["a"], []):  # a reload removes it; the drain gives up waiting
+        double.remove("a")
+    double.add(spec("a", on_demand=False), State.RUNNING)  # and the name comes back
+    done.set_result(None)
+    await stuck
+    assert gw.sched.counts().get("a", (0, 0)) == (0, 0)
+    async with gw.lease("a"):
+        assert gw.sched.counts()["a"] == (1, 0)
+    await until(lambda: gw.sched.counts()["a"] == (0, 0), "nothing in flight")
+    await gw.close()
+
+
+async def test_a_reload_during_an_on_demand_load_loads_it_again() -> None:
+    double = Double(auto=False)
+    double.add(spec("a"))
+    gw = gateway(double)
+    waiter = spawn(hold(gw, double, "a", asyncio.get_running_loop().create_future()))
+    await until(lambda: double.insts["a"].state is State.STARTING, "the load starts it")
+    async with gw.draining([], ["a"]):  # the reload restarts it with its new spec
+        double.move("a", State.STOPPING)
+        double.move("a", State.STOPPED)
+        await until(lambda: gw.sched.slot("a").load is None, "the load saw it stop")
+        double.move("a", State.STARTING)
+    double.move("a", State.RUNNING)
+    await until(lambda: double.inside.get("a") == 1, "the waiter is served")
+    assert not waiter.done()
+    assert double.stops() == [], "the interrupted load stopped what the reload restarted"
+    waiter.cancel()
+    await asyncio.gather(waiter, return_exceptions=True)
+    await gw.close()
+
+
+async def test_a_request_whose_process_died_before_answering_goes_to_its_successor() -> None:
+    double = Double(auto=False)
+    double.add(spec("a", on_demand=False), State.RUNNING)
+    gw = gateway(double)
+    async with gw.lease("a") as first:
+        double.crash("a")
+        again = spawn(gw.restarted(first))  # type: ignore[arg-type]
+        await until(lambda: double.insts["a"].state is State.STARTING, "restarting")
+        double.move("a", State.RUNNING)
+        second = await again
+    assert second is not None
+    assert second.pid not in (None, first.pid)
+    await gw.close()
+
+
+async def test_a_failure_while_the_process_still_runs_is_not_sent_again() -> None:
+    double = Double(auto=False)
+    double.add(spec("a", on_demand=False), State.RUNNING)
+    gw = gateway(double)
+    async with gw.lease("a") as first:
+        assert await gw.restarted(first) is None
+    await gw.close()
