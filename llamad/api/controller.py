@@ -14,7 +14,7 @@ from llamad.api.status import ProcessFacts, instance_doc
 from llamad.common.clock import utcnow
 from llamad.config.load import ConfigError
 from llamad.lifecycle.states import Event, Restart, Start, State, Stop
-from llamad.supervise.instance import Instance
+from llamad.supervise.instance import Instance, InstanceClosed
 from llamad.supervise.state import DaemonState
 
 if TYPE_CHECKING:  # the gateway's modules load only when one is configured
@@ -110,7 +110,10 @@ class DaemonController:
         # Once send() returns the machine has taken the event in, so the record no longer
         # shows the state from before the command: reaching `target` is its outcome.
         inst = self._get(name)
-        await inst.send(event)
+        try:
+            await inst.send(event)
+        except InstanceClosed:  # removed (or the daemon stopping) while it waited
+            raise Conflict(f"instance {name!r} is being removed") from None
         if wait:
             await inst.wait_until(*target, timeout=wait)
         return self._doc(inst)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import httpx
 import structlog
 
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_tcp
+from llamad.common.retrying import retrying
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.daemon.guard import ServiceGuard
 from llamad.gateway.app import build_app
@@ -22,6 +22,9 @@ from llamad.gateway.pool import Pool
 from llamad.supervise.state import DaemonState
 
 log = structlog.get_logger("llamad.gateway")
+
+# A ticker that failed retries sooner than a service: idle stops wait on it.
+TASK_RETRY_S = 0.5
 
 
 def start_gateway(
@@ -62,19 +65,17 @@ async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: async
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
     # verify=False only spares building a TLS context: instances and peers speak plain HTTP.
     client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10), limits=limits, verify=False)
-    ticker = asyncio.create_task(gateway.run(), name="gateway-idle")
-    peers = asyncio.create_task(_fleet(gateway, hosts), name="gateway-fleet")
+    # The idle ticker and the fleet refresher: one that raises is logged and runs again
+    # (idle stops must not end for good), and neither can keep the cleanup below from running.
+    background = {"gateway-idle": gateway.run, "gateway-fleet": lambda: _fleet(gateway, hosts)}
     listen = f"{cfg.host}:{cfg.port}"
     try:
-        app = build_app(gateway, ollama_routes(gateway, client), pool=pool)
-        await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
+        async with retrying(background, stop, initial=TASK_RETRY_S, event="gateway.task_failed"):
+            app = build_app(gateway, ollama_routes(gateway, client), pool=pool)
+            await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))
     finally:
-        for task in (ticker, peers):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
         if gateway.fleet is not None:
             await gateway.fleet.close()  # before what a refresh would ask is closed
         await hosts.close()  # the mDNS browser, within its deadline

@@ -10,17 +10,8 @@ instances get their stop, and the exit code tells launchd or systemd to restart 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable, Coroutine
-from typing import Any
 
-import structlog
-
-log = structlog.get_logger("llamad.daemon")
-
-RETRY_INITIAL_S, RETRY_MAX_S = 1.0, 30.0
-
-Service = Callable[[], Coroutine[Any, Any, None]]
+from llamad.common.retrying import Service, run_retrying
 
 
 class ServiceGuard:
@@ -38,32 +29,7 @@ class ServiceGuard:
         return self._group.create_task(self._run(name, service, retry), name=name)
 
     async def _run(self, name: str, service: Service, retry: bool) -> None:
-        delay = RETRY_INITIAL_S
-        while True:
-            try:
-                await service()
-                return
-            except Exception as exc:  # a service's bug or fault must not kill the children
-                log.error(
-                    "daemon.service_failed",
-                    service=name,
-                    error=_describe(exc),
-                    retry_in_s=delay if retry else None,
-                    exc_info=exc,
-                )
-            if not retry:
-                self.failed = self.failed or name
-                self._shutdown.set()
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout=delay)
-            if self._stop.is_set():
-                return
-            delay = min(delay * 2, RETRY_MAX_S)
-
-
-def _describe(exc: BaseException) -> str:
-    """`Type: message`, of the errors inside an exception group rather than the group."""
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    return f"{type(exc).__name__}: {exc}"
+        failure = await run_retrying(name, service, self._stop, retry=retry)
+        if failure is not None:
+            self.failed = self.failed or name
+            self._shutdown.set()

@@ -64,14 +64,15 @@ class ChildLog:
             return f"cannot write log file {self.path}: {exc.strerror or exc}"
         return None
 
-    def write(self, text: str) -> None:
-        """Append a line of the child's output (or several, joined by newlines)."""
-        record = logging.LogRecord(
-            "llamad.child", logging.INFO, "", 0, self.redact(text), None, None
-        )
+    def write(self, text: str) -> str:
+        """Append a line of the child's output (or several, joined by newlines); returns
+        it as written, secrets blanked out, for the child's tail to keep."""
+        text = self.redact(text)
+        record = logging.LogRecord("llamad.child", logging.INFO, "", 0, text, None, None)
         self._handler.emit(record)
         if self._failing and not self._handler.failed_last:
             self._failing = False
+        return text
 
     def mark(self, text: str) -> None:
         """A line of llamad's own, so `llamactl logs` shows starts and exits in place."""

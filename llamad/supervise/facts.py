@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from llamad.backends.spec import InstanceSpec
 from llamad.lifecycle.states import Start, State, Stop
-from llamad.supervise.instance import Instance
+from llamad.supervise.instance import Instance, InstanceClosed
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,12 @@ class ByName:
         return facts_of(inst) if inst is not None else None
 
     async def command(self, name: str, event: Start | Stop) -> None:
-        """Send `event` to instance `name` and wait until it is taken in."""
+        """Send `event` to instance `name` and wait until it is taken in; an instance
+        that is gone, or going, takes nothing (as one that never was)."""
         inst = self.instances.get(name)
         if inst is not None and not inst.closing:
-            await inst.send(event)
+            with contextlib.suppress(InstanceClosed):  # it ended while the event waited
+                await inst.send(event)
 
     async def wait_for(self, name: str, *states: State, timeout: float) -> bool:
         """Wait until `name` is in one of `states`; False on timeout or when it is gone."""

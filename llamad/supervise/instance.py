@@ -36,6 +36,15 @@ from llamad.supervise.watch import watch
 log = structlog.get_logger("llamad.instance")
 
 
+class InstanceClosed(Exception):
+    """The instance's task has ended (removed from the config, or the daemon stopping):
+    it takes no more events, and an event it never took in will never be."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"instance {name} is closed")
+        self.name = name
+
+
 class Instance:
     """A llama-server the daemon keeps running; `run()` is its task."""
 
@@ -56,16 +65,23 @@ class Instance:
         self._timer: asyncio.TimerHandle | None = None
         self._helpers: set[asyncio.Task[None]] = set()
         self._closing = False
+        self._ended = False
         self.changed = asyncio.Event()
 
     # Commands ------------------------------------------------------------------
 
     def post(self, event: Event) -> None:
-        """Queue an event for the instance task."""
-        self._queue.put_nowait((event, None))
+        """Queue an event for the instance task (dropped once the task has ended)."""
+        if not self._ended:
+            self._queue.put_nowait((event, None))
 
     async def send(self, event: Event) -> None:
-        """Queue an event and wait until the task has taken it in."""
+        """Queue an event and wait until the task has taken it in.
+
+        Raises InstanceClosed when the task has ended, or ends before taking it in.
+        """
+        if self._ended:
+            raise InstanceClosed(self.spec.name)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.put_nowait((event, done))
         await done
@@ -96,6 +112,7 @@ class Instance:
 
     async def run(self) -> None:
         """Process events until closed and stopped; on cancellation, leave no child behind."""
+        done: asyncio.Future[None] | None = None
         try:
             while not (self._closing and self.record.state is State.STOPPED):
                 event, done = await self._queue.get()
@@ -105,11 +122,24 @@ class Instance:
                 if done is not None and not done.done():
                     done.set_result(None)
         finally:
+            self._end(done)
             self.kill_now()
             self._disarm()
             for task in list(self._helpers):
                 task.cancel()
             self.log.close()
+
+    def _end(self, current: asyncio.Future[None] | None) -> None:
+        # Nothing reads the queue from here on: whoever waits on an event still in it
+        # (a rollout reaching an instance a reload removed), or on the one a cancellation
+        # cut short, learns so now rather than never.
+        self._ended = True
+        waiting = [current]
+        while not self._queue.empty():
+            waiting.append(self._queue.get_nowait()[1])
+        for done in waiting:
+            if done is not None and not done.done():
+                done.set_exception(InstanceClosed(self.spec.name))
 
     async def _guarded(self, event: Event) -> None:
         # Nothing one instance's book-keeping raises may end the supervisor's TaskGroup

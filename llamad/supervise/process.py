@@ -97,14 +97,8 @@ def die_with_parent(daemon_pid: int) -> Callable[[], None]:
 class Child:
     """A running llama-server (or rpc worker) process and its output pump."""
 
-    def __init__(
-        self,
-        proc: asyncio.subprocess.Process,
-        write: Callable[[str], None],
-        redact: Callable[[str], str] = str,
-    ) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, write: Callable[[str], str]) -> None:
         self.proc = proc
-        self._redact = redact
         self.pid = proc.pid
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.started = asyncio.get_running_loop().time()
@@ -118,10 +112,10 @@ class Child:
         cls,
         argv: list[str],
         env: dict[str, str],
-        write: Callable[[str], None],
-        redact: Callable[[str], str] = str,
+        write: Callable[[str], str],
     ) -> Child:
-        """Launch `argv` in a new session so signals reach its whole process group."""
+        """Launch `argv` in a new session so signals reach its whole process group.
+        `write(text)` keeps its output and returns it as kept (redacted) for the tail."""
         proc = await asyncio.create_subprocess_exec(
             *argv,
             env=env,
@@ -131,7 +125,7 @@ class Child:
             start_new_session=True,
             preexec_fn=die_with_parent(os.getpid()) if _PRCTL is not None else None,
         )
-        return cls(proc, write, redact)
+        return cls(proc, write)
 
     async def _read_output(self) -> None:
         assert self.proc.stdout is not None
@@ -149,12 +143,10 @@ class Child:
     def _lines(self, raw: list[bytes]) -> None:
         # One redaction and one write per read, however many lines it brought: llama-server
         # logs several lines per request, and this runs on the loop the gateway relays on.
-        # The tail reaches the status document (and the read-only token over TCP): it is
-        # redacted as the log file is.
+        # The tail reaches the status document (and the read-only token over TCP): it keeps
+        # what the writer wrote, redacted once, by the writer.
         text = b"\n".join(line.rstrip(b"\r") for line in raw).decode("utf-8", "replace")
-        text = self._redact(text)
-        self.tail.extend(text.split("\n"))
-        self._write(text)
+        self.tail.extend(self._write(text).split("\n"))
 
     def signal(self, name: str) -> None:
         """Signal the child's process group; a child already gone is fine."""

@@ -16,6 +16,7 @@ import structlog
 import watchfiles
 
 from llamad.backends.registry import backend_for
+from llamad.common.retrying import run_retrying
 from llamad.config.load import ConfigError, load
 from llamad.lifecycle.states import Restart, State
 from llamad.supervise.state import DaemonState
@@ -48,7 +49,9 @@ class Reloader:
         self._rewatch = asyncio.Event()
         self._files = self._watched()
         self._ids = self._snapshot()
-        self._rolling: asyncio.Task[list[str]] | None = None
+        self._group: asyncio.TaskGroup | None = None
+        self._rolling: asyncio.Task[object] | None = None
+        self._unrolled: list[str] | None = None
 
     def request(self) -> None:
         """Ask for a reload soon; a burst of requests yields one reload of the final file."""
@@ -94,17 +97,38 @@ class Reloader:
             return report
 
     def _start_rolling(self, names: list[str]) -> None:
+        # A newer build's rollout replaces the one under way. It runs in run()'s TaskGroup,
+        # or once run() runs again (a rollout asked for between a failure and its retry).
         if self._rolling is not None:
             self._rolling.cancel()
-        self._rolling = asyncio.create_task(self.supervisor.restart_one_by_one(names))
+        self._rolling, self._unrolled = None, names
+        if self._group is None:
+            return
+        self._unrolled = None
+        # A failure is logged and not retried: a second pass would restart again the
+        # instances the first already restarted. Rollout.failed remembers what is left.
+        roll = run_retrying(
+            "rolling-restart",
+            lambda: self.supervisor.restart_one_by_one(names),
+            retry=False,
+            event="binary.rollout_failed",
+        )
+        self._rolling = self._group.create_task(roll, name="rolling-restart")
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Serve reload requests and watch files until `stop` is set."""
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._serve_requests(stop))
-            group.create_task(self._watch(stop))
-        if self._rolling is not None:
-            self._rolling.cancel()
+        """Serve reload requests, watch files and roll out new builds until `stop` is set."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                group.create_task(self._serve_requests(stop))
+                group.create_task(self._watch(stop))
+                if self._unrolled is not None:
+                    self._start_rolling(self._unrolled)
+                await stop.wait()
+                if self._rolling is not None:
+                    self._rolling.cancel()  # the instances are being stopped anyway
+        finally:
+            self._group = None
 
     async def _serve_requests(self, stop: asyncio.Event) -> None:
         stopping = asyncio.ensure_future(stop.wait())

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import structlog
 
 from llamad.lifecycle.states import Restart, Start, State
-from llamad.supervise.instance import Instance
+from llamad.supervise.instance import Instance, InstanceClosed
 
 log = structlog.get_logger("llamad.rollout")
 
@@ -41,7 +41,12 @@ class Rollout:
         done: list[str] = []
         for n, inst in enumerate(order):
             name = inst.spec.name
-            await inst.send(Start() if inst.record.state is State.FAILED else Restart())
+            try:
+                await inst.send(Start() if inst.record.state is State.FAILED else Restart())
+            except InstanceClosed:  # a reload removed it while the rollout went on
+                log.info("binary.rollout_skipped", instance=name, reason="removed")
+                self.failed.discard(name)
+                continue
             reason = await _outcome(inst)
             if reason is None:
                 self.failed.discard(name)

@@ -57,7 +57,7 @@ class Runtime:
         marker = self.registry.env() if self.registry is not None else {}
         env = child_env(os.environ, settings, dict(spec.env), marker)
         try:
-            child = await Child.spawn(argv, env, log.write, log.redact)
+            child = await Child.spawn(argv, env, log.write)
         except OSError as exc:
             return f"cannot run {argv[0]}: {exc.strerror}"
         if self.registry is not None:

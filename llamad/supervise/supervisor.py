@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
@@ -14,7 +15,7 @@ from llamad.backends.probes import Health
 from llamad.config.load import InstanceSpec
 from llamad.lifecycle.states import Start, State, Stop
 from llamad.supervise.facts import ByName
-from llamad.supervise.instance import Instance
+from llamad.supervise.instance import Instance, InstanceClosed
 from llamad.supervise.rollout import Rollout
 from llamad.supervise.runtime import Runtime
 
@@ -123,7 +124,7 @@ class Supervisor(ByName):
             if inst.spec.autostart:
                 starting.append(inst)
         # Returns once each start is taken in: nothing the caller does can delay a launch.
-        await asyncio.gather(*(inst.send(Start()) for inst in starting))
+        await asyncio.gather(*(self._start(inst) for inst in starting))
 
     def _add(self, spec: InstanceSpec) -> Instance:
         assert self._group is not None, "apply() before run()"
@@ -143,10 +144,19 @@ class Supervisor(ByName):
         if spec.autostart and inst.record.state in _DOWN:
             inst.post(Start())
 
+    # A shutdown can close an instance while a reload works on it: its task ends, and an
+    # instance that is gone needs neither a start nor a stop.
+
+    @staticmethod
+    async def _start(inst: Instance) -> None:
+        with contextlib.suppress(InstanceClosed):
+            await inst.send(Start())
+
     @staticmethod
     async def _stop(inst: Instance) -> None:
-        await inst.send(Stop())
-        await inst.wait_until(State.STOPPED, timeout=inst.spec.knobs.stop_timeout + 5)
+        with contextlib.suppress(InstanceClosed):
+            await inst.send(Stop())
+            await inst.wait_until(State.STOPPED, timeout=inst.spec.knobs.stop_timeout + 5)
 
     async def restart_one_by_one(self, names: list[str]) -> list[str]:
         """Roll a new executable out to `names`: each live one in turn, healthy before the

@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 import llamad.daemon.services as services
 from llamad.config.load import load
 from llamad.daemon.main import EXIT_FATAL, EXIT_OK, serve
+from llamad.gateway.core import Gateway
 from llamad.supervise.reload import Reloader
 
 FAST = {"health_interval": 0.2, "start_timeout": 20.0, "stop_timeout": 5.0}
@@ -82,3 +83,41 @@ async def test_a_failing_control_api_ends_the_daemon_gracefully_with_exit_1(
     assert failed[0]["retry_in_s"] is None
     stopped_gracefully(events)
     assert named(events, "daemon.stopped", exit_code=EXIT_FATAL)
+
+
+async def test_a_failing_gateway_ticker_is_retried_and_shutdown_still_cleans_up(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(self: Gateway) -> None:
+        raise RuntimeError("ticker broke")
+
+    closed: list[Gateway] = []
+    close = Gateway.close
+
+    async def recorded_close(self: Gateway) -> None:
+        closed.append(self)
+        await close(self)
+
+    monkeypatch.setattr(Gateway, "run", broken)
+    monkeypatch.setattr(Gateway, "close", recorded_close)
+    daemon = {"state_dir": str(tmp_path / "state"), "socket": str(short_dir() / "l.sock")}
+    cfg = write_config(
+        tmp_path / "llamad.toml",
+        {"a": {"model": tiny_model, "port": free_port(), "on_demand": True}},
+        daemon=daemon,
+        gateway={"listen": f"127.0.0.1:{free_port()}"},
+    )
+    shutdown = asyncio.Event()
+    with capture_logs() as events:
+        task = asyncio.create_task(serve(load(cfg), shutdown))
+        await until(
+            lambda: len(named(events, "gateway.task_failed", service="gateway-idle")) >= 2,
+            10,
+            "the ticker retried",
+        )
+        shutdown.set()
+        assert await asyncio.wait_for(task, 30) == EXIT_OK
+    failed = named(events, "gateway.task_failed")
+    assert "RuntimeError: ticker broke" in failed[0]["error"]
+    assert len(closed) == 1  # the cleanup after the ticker ran to its end
+    assert not named(events, "daemon.service_failed")

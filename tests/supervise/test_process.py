@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from llamad.supervise.childlog import ChildLog
 from llamad.supervise.process import Child, die_with_parent
 
 # The child asks the kernel for its own parent-death signal (PR_GET_PDEATHSIG = 2).
@@ -28,7 +31,12 @@ async def test_child_gets_pdeathsig_without_loading_libc_after_fork(
 
     monkeypatch.setattr(ctypes, "CDLL", no_dlopen)
     lines: list[str] = []
-    child = await Child.spawn([sys.executable, "-c", ASK_PDEATHSIG], dict(os.environ), lines.append)
+
+    def write(text: str) -> str:
+        lines.append(text)
+        return text
+
+    child = await Child.spawn([sys.executable, "-c", ASK_PDEATHSIG], dict(os.environ), write)
     monkeypatch.undo()  # the child's own ctypes is its own business
     exit_info = await child.wait()
     assert exit_info.code == 0, lines
@@ -55,3 +63,13 @@ def test_child_of_the_live_daemon_runs_on() -> None:
         ["sh", "-c", "exit 7"], preexec_fn=die_with_parent(os.getpid()), timeout=10
     )
     assert child.returncode == 7
+
+
+async def test_child_output_is_redacted_once_in_the_log_and_the_tail(tmp_path: Path) -> None:
+    """A secret inside "[redacted]" shows whether it was blanked out twice."""
+    log = ChildLog(tmp_path / "a.log", 1 << 20, 1, secrets=["act"])
+    child = await Child.spawn([sys.executable, "-c", "print('key=act')"], {}, log.write)
+    exit_info = await asyncio.wait_for(child.wait(), 10)
+    log.close()
+    assert exit_info.stderr_tail == ["key=[redacted]"]
+    assert (tmp_path / "a.log").read_text().splitlines() == ["key=[redacted]"]
