@@ -18,7 +18,8 @@ import watchfiles
 from llamad.backends.registry import backend_for
 from llamad.common.retrying import run_retrying
 from llamad.config.load import ConfigError, load
-from llamad.lifecycle.states import Restart, State
+from llamad.lifecycle.states import State
+from llamad.supervise.instance import Instance
 from llamad.supervise.state import DaemonState
 
 log = structlog.get_logger("llamad.reload")
@@ -114,6 +115,18 @@ class Reloader:
             event="binary.rollout_failed",
         )
         self._rolling = self._group.create_task(roll, name="rolling-restart")
+
+    def _restart(self, inst: Instance) -> None:
+        # In run()'s TaskGroup, not awaited here: the drain may wait minutes for requests
+        # in flight, and the watcher goes on meanwhile.
+        assert self._group is not None, "files are watched only inside run()"
+        work = run_retrying(
+            f"restart-{inst.spec.name}",
+            lambda: self.supervisor.restart(inst),
+            retry=False,
+            event="model.restart_failed",
+        )
+        self._group.create_task(work, name=f"restart-{inst.spec.name}")
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve reload requests, watch files and roll out new builds until `stop` is set."""
@@ -212,7 +225,7 @@ class Reloader:
             changed = moved.intersection(backend_for(spec.kind).watched(spec))
             if live and inst is not None and changed:
                 log.info("model.changed", instance=spec.name, model=str(min(changed)))
-                inst.post(Restart())
+                self._restart(inst)
 
 
 async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:

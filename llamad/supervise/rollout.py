@@ -8,11 +8,11 @@ build) retries the instances that failed on the broken one, then carries on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
-from llamad.lifecycle.states import Restart, Start, State
+from llamad.lifecycle.states import State
 from llamad.supervise.instance import Instance, InstanceClosed
 
 log = structlog.get_logger("llamad.rollout")
@@ -25,8 +25,9 @@ _SETTLED = (State.RUNNING, State.BACKOFF, State.FAILED, State.STOPPED, State.IDL
 class Rollout:
     """Restarts instances in turn; remembers those a halted rollout left down."""
 
-    def __init__(self) -> None:
+    def __init__(self, restart: Callable[[Instance], Awaitable[None]]) -> None:
         self.failed: set[str] = set()
+        self._restart = restart  # the supervisor's: drained by the gateway, when it has one
 
     async def run(self, instances: Iterable[Instance]) -> list[str]:
         """Restart each live instance (and each one a past rollout left failed) in turn.
@@ -42,7 +43,7 @@ class Rollout:
         for n, inst in enumerate(order):
             name = inst.spec.name
             try:
-                await inst.send(Start() if inst.record.state is State.FAILED else Restart())
+                await self._restart(inst)
             except InstanceClosed:  # a reload removed it while the rollout went on
                 log.info("binary.rollout_skipped", instance=name, reason="removed")
                 self.failed.discard(name)

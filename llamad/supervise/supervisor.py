@@ -13,7 +13,7 @@ import structlog
 
 from llamad.backends.probes import Health
 from llamad.config.load import InstanceSpec
-from llamad.lifecycle.states import Start, State, Stop
+from llamad.lifecycle.states import Restart, Start, State, Stop
 from llamad.supervise.facts import ByName
 from llamad.supervise.instance import Instance, InstanceClosed
 from llamad.supervise.rollout import Rollout
@@ -22,6 +22,8 @@ from llamad.supervise.runtime import Runtime
 log = structlog.get_logger("llamad.supervisor")
 
 _DOWN = (State.STOPPED, State.IDLE)  # no process, and none wanted until someone asks
+# Where a restart goes once the old process is gone.
+_PAST_STOP = (State.STARTING, State.BACKOFF, State.FAILED, State.STOPPED, State.IDLE)
 
 # (removed, changed) -> a context around stopping and restarting them: the gateway's drain.
 Drain = Callable[[list[str], list[str]], AbstractAsyncContextManager[None]]
@@ -65,7 +67,7 @@ class Supervisor(ByName):
         self._group: asyncio.TaskGroup | None = None
         self._started = asyncio.Event()
         self._closed = asyncio.Event()
-        self.rollout = Rollout()
+        self.rollout = Rollout(self.restart)
         self.draining: Drain = lambda removed, changed: nullcontext()
 
     async def run(self) -> None:
@@ -157,6 +159,16 @@ class Supervisor(ByName):
         with contextlib.suppress(InstanceClosed):
             await inst.send(Stop())
             await inst.wait_until(State.STOPPED, timeout=inst.spec.knobs.stop_timeout + 5)
+
+    async def restart(self, inst: Instance) -> None:
+        """Restart `inst` (start it, when it failed) inside the gateway's drain: its
+        requests in flight end first, and new ones wait for the new process. Raises
+        InstanceClosed when a reload removed it meanwhile."""
+        async with self.draining([], [inst.spec.name]):
+            await inst.send(Start() if inst.record.state is State.FAILED else Restart())
+            # The drain holds new requests until the old process is gone, so none of them
+            # reaches it, or finds nothing listening between the stop and the start.
+            await inst.wait_until(*_PAST_STOP, timeout=inst.spec.knobs.stop_timeout + 5)
 
     async def restart_one_by_one(self, names: list[str]) -> list[str]:
         """Roll a new executable out to `names`: each live one in turn, healthy before the

@@ -4,6 +4,8 @@ intact first, then the old process goes; new requests meet the new process (or 4
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import threading
 import tomllib
@@ -13,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from gateway_helpers import LONG, Gw, gateway
-from helpers import wait_for
+from helpers import stand_in_binary, wait_for
 from test_reload_gateway import _toml
 
 # Each token comes with the probabilities of the whole (256-token) vocabulary: 16 KB of
@@ -125,3 +127,48 @@ def test_a_removed_model_finishes_its_stream_then_answers_404(tiny_model: Path) 
         gw.ld.wait_event("config.reloaded", timeout=30)
         assert httpx.post(url, json=body, timeout=10).status_code == 404
         assert httpx.post(url, json={**body, "model": "y"}, timeout=30).status_code == 200
+
+
+def test_a_replaced_model_file_drains_then_restarts(tiny_model: Path, tmp_path: Path) -> None:
+    """A model file replaced on disk restarts its instance as a config change does: the
+    stream in flight ends intact first, and the restart waits for it."""
+    model = tmp_path / "m.gguf"
+    shutil.copy(tiny_model, model)
+    with gateway(model, {"x": LONG}) as gw:
+        old_pid = gw.ld.running("x")
+        stream = _Held(gw, "x")
+        stream.start()
+        assert stream.first.wait(30)
+        fresh = tmp_path / "m.new"
+        shutil.copy(tiny_model, fresh)
+        os.replace(fresh, model)  # as a download tool finishes: a new file in its place
+        gw.ld.wait_event("model.changed", instance="x", timeout=10)
+        gw.ld.wait_event("gateway.draining", in_flight={"x": 1}, timeout=10)
+        assert gw.ld.running("x") == old_pid
+        stream.go.set()
+        stream.join(90)
+        assert stream.intact(), stream.lines[-2:]
+        gw.ld.wait_running("x", not_pid=old_pid)
+        after = {"model": "x", "prompt": "hi", "max_tokens": 2}
+        assert httpx.post(stream.url, json=after, timeout=30).status_code == 200
+
+
+def test_a_new_binary_rolls_out_behind_the_drain(
+    tiny_model: Path, llama_server: Path, tmp_path: Path
+) -> None:
+    """A rolling upgrade restarts an instance only once its stream in flight has ended."""
+    wrapper = tmp_path / "llama-server"
+    stand_in_binary(wrapper, llama_server)
+    with gateway(tiny_model, {"x": LONG}, daemon={"llama_server": str(wrapper)}) as gw:
+        old_pid = gw.ld.running("x")
+        stream = _Held(gw, "x")
+        stream.start()
+        assert stream.first.wait(30)
+        stand_in_binary(wrapper, llama_server, note="upgraded")
+        gw.ld.wait_event("binary.changed", timeout=10)
+        gw.ld.wait_event("gateway.draining", in_flight={"x": 1}, timeout=10)
+        assert gw.ld.running("x") == old_pid
+        stream.go.set()
+        stream.join(90)
+        assert stream.intact(), stream.lines[-2:]
+        gw.ld.wait_running("x", not_pid=old_pid)
