@@ -32,7 +32,7 @@ from llamad.daemon.notify import Notifier
 from llamad.fleet.remote_workers import RemoteWorkers
 from llamad.supervise.hooks import ProbeFeed
 from llamad.supervise.orphans import ChildRegistry
-from llamad.supervise.process import port_problem
+from llamad.supervise.process import bind_error
 from llamad.supervise.runtime import Runtime
 from llamad.supervise.state import DaemonState
 from llamad.supervise.supervisor import Supervisor
@@ -62,7 +62,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
     registry = ChildRegistry(d.state_dir)
     # Children a SIGKILLed llamad left behind (macOS has no PDEATHSIG) hold our ports. The
     # scan for unrecorded ones costs tens of ms of cold start, so only when a port is taken.
-    taken = any(port_problem(s.host, s.port) for s in resolved.instances.values())
+    taken = any(bind_error(s.host, s.port) for s in resolved.instances.values())
     registry.reap_leftovers(scan=taken)
     notifier = Notifier.from_env()
     # Its httpx pool is built at the first probe: httpx loads after the first launch.

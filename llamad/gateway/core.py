@@ -190,9 +190,7 @@ class Gateway:
         used = sum(self.sched.size(f.name) or 0 for f in live)
         budget = cfg.memory_budget
         if budget == "auto":
-            held = sum(self.sched.slot(f.name).measured or 0 for f in live)
-            total = memory.available() + held
-            budget = total - memory.margin(total)
+            budget = memory.auto_budget(self.sched.slot(f.name).measured for f in live)
         return {
             "listen": f"{cfg.host}:{cfg.port}",
             "max_loaded": cfg.max_loaded,

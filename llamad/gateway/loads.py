@@ -104,9 +104,7 @@ class Loads(Slots):
         budget = self.settings().memory_budget
         if budget != "auto":
             return budget
-        held = sum(self.slot(m.name).measured or 0 for m in loaded)
-        total = memory.available() + held
-        return total - memory.margin(total)
+        return memory.auto_budget(self.slot(m.name).measured for m in loaded)
 
     def size(self, name: str) -> int | None:
         """The measured footprint of `name` once it has run, else its estimate."""

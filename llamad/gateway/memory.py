@@ -3,12 +3,16 @@
 Before a model has run, its need is estimated as Ollama does: the GGUF file plus its KV
 cache, read from the header (layers x KV heads x key/value lengths x context x the
 cache type's bytes). Once it has run, its measured footprint (USS) replaces the guess.
+
+The `auto` budget is RAM only: what a model holds in a discrete GPU's VRAM is not counted.
 """
 
 from __future__ import annotations
 
 import functools
 import platform
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import psutil
@@ -85,27 +89,84 @@ def _kv_shape(path: Path) -> tuple[int, int, int, int, int] | None:
     return layers, kv_heads, key_len, value_len, meta.context_length or 4096
 
 
-def footprint(pid: int | None) -> int | None:
+class Footprint(int):
+    """A child's footprint (USS, bytes): the size the gateway keeps for the model, which
+    also knows how much of it is anonymous memory (`anon`; None when not measured)."""
+
+    anon: int | None
+
+    def __new__(cls, uss: int, anon: int | None = None) -> Footprint:
+        self = super().__new__(cls, uss)
+        self.anon = anon
+        return self
+
+
+def footprint(pid: int | None) -> Footprint | None:
     """What process `pid` holds that nothing else does (USS), or None when it is gone."""
     if pid is None:
         return None
+    if sys.platform == "linux":
+        measured = _smaps_rollup(pid)
+        if measured is not None:
+            return measured
     try:
-        return int(psutil.Process(pid).memory_full_info().uss)
+        return Footprint(int(psutil.Process(pid).memory_full_info().uss))
     except (psutil.Error, AttributeError):
         return None
 
 
-def available() -> int:
-    """Free memory now: MemAvailable capped by the cgroup's limit (Linux); on macOS what
-    psutil reports, capped by an estimate of Metal's recommended working set."""
+def _smaps_rollup(pid: int) -> Footprint | None:
+    # One read of the kernel's sums (Linux 4.14+), not psutil's parse of every mapping:
+    # USS as psutil counts it (the Private_* lines), and the anonymous part of it.
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    kb = {}
+    for line in text.splitlines()[1:]:
+        key, _, value = line.partition(":")
+        if value.strip().endswith("kB"):
+            kb[key] = int(value.split()[0]) * 1024
+    uss = sum(v for k, v in kb.items() if k.startswith("Private"))
+    return Footprint(uss, kb.get("Anonymous"))
+
+
+def auto_budget(held: Iterable[int | None]) -> int:
+    """`memory_budget = "auto"`, given the footprints of our loaded models: what there
+    would be without them, minus a margin for everything else."""
     vm = psutil.virtual_memory()
     free = int(vm.available)
     if platform.system() == "Darwin" and platform.machine() == "arm64":
         # Metal's recommendedMaxWorkingSetSize is about 2/3 of RAM up to 36 GiB, 3/4 above.
         share = 2 / 3 if vm.total <= 36 * 1024**3 else 3 / 4
         free = min(free, int(vm.total * share))
-    limit = _cgroup_room()
-    return min(free, limit) if limit is not None else free
+    total = total_for(free, _cgroup_room(), held, sys.platform == "linux")
+    return total - margin(total)
+
+
+def total_for(free: int, cgroup_room: int | None, held: Iterable[int | None], linux: bool) -> int:
+    """The memory there would be with none of our models loaded, from the `free` memory
+    now, the cgroup's room (when it has a limit) and the models' footprints (`held`)."""
+    sizes = [h for h in held if h]
+    whole = sum(sizes)
+    # Linux's MemAvailable counts page cache as available, and a model's mmapped GGUF
+    # weights are page cache: only the anonymous part of a footprint (KV cache, compute
+    # buffers, or weights read with --no-mmap) comes back when the model stops. Adding
+    # the whole footprint counted the weights twice. On macOS, psutil's available memory
+    # (free + inactive pages) leaves out the pages a loaded model uses (active, and wired
+    # for Metal), so there the whole footprint does come back.
+    anon = sum(_anon(h) for h in sizes) if linux else whole
+    total = free + anon
+    if cgroup_room is not None:
+        # memory.current charges the cgroup for page cache too, the weights included.
+        total = min(total, cgroup_room + whole)
+    return total
+
+
+def _anon(size: int) -> int:
+    if isinstance(size, Footprint) and size.anon is not None:
+        return min(size.anon, int(size))
+    return int(size)  # measured without the split (psutil), or estimated: all of it
 
 
 def _cgroup_room() -> int | None:

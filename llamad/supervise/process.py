@@ -168,8 +168,8 @@ class Child:
         return ExitInfo(code, None, utcnow(), list(self.tail))
 
 
-def port_problem(host: str, port: int) -> str | None:
-    """Why `port` can't be bound on `host` right now, naming the holder when psutil can."""
+def bind_error(host: str, port: int) -> OSError | None:
+    """What binding `port` on `host` fails with right now, or None when it is free."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         # As llama-server does: without it, TIME_WAIT left by our own probes reads as taken.
@@ -177,9 +177,21 @@ def port_problem(host: str, port: int) -> str | None:
         try:
             sock.bind((host, port))
         except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return f"port {port} in use by {port_owner(port)}"
-            if exc.errno == errno.EADDRNOTAVAIL:
-                return f"cannot bind {host}:{port}: address not available on this host"
-            return f"cannot bind {host}:{port}: {exc.strerror}"
+            return exc
     return None
+
+
+async def port_problem(
+    host: str, port: int, owner: Callable[[int], str] = port_owner
+) -> str | None:
+    """Why `port` can't be bound on `host` right now, naming the holder when it can."""
+    exc = bind_error(host, port)
+    if exc is None:
+        return None
+    if exc.errno == errno.EADDRINUSE:
+        # lsof, or a scan of every socket on the host: tens of ms or more, in a thread so
+        # the requests the gateway relays meanwhile do not wait for it.
+        return f"port {port} in use by {await asyncio.to_thread(owner, port)}"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return f"cannot bind {host}:{port}: address not available on this host"
+    return f"cannot bind {host}:{port}: {exc.strerror}"

@@ -45,7 +45,7 @@ class Runtime:
         `remote` workers, as found running just now, follow its local ones in LLAMA_ARG_RPC."""
         if (unwritable := log.problem()) is not None:
             return unwritable
-        problem = model_problem(spec.model) or port_problem(spec.host, spec.port)
+        problem = model_problem(spec.model) or await port_problem(spec.host, spec.port)
         if problem:
             log.mark(f"not started: {problem}")
             return problem
@@ -72,12 +72,12 @@ class Runtime:
         worker in `found` restarts. Returns at once for a head without remote workers."""
         await self.remote.watch(found, lambda: spec().knobs.health_interval, lost)
 
-    def reaped(self, spec: InstanceSpec, child: Child, info: ExitInfo) -> str:
+    async def reaped(self, spec: InstanceSpec, child: Child, info: ExitInfo) -> str:
         """Book-keeping after an exit; returns the reason to show for it."""
         if self.registry is not None:
             self.registry.remove(child.pid)
         if any("couldn't bind HTTP server socket" in line for line in info.stderr_tail):
-            return port_problem(spec.host, spec.port) or "port in use"
+            return await port_problem(spec.host, spec.port) or "port in use"
         return info.describe()
 
     def probe_for(

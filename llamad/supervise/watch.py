@@ -60,7 +60,7 @@ async def watch(inst: Watched, child: Child, remote: Found) -> None:
         peers.cancel()
     inst.last_exit = info
     try:
-        reason = inst.runtime.reaped(inst.spec, child, info)
+        reason = await inst.runtime.reaped(inst.spec, child, info)
     except Exception as exc:  # the exit must be reported whatever the book-keeping did
         reason = f"{info.describe()} (and {type(exc).__name__}: {exc})"
     inst.hooks.exited(inst.spec.name)

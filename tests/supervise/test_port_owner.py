@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
+import threading
 from pathlib import Path
 
 import pytest
 from stand_ins import install_fakes
 
 from llamad.supervise.port_owner import UNKNOWN, port_owner
+from llamad.supervise.process import port_problem
 
 
 def test_linux_names_the_listener_with_psutil() -> None:
@@ -35,3 +38,25 @@ def test_macos_without_an_answer_says_another_process(
     assert port_owner(18080, "darwin") == UNKNOWN
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     assert port_owner(18080, "darwin") == UNKNOWN
+
+
+async def test_the_lookup_runs_in_a_thread_while_the_loop_goes_on() -> None:
+    """The owner lookup waits until the loop has run something else: on the loop, it
+    would wait for ever (here: until its deadline, and say so)."""
+    loop_ran = threading.Event()
+    seen: list[str] = []
+
+    def owner(port: int) -> str:
+        seen.append(threading.current_thread().name)
+        return "pid 1 (held)" if loop_ran.wait(timeout=5) else "the loop was blocked"
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        lookup = asyncio.ensure_future(port_problem("127.0.0.1", port, owner))
+        # Runs on the loop after the lookup's first step, which reaches owner().
+        asyncio.get_running_loop().call_soon(loop_ran.set)
+        assert await asyncio.wait_for(lookup, 10) == f"port {port} in use by pid 1 (held)"
+    assert seen
+    assert seen != [threading.main_thread().name]

@@ -1,0 +1,78 @@
+"""The `auto` memory budget: what our own models hold is counted once, not twice."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from helpers import free_port, health, wait_for
+
+from llamad.gateway.memory import Footprint, auto_budget, footprint, margin, total_for
+
+MiB = 1024**2
+
+
+def fp(uss: int, anon: int) -> Footprint:
+    """A measured footprint, in MiB."""
+    return Footprint(uss * MiB, anon * MiB)
+
+
+@pytest.mark.parametrize(
+    ("free", "cgroup", "held", "linux", "total"),
+    [
+        (1000, None, [], True, 1000),
+        # Linux: MemAvailable holds the mmapped weights already; only the anon part comes back.
+        (1000, None, [fp(600, 100)], True, 1100),
+        (1000, None, [None, fp(600, 100), fp(50, 50)], True, 1150),
+        # Measured without the split (psutil's fallback): all of it, as before.
+        (1000, None, [600 * MiB], True, 1600),
+        # Anonymous memory shared with another process is not all ours to get back.
+        (1000, None, [fp(100, 300)], True, 1100),
+        # macOS: a loaded model's pages are not in the available count; all of it returns.
+        (1000, None, [fp(600, 100)], False, 1600),
+        # The cgroup charges page cache too: its room plus the whole footprint binds.
+        (1000, 200, [fp(600, 100)], True, 800),
+        (1000, 900, [fp(600, 100)], True, 1100),
+    ],
+)
+def test_total_counts_each_model_once(
+    free: int, cgroup: int | None, held: list[int | None], linux: bool, total: int
+) -> None:
+    room = None if cgroup is None else cgroup * MiB
+    assert total_for(free * MiB, room, held, linux) == total * MiB
+
+
+def test_a_footprint_is_still_its_size() -> None:
+    size = Footprint(600, anon=100)
+    assert size == 600
+    assert size + 1 == 601
+    assert auto_budget([]) > 0
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="smaps_rollup is Linux's")
+def test_a_real_llama_server_holds_file_pages_that_the_budget_does_not_add_back(
+    llama_server: Path, tiny_model: Path
+) -> None:
+    port = free_port()
+    argv = [str(llama_server), "-m", str(tiny_model), "--port", str(port), "-c", "256"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: health(port) == 200, 30, "llama-server ready")
+        size = footprint(proc.pid)
+        uss = psutil.Process(proc.pid).memory_full_info().uss
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert isinstance(size, Footprint)
+    assert size.anon is not None
+    # The same USS as psutil's (read a moment apart), of which a part is file-backed:
+    # the binary's and the model's mapped pages, page cache that MemAvailable counts.
+    assert abs(size - uss) < max(uss // 20, 2 * MiB)
+    assert 0 < size.anon < size
+    free, room = 8 * 1024 * MiB, None
+    assert total_for(free, room, [size], True) == free + size.anon
+    assert total_for(free, room, [size], False) == free + size
+    assert margin(free) == min(free // 10, 2 * 1024 * MiB)
