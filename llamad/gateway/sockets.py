@@ -49,8 +49,8 @@ def readable(transport: asyncio.BaseTransport) -> bool:
     read yet. Either way the server is done with it, and a request written there could
     be lost or answered by what was pending."""
     sock = transport.get_extra_info("socket")
-    if sock is None:
-        return True
+    if sock is None or sock.fileno() < 0:
+        return True  # closed already
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLIN | select.POLLPRI)
     return bool(poller.poll(0))

@@ -21,6 +21,7 @@ from llamad.gateway import pool as pool_module
 from llamad.gateway.connection import Broken, NotAnswered
 from llamad.gateway.pool import Pool
 
+
 async def test_a_connection_is_kept_and_reused() -> None:
     pool = Pool()
     ok = every_request(OK)
@@ -73,10 +74,11 @@ async def test_a_connection_the_server_writes_to_while_idle_is_dropped() -> None
     await pool.close()
 
 
-async def test_an_answer_without_a_length_ends_with_its_connection() -> None:
+@pytest.mark.parametrize("version", [b"HTTP/1.1", b"HTTP/1.0"])
+async def test_an_answer_without_a_length_ends_with_its_connection(version: bytes) -> None:
     async def until_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nall of it")
+        writer.write(version + b" 200 OK\r\ncontent-type: text/plain\r\n\r\nall of it")
 
     pool = Pool()
     async with upstream(until_close) as (url, connections):
