@@ -26,21 +26,24 @@ def wants_keepalive(peer: str) -> bool:
 
 
 def set_keepalive(transport: asyncio.BaseTransport) -> bool:
-    """Turn on TCP keep-alive when the peer is remote; whether it did."""
+    """Turn on TCP keep-alive when the peer is remote; whether it did (best effort)."""
     sock = transport.get_extra_info("socket")
     peer = transport.get_extra_info("peername")
     if sock is None or not peer or not wants_keepalive(str(peer[0])):
         return False
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     # Linux names the idle time TCP_KEEPIDLE, macOS TCP_KEEPALIVE.
     idle = getattr(socket, "TCP_KEEPIDLE", None) or getattr(socket, "TCP_KEEPALIVE", None)
-    for option, value in (
-        (idle, KEEPALIVE_IDLE_S),
-        (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL_S),
-        (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_PROBES),
-    ):
-        if option is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for option, value in (
+            (idle, KEEPALIVE_IDLE_S),
+            (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL_S),
+            (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_PROBES),
+        ):
+            if option is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, option, value)
+    except OSError:
+        return False  # the connection broke already: its request will say so
     return True
 
 
