@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 import structlog
 
 from llamad.api.metrics import Metrics
@@ -59,19 +58,14 @@ def start_gateway(
 
 
 async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: asyncio.Event) -> None:
-    pool = Pool()
-    # Ollama's translation reads whole answers and speaks httpx like the rest of llamad;
-    # the OpenAI relay, where every millisecond shows, has a pool of its own.
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
-    # verify=False only spares building a TLS context: instances and peers speak plain HTTP.
-    client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10), limits=limits, verify=False)
+    pool = Pool()  # the relay's and Ollama's requests to instances and peers alike
     # The idle ticker and the fleet refresher: one that raises is logged and runs again
     # (idle stops must not end for good), and neither can keep the cleanup below from running.
     background = {"gateway-idle": gateway.run, "gateway-fleet": lambda: _fleet(gateway, hosts)}
     listen = f"{cfg.host}:{cfg.port}"
     try:
         async with retrying(background, stop, initial=TASK_RETRY_S, event="gateway.task_failed"):
-            app = build_app(gateway, ollama_routes(gateway, client), pool=pool)
+            app = build_app(gateway, ollama_routes(gateway, pool), pool=pool)
             await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))
@@ -80,7 +74,6 @@ async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: async
             await gateway.fleet.close()  # before what a refresh would ask is closed
         await hosts.close()  # the mDNS browser, within its deadline
         await gateway.close()
-        await client.aclose()
         await pool.close()
 
 

@@ -2,12 +2,15 @@
 
 An asyncio protocol that httptools (llhttp) reads answers with: the head is awaited, the
 body queues up until the relay takes it, and reading pauses when the relay falls behind.
+Interim answers (100 Continue, 103 Early Hints) are read past: the head awaited is the
+final one. Trailers after a chunked body are read and dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Callable
 from typing import cast
 
 import httptools
@@ -20,7 +23,26 @@ HIGH_WATER = 256 * 1024
 
 
 class Broken(ConnectionError):
-    """The upstream connection failed or closed before its answer ended."""
+    """The upstream connection failed or closed before its answer ended.
+
+    Raised as such by `Answer.chunks()` (and what reads through it) when the answer had
+    begun: its head, and maybe some of its body, may already have reached the client.
+    """
+
+
+class NotAnswered(Broken):
+    """No answer head arrived: `Pool.request` returned nothing, so nobody has seen any of
+    the answer and the caller may send the request again, to a restarted instance say.
+
+    `sent` is False when the request never left (connection refused, connect timeout, no
+    connection free within the connect timeout) and True when it was written but the
+    connection broke, or answered something unreadable, before the answer's head. The
+    cause (ConnectionRefusedError, TimeoutError, ...) is chained as `__cause__`.
+    """
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 class Connection(asyncio.Protocol):
@@ -33,6 +55,8 @@ class Connection(asyncio.Protocol):
         self.lost = False
         self.reused = False
         self.expiry: asyncio.TimerHandle | None = None
+        # Told once when the connection has closed, so its pool can count it out.
+        self.on_lost: Callable[[Connection], None] | None = None
         self.begin()
 
     def begin(self) -> None:
@@ -42,7 +66,7 @@ class Connection(asyncio.Protocol):
         self.body: collections.deque[bytes] = collections.deque()
         self.buffered = 0
         self.paused = self.done = self.until_close = self.got_bytes = self.keep_alive = False
-        self.overrun = False
+        self.overrun = self.interim = False
         self.waiter: asyncio.Future[None] | None = None
 
     # asyncio.Protocol
@@ -55,7 +79,7 @@ class Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(Broken(f"unreadable answer: {exc}"))
+            self._fail(f"unreadable answer: {exc}")
         if self.overrun and self.transport is not None:
             # Bytes after the answer ended, which nobody asked for, would be read as the
             # next request's answer: the connection is not used again.
@@ -68,21 +92,28 @@ class Connection(asyncio.Protocol):
             self.done = True  # an answer without a length ends with its connection
             self._wake()
         else:
-            self._fail(Broken(str(exc) if exc else "the connection was closed"))
+            self._fail(str(exc) if exc else "the connection was closed")
+        if self.on_lost is not None:
+            on_lost, self.on_lost = self.on_lost, None
+            on_lost(self)
 
     # httptools callbacks; after the answer has ended they only note the overrun.
     def on_message_begin(self) -> None:
         self.overrun = self.done
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if not self.overrun:
+        # Once the head is in, what comes is a chunked body's trailers: not the head's.
+        if not (self.overrun or self.head.done()):
             self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         if self.overrun:
             return
-        names = {k.lower() for k, _ in self.headers}
         status = self.parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            self.interim = True  # its message ends here; the final answer follows
+            return
+        names = {k.lower() for k, _ in self.headers}
         self.until_close = not ({b"content-length", b"transfer-encoding"} & names) and not (
             status < 200 or status in (204, 304)
         )
@@ -102,6 +133,10 @@ class Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         if self.overrun:
             return
+        if self.interim:
+            self.interim = False
+            self.headers = []
+            return
         # Asked here: llhttp forgets the answer's Connection header once it has ended.
         self.keep_alive = self.parser.should_keep_alive()
         self.done = True
@@ -111,11 +146,11 @@ class Connection(asyncio.Protocol):
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
-    def _fail(self, exc: Broken) -> None:
+    def _fail(self, why: str) -> None:
         self.lost = True
         if self.transport is not None:
             self.transport.close()
         if not self.head.done():
-            self.head.set_exception(exc)
+            self.head.set_exception(NotAnswered(why, sent=True))
         elif self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(exc)
+            self.waiter.set_exception(Broken(why))

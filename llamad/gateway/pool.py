@@ -1,82 +1,82 @@
-"""Kept-alive HTTP/1.1 connections to instances and fleet peers, for the relay.
+"""Kept-alive HTTP/1.1 connections to instances and fleet peers: every request the
+gateway sends them, the relay's and the Ollama translation's.
 
 asyncio transports with httptools (llhttp, the parser uvicorn serves with) reading the
-answers. The relay needs a small part of HTTP: one request written whole with its
+answers. The gateway needs a small part of HTTP: one request written whole with its
 Content-Length, an answer streamed back as it arrives, a connection reused when the answer
 ended cleanly and dropped otherwise. Doing only that costs less than half the CPU per
-request of aiohttp's client (bench/machinery: about 100 us against 250), and took about
-0.3 ms off the gateway's added latency.
+request of aiohttp's client (bench/machinery).
+
+What a failure means to the caller (see `NotAnswered`): `request` raises `NotAnswered`
+when no answer head arrived, and nothing else of OSError's kind; reading an answer raises
+`Broken` when it breaks off. A request is written once, except on a kept connection that
+closed as we reused it without a byte in answer: the server never read it (or, at worst,
+died reading it), so it goes again on a new connection. A fresh connection's request is
+never written again here.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections import deque
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from llamad.gateway.connection import Broken, Connection, Headers
+from llamad.gateway.answer import Answer
+from llamad.gateway.connection import Connection, Headers, NotAnswered
+from llamad.gateway.sockets import readable, set_keepalive
 
 # Below the 5 s keep-alive of llama-server (cpp-httplib's default) and of uvicorn (a
 # fleet peer's gateway), so a pooled connection is not reused just as the server closes it.
 KEEPALIVE_S = 4.0
+# Waiting for a connection to come free and connecting share this bound.
 CONNECT_TIMEOUT_S = 10.0
+# Far above the parallel slots of one llama-server: past it requests queue in the server
+# anyway, so the cap only stops a flood from spending the gateway's file descriptors.
+MAX_PER_UPSTREAM = 64
+
+Key = tuple[str, int]
 
 
-class Answer:
-    """An upstream answer: status and headers now, the body as it arrives."""
+def encode(headers: Mapping[str, str]) -> Headers:
+    """Headers as `request` takes them."""
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
 
-    def __init__(self, conn: Connection, pool: Pool, head_only: bool) -> None:
-        self._conn, self._pool = conn, pool
-        self.status = conn.parser.get_status_code()
-        self.headers = conn.headers
-        self._head_only = head_only
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """The body, in pieces as large as what has arrived since the last one."""
-        c = self._conn
-        while not self._head_only:
-            if c.body:
-                data = b"".join(c.body)
-                c.body.clear()
-                c.buffered = 0
-                if c.paused and c.transport is not None:
-                    c.paused = False
-                    c.transport.resume_reading()
-                yield data
-            elif c.done:
-                return
-            elif c.lost:
-                raise Broken("the connection was closed mid-answer")
-            else:
-                c.waiter = asyncio.get_running_loop().create_future()
-                await c.waiter
+class _Host:
+    """The connections to one (host, port): how many are open, the idle ones among them,
+    and the requests waiting for one, first come first served. A waiter is handed either
+    a connection or, as None, the slot of one that closed."""
 
-    @property
-    def complete(self) -> bool:
-        """The whole body has arrived."""
-        return self._conn.done and not self._conn.body
+    def __init__(self) -> None:
+        self.open = 0
+        self.idle: list[Connection] = []
+        self.waiters: deque[asyncio.Future[Connection | None]] = deque()
 
-    def close(self) -> None:
-        """Give the connection back when the answer ended cleanly; drop it otherwise, so
-        an instance that is still writing (the client left) stops generating."""
-        c = self._conn
-        # An answer that ends with its connection (no length) is never keep-alive.
-        if self.complete and c.keep_alive and not (c.lost or self._head_only):
-            self._pool.put(c)
-        elif c.transport is not None:
-            c.transport.close()
+    def hand(self, item: Connection | None) -> bool:
+        """Give `item` to the longest waiter, if one still waits."""
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(item)
+                return True
+        return False
 
 
 class Pool:
-    """Kept-alive connections per (host, port), as many as concurrent requests need."""
+    """Kept-alive connections per (host, port), at most `max_per_upstream` open to each:
+    a request past that waits for one to come back or close, within the connect timeout."""
 
-    def __init__(self) -> None:
-        self._idle: dict[tuple[str, int], list[Connection]] = {}
+    def __init__(self, max_per_upstream: int = MAX_PER_UPSTREAM) -> None:
+        self.max_per_upstream = max_per_upstream
+        self._hosts: dict[Key, _Host] = {}
 
     async def request(
         self, method: str, base_url: str, target: str, headers: Headers, body: bytes | None
     ) -> Answer:
-        """Send one request to `base_url` + `target` and wait for the answer's head."""
+        """Send one request to `base_url` + `target` and wait for the answer's final head.
+
+        Raises NotAnswered when none came: see the module's docstring."""
         url = urlsplit(base_url)
         host, port = url.hostname or "127.0.0.1", url.port or 80
         head = [f"{method} {url.path.rstrip('/')}{target} HTTP/1.1\r\n".encode("latin-1")]
@@ -92,48 +92,117 @@ class Pool:
             conn.transport.write(data)
             try:
                 await conn.head
-            except Broken:
-                # A kept-alive connection the server closed as we reused it never saw the
-                # request: send it again on a new one.
+            except NotAnswered:
                 if conn.reused and not conn.got_bytes:
-                    continue
+                    continue  # a kept connection the server closed as we reused it
                 raise
             except BaseException:
                 conn.transport.close()
                 raise
-            return Answer(conn, self, head_only=method == "HEAD")
+            return Answer(conn, self.put, head_only=method == "HEAD")
 
-    async def _get(self, key: tuple[str, int]) -> Connection:
-        idle = self._idle.get(key, [])
-        while idle:
-            conn = idle.pop()
-            if conn.expiry is not None:
-                conn.expiry.cancel()
-            if not conn.lost:
-                conn.reused = True
-                conn.begin()
+    def counts(self) -> dict[Key, tuple[int, int]]:
+        """Per upstream: the connections open, and how many of them are idle."""
+        return {key: (h.open, len(h.idle)) for key, h in self._hosts.items()}
+
+    async def _get(self, key: Key) -> Connection:
+        host = self._hosts.setdefault(key, _Host())
+        deadline = asyncio.get_running_loop().time() + CONNECT_TIMEOUT_S
+        while host.idle:
+            conn = host.idle.pop()
+            if self._fit(conn):
                 return conn
+            self._free(host)
+        if host.open < self.max_per_upstream and not host.waiters:
+            host.open += 1
+        else:
+            handed = await self._wait(host, key, deadline)
+            if handed is not None and self._fit(handed):
+                return handed  # else its slot, or a closed one's, is ours to connect with
+        try:
+            return await self._connect(key, deadline)
+        except BaseException:
+            self._free(host)
+            raise
+
+    def _fit(self, conn: Connection) -> bool:
+        """Ready `conn` for reuse, or close it (its slot left to the caller) when the
+        server has closed it or written to it while it sat idle."""
+        if conn.expiry is not None:
+            conn.expiry.cancel()
+        if conn.transport is None or conn.lost or readable(conn.transport):
+            conn.on_lost = None
+            if conn.transport is not None:
+                conn.transport.close()
+            return False
+        conn.reused = True
+        conn.begin()
+        return True
+
+    async def _wait(self, host: _Host, key: Key, deadline: float) -> Connection | None:
+        waiter: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
+        host.waiters.append(waiter)
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await waiter
+        except BaseException as exc:
+            if waiter.done() and not waiter.cancelled():
+                # Handed something as we gave up: pass it on, so no slot leaks.
+                handed = waiter.result()
+                if handed is None:
+                    self._free(host)
+                else:
+                    self.put(handed)
+            elif waiter in host.waiters:
+                host.waiters.remove(waiter)
+            if isinstance(exc, TimeoutError):
+                why = f"all {self.max_per_upstream} connections to {key[0]}:{key[1]} stayed busy"
+                raise NotAnswered(f"{why} for {CONNECT_TIMEOUT_S:g} s", sent=False) from exc
+            raise
+
+    async def _connect(self, key: Key, deadline: float) -> Connection:
         loop = asyncio.get_running_loop()
-        connect = loop.create_connection(lambda: Connection(key), *key)
-        _, conn = await asyncio.wait_for(connect, CONNECT_TIMEOUT_S)
+        where = f"{key[0]}:{key[1]}"
+        try:
+            async with asyncio.timeout_at(deadline):
+                _, conn = await loop.create_connection(lambda: Connection(key), *key)
+        except TimeoutError as exc:
+            raise NotAnswered(f"no connection to {where} within the timeout", sent=False) from exc
+        except OSError as exc:
+            raise NotAnswered(f"cannot connect to {where}: {exc}", sent=False) from exc
+        if conn.lost:
+            self._free(self._hosts[key])  # closed before it could be counted out
+        else:
+            conn.on_lost = self._lost
+            assert conn.transport is not None
+            set_keepalive(conn.transport)
         return conn
 
     def put(self, conn: Connection) -> None:
-        """Keep `conn` for the next request to its host, for KEEPALIVE_S at most."""
-        self._idle.setdefault(conn.key, []).append(conn)
-        conn.expiry = asyncio.get_running_loop().call_later(KEEPALIVE_S, self._expire, conn)
+        """Take `conn` back: to the longest waiter, or kept for KEEPALIVE_S at most."""
+        host = self._hosts[conn.key]
+        if not host.hand(conn):
+            host.idle.append(conn)
+            conn.expiry = asyncio.get_running_loop().call_later(KEEPALIVE_S, self._expire, conn)
+
+    def _free(self, host: _Host) -> None:
+        """One connection fewer: its slot goes to the longest waiter, if any."""
+        if not host.hand(None):
+            host.open -= 1
+
+    def _lost(self, conn: Connection) -> None:
+        host = self._hosts[conn.key]
+        if conn in host.idle:
+            host.idle.remove(conn)
+        self._free(host)
 
     def _expire(self, conn: Connection) -> None:
-        idle = self._idle.get(conn.key, [])
-        if conn in idle:
-            idle.remove(conn)
         if conn.transport is not None:
-            conn.transport.close()
+            conn.transport.close()  # connection_lost counts it out
 
     async def close(self) -> None:
         """Close every idle connection (a busy one closes with its answer)."""
-        for idle in self._idle.values():
-            for conn in idle:
+        for host in self._hosts.values():
+            for conn in list(host.idle):
                 if conn.transport is not None:
                     conn.transport.close()
-        self._idle.clear()

@@ -16,7 +16,8 @@ from urllib.parse import quote
 
 from starlette.types import Receive, Scope, Send
 
-from llamad.gateway.pool import Answer, Pool
+from llamad.gateway.answer import Answer
+from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError, NotAnswered, Upstream
 
 # Hop-by-hop headers, our own framing, and the client's credentials for the gateway.
@@ -96,7 +97,7 @@ class Relay:
         Upstream timeouts: 10 s to connect, none after, so a long generation is never cut.
         """
         headers = [(k, v) for k, v in _headers(scope) if k.lower() not in _DROP_UP]
-        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in upstream.headers.items()]
+        headers += encode(upstream.headers)
         query = scope.get("query_string", b"")
         target = quote(path, safe=_PATH_SAFE) + ("?" + query.decode("latin-1") if query else "")
         send_body = body if body or scope["method"] in ("POST", "PUT", "PATCH") else None

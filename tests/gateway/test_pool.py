@@ -9,87 +9,22 @@ checked against the real llama-server.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from helpers import free_port, health
+from pool_helpers import JSON, OK, body_of, eventually, every_request, read_request, upstream
 
 from llamad.backends.binaries import find_binary
 from llamad.gateway import connection as connection_module
 from llamad.gateway import pool as pool_module
-from llamad.gateway.connection import Broken
+from llamad.gateway.connection import Broken, NotAnswered
 from llamad.gateway.pool import Pool
-
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-JSON = [(b"content-type", b"application/json")]
-
-
-async def eventually(cond: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    """Poll `cond` every 10 ms until it holds; fail after `timeout` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
-
-
-async def read_request(reader: asyncio.StreamReader) -> bytes:
-    """One request's head and body (by its Content-Length)."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = next(
-        (int(line.split(b":")[1]) for line in head.split(b"\r\n")
-         if line.lower().startswith(b"content-length:")),
-        0,
-    )  # fmt: skip
-    return head + await reader.readexactly(length)
-
-
-@contextlib.asynccontextmanager
-async def upstream(handler: Handler) -> AsyncIterator[tuple[str, list[int]]]:
-    """A server running `handler` per connection; yields its URL and a connection count."""
-    connections: list[int] = []
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connections.append(1)
-        try:
-            await handler(reader, writer)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}", connections
-    finally:
-        server.close()
-        await server.wait_closed()
-
-
-def every_request(reply: bytes) -> Handler:
-    """An upstream that answers every request on a connection with `reply`."""
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            await read_request(reader)
-            writer.write(reply)
-
-    return handler
-
-
-async def body_of(pool: Pool, url: str, method: str = "POST") -> tuple[int, bytes]:
-    answer = await pool.request(method, url, "/x", JSON, b"{}" if method == "POST" else None)
-    try:
-        return answer.status, b"".join([chunk async for chunk in answer.chunks()])
-    finally:
-        answer.close()
 
 
 async def test_a_connection_is_kept_and_reused() -> None:
     pool = Pool()
-    ok = every_request(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+    ok = every_request(OK)
     async with upstream(ok) as (url, connections):
         for _ in range(3):
             assert await body_of(pool, url) == (200, b"ok")
@@ -131,7 +66,7 @@ async def test_a_connection_the_server_writes_to_while_idle_is_dropped() -> None
     pool = Pool()
     async with upstream(chatty) as (url, connections):
         assert await body_of(pool, url) == (200, b"ok")
-        conn = next(iter(pool._idle.values()))[0]
+        conn = next(iter(pool._hosts.values())).idle[0]
         pooled.set()
         await eventually(lambda: conn.lost, "the connection dropped")
         assert await body_of(pool, url) == (200, b"ok")  # on a new connection
@@ -139,10 +74,11 @@ async def test_a_connection_the_server_writes_to_while_idle_is_dropped() -> None
     await pool.close()
 
 
-async def test_an_answer_without_a_length_ends_with_its_connection() -> None:
+@pytest.mark.parametrize("version", [b"HTTP/1.1", b"HTTP/1.0"])
+async def test_an_answer_without_a_length_ends_with_its_connection(version: bytes) -> None:
     async def until_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nall of it")
+        writer.write(version + b" 200 OK\r\ncontent-type: text/plain\r\n\r\nall of it")
 
     pool = Pool()
     async with upstream(until_close) as (url, connections):
@@ -183,8 +119,9 @@ async def test_an_unreadable_or_missing_answer_raises_broken(reply: bytes) -> No
 
     pool = Pool()
     async with upstream(bad) as (url, _):
-        with pytest.raises(Broken):
+        with pytest.raises(NotAnswered) as caught:
             await pool.request("POST", url, "/x", JSON, b"{}")
+        assert caught.value.sent
     await pool.close()
 
 
@@ -205,13 +142,17 @@ async def test_a_request_cancelled_while_it_waits_closes_its_connection() -> Non
         assert not done  # no answer comes
         waiting.cancel()
         await asyncio.wait_for(closed.wait(), 10)
-        assert pool._idle == {}
+        await eventually(lambda: set(pool.counts().values()) == {(0, 0)}, "nothing kept")
     await pool.close()
 
 
-async def test_nothing_listening_is_an_oserror() -> None:
-    with pytest.raises(ConnectionRefusedError):
-        await Pool().request("GET", f"http://127.0.0.1:{free_port()}", "/x", [], None)
+async def test_nothing_listening_is_not_answered_and_never_sent() -> None:
+    pool = Pool()
+    with pytest.raises(NotAnswered) as caught:
+        await pool.request("GET", f"http://127.0.0.1:{free_port()}", "/x", [], None)
+    assert not caught.value.sent
+    assert isinstance(caught.value.__cause__, ConnectionRefusedError)
+    assert set(pool.counts().values()) == {(0, 0)}  # the slot it took is back
 
 
 async def test_a_head_answer_has_no_body_and_its_connection_is_not_reused() -> None:
@@ -264,7 +205,7 @@ async def test_idle_connections_close_after_the_keepalive(monkeypatch: pytest.Mo
     async with upstream(keep) as (url, _):
         assert await body_of(pool, url) == (200, b"ok")
         await asyncio.wait_for(closed.wait(), 10)
-        assert pool._idle[next(iter(pool._idle))] == []
+        await eventually(lambda: set(pool.counts().values()) == {(0, 0)}, "nothing kept")
     await pool.close()
 
 

@@ -7,7 +7,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import httpx
 import structlog
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -16,7 +15,8 @@ from llamad.gateway.ollama.errors import OllamaError
 from llamad.gateway.ollama.port import Gateway, ModelView
 from llamad.gateway.ollama.requests import Plan
 from llamad.gateway.ollama.stream import Events, Piece, stream_error
-from llamad.gateway.ollama.upstream import Exchange, sse_events
+from llamad.gateway.ollama.upstream import Exchange, read_all, sse_events
+from llamad.gateway.pool import Pool
 
 log = structlog.get_logger("llamad.gateway.ollama")
 
@@ -79,7 +79,7 @@ def _final(render: Render, piece: Piece, events: Events, ex: Exchange) -> dict[s
 async def answer(
     *,
     gateway: Gateway,
-    client: httpx.AsyncClient,
+    pool: Pool,
     view: ModelView,
     keep_alive: float | None,
     plan: Plan,
@@ -99,14 +99,14 @@ async def answer(
     ex = Exchange()
     try:
         await ex.lease(gateway, view, keep_alive)
-        response = await ex.post_stream(client, plan.path, body)
+        reply = await ex.post_stream(pool, plan.path, body)
     except BaseException:
         await ex.close()
         raise
     events = plan.events()
     if not stream:
         try:
-            whole = events.feed(json.loads(await response.aread()))
+            whole = events.feed(json.loads(await read_all(reply)))
         except ValueError as exc:
             raise OllamaError(502, f"llama-server sent no JSON: {exc}") from exc
         finally:
@@ -116,7 +116,7 @@ async def answer(
 
     async def lines() -> AsyncIterator[bytes]:
         try:
-            async for event in sse_events(response):
+            async for event in sse_events(reply):
                 if (message := stream_error(event)) is not None:
                     yield _line({"error": message})
                     return

@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
-
 from llamad.gateway.ollama.errors import OllamaError
 from llamad.gateway.ollama.port import Gateway, ModelView
-from llamad.gateway.ollama.upstream import Exchange
+from llamad.gateway.ollama.upstream import Exchange, read_all
+from llamad.gateway.pool import Pool
 
 
 async def embeddings(
     gateway: Gateway,
-    client: httpx.AsyncClient,
+    pool: Pool,
     view: ModelView,
     keep_alive: float | None,
     inputs: list[str],
@@ -24,10 +23,10 @@ async def embeddings(
     ex = Exchange()
     try:
         await ex.lease(gateway, view, keep_alive)
-        response = await ex.post_stream(
-            client, "/v1/embeddings", {"model": view.name, "input": inputs, **extra}
+        answer = await ex.post_stream(
+            pool, "/v1/embeddings", {"model": view.name, "input": inputs, **extra}
         )
-        raw = await response.aread()
+        raw = await read_all(answer)
     finally:
         await ex.close()
     try:

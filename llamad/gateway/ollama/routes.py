@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import httpx
 import structlog
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -19,6 +18,7 @@ from llamad.gateway.ollama.errors import OllamaError, error_response, field, mod
 from llamad.gateway.ollama.port import Gateway
 from llamad.gateway.ollama.requests import chat_plan, generate_plan
 from llamad.gateway.ollama.upstream import resolve
+from llamad.gateway.pool import Pool
 
 log = structlog.get_logger("llamad.gateway.ollama")
 
@@ -49,11 +49,11 @@ def _guarded(endpoint: Endpoint) -> Endpoint:
 
 
 class OllamaAPI:
-    """The endpoints, over one gateway and one pooled HTTP client to the llama-servers."""
+    """The endpoints, over one gateway and the pool of connections to its llama-servers."""
 
-    def __init__(self, gateway: Gateway, client: httpx.AsyncClient) -> None:
+    def __init__(self, gateway: Gateway, pool: Pool) -> None:
         self.gateway = gateway
-        self.client = client
+        self.pool = pool
 
     async def root(self, request: Request) -> Response:
         """HEAD / and GET /: the liveness answer Ollama's clients probe for."""
@@ -96,7 +96,7 @@ class OllamaAPI:
         plan = chat_plan(body, view.name, messages)
         return await answer(
             gateway=self.gateway,
-            client=self.client,
+            pool=self.pool,
             view=view,
             keep_alive=keep_alive,
             plan=plan,
@@ -117,7 +117,7 @@ class OllamaAPI:
             return await load_only(self.gateway, view, keep_alive, render)
         return await answer(
             gateway=self.gateway,
-            client=self.client,
+            pool=self.pool,
             view=view,
             keep_alive=keep_alive,
             plan=generate_plan(body, view.name, prompt),
@@ -134,7 +134,7 @@ class OllamaAPI:
         view = resolve(self.gateway, name)
         keep_alive = parse_keep_alive(body.get("keep_alive"))
         vectors, tokens, ex = await embeddings(
-            self.gateway, self.client, view, keep_alive, inputs, extra
+            self.gateway, self.pool, view, keep_alive, inputs, extra
         )
         timing = done_fields(
             reason="stop",
@@ -156,7 +156,7 @@ class OllamaAPI:
         keep_alive = parse_keep_alive(body.get("keep_alive"))
         if not prompt:
             return JSONResponse({"embedding": []})
-        vectors, _, _ = await embeddings(self.gateway, self.client, view, keep_alive, [prompt], {})
+        vectors, _, _ = await embeddings(self.gateway, self.pool, view, keep_alive, [prompt], {})
         return JSONResponse({"embedding": vectors[0]})
 
     async def store(self, request: Request) -> Response:
@@ -186,7 +186,7 @@ class OllamaAPI:
         return routes
 
 
-def ollama_routes(gateway: Gateway, client: httpx.AsyncClient) -> list[BaseRoute]:
-    """Ollama's API over `gateway`; upstream requests go through `client`, which the caller
-    owns (and gives no read timeout: generations may take long)."""
-    return OllamaAPI(gateway, client).routes()
+def ollama_routes(gateway: Gateway, pool: Pool) -> list[BaseRoute]:
+    """Ollama's API over `gateway`; upstream requests go through `pool`, which the caller
+    owns (the relay's: no read timeout, generations may take long)."""
+    return OllamaAPI(gateway, pool).routes()

@@ -1,8 +1,9 @@
 """Leasing a model from the gateway and streaming one request to its llama-server.
 
-An `Exchange` holds the lease and the open upstream response together, so a streamed
+An `Exchange` holds the lease and the open upstream answer together, so a streamed
 answer keeps the model counted in flight until its last byte (or the client's disconnect)
-and then releases both, in that order.
+and then releases both, in that order. Requests go through the gateway's pool, as the
+relay's do.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
+from llamad.gateway.answer import Answer
+from llamad.gateway.connection import Broken
 from llamad.gateway.ollama.errors import OllamaError, from_gateway, not_found
 from llamad.gateway.ollama.port import Gateway, ModelView, Upstream
+from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError
 
 
@@ -52,29 +54,22 @@ class Exchange:
         self.load_seconds = time.monotonic() - began
         return self.upstream
 
-    async def post_stream(
-        self, client: httpx.AsyncClient, path: str, body: dict[str, Any]
-    ) -> httpx.Response:
-        """POST `body` to the leased llama-server and return the open streaming response.
+    async def post_stream(self, pool: Pool, path: str, body: dict[str, Any]) -> Answer:
+        """POST `body` to the leased llama-server and return its open answer.
 
-        An error status from llama-server becomes an OllamaError with its message.
+        No answer, or an error status with its message, becomes an OllamaError.
         """
         assert self.upstream is not None, "lease() first"
-        request = client.build_request(
-            "POST",
-            self.upstream.base_url.rstrip("/") + path,
-            json=body,
-            headers=dict(self.upstream.headers),
-        )
+        headers = [(b"content-type", b"application/json"), *encode(self.upstream.headers)]
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         try:
-            response = await client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+            answer = await pool.request("POST", self.upstream.base_url, path, headers, data)
+        except OSError as exc:
             raise OllamaError(502, f"llama-server did not answer: {exc}") from exc
-        self.stack.push_async_callback(response.aclose)
-        if response.status_code >= 400:
-            await response.aread()
-            raise OllamaError(response.status_code, upstream_message(response.content))
-        return response
+        self.stack.callback(answer.close)
+        if answer.status >= 400:
+            raise OllamaError(answer.status, upstream_message(await read_all(answer)))
+        return answer
 
     def elapsed(self) -> float:
         """Seconds since the request began."""
@@ -97,9 +92,17 @@ def upstream_message(raw: bytes) -> str:
     return str(err or doc)
 
 
-async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+async def read_all(answer: Answer) -> bytes:
+    """The whole answer; one that breaks off is a 502."""
+    try:
+        return await answer.aread()
+    except Broken as exc:
+        raise OllamaError(502, f"llama-server broke off: {exc}") from exc
+
+
+async def sse_events(answer: Answer) -> AsyncIterator[dict[str, Any]]:
     """The JSON objects of a server-sent event stream, up to `[DONE]`."""
-    async for line in response.aiter_lines():
+    async for line in answer.lines():
         if not line.startswith("data:"):
             continue
         data = line[5:].strip()

@@ -22,6 +22,7 @@ from starlette.applications import Starlette
 
 from llamad.api.tcp import serve_tcp
 from llamad.gateway.ollama import ollama_routes
+from llamad.gateway.pool import Pool
 from llamad.gateway.port import LoadFailed, UnknownModel
 
 
@@ -215,7 +216,10 @@ class OllamaServer(ServerThread):
         super().__init__("the Ollama routes")
 
     async def serve(self, shutdown: asyncio.Event) -> None:
-        async with httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10)) as client:
-            app = Starlette(routes=ollama_routes(self.gateway, client))
+        pool = Pool()
+        try:
+            app = Starlette(routes=ollama_routes(self.gateway, pool))
             await serve_tcp(app, "127.0.0.1", self.port, shutdown, self.bound.set)
+        finally:
+            await pool.close()
         self.gateway.close()

@@ -1,0 +1,82 @@
+"""An upstream answer read off one pooled connection: its head at once, its body as it
+arrives (in pieces, whole, or line by line), and the connection given back or dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+from llamad.gateway.connection import Broken, Connection
+
+
+class Answer:
+    """An upstream answer: status and headers now, the body as it arrives.
+
+    Reading the body raises `Broken` (never `NotAnswered`) when the connection fails
+    mid-answer. `close()` must follow in every case.
+    """
+
+    def __init__(
+        self, conn: Connection, give_back: Callable[[Connection], None], head_only: bool
+    ) -> None:
+        self._conn, self._give_back = conn, give_back
+        self.status = conn.parser.get_status_code()
+        self.headers = conn.headers
+        self._head_only = head_only
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body, in pieces as large as what has arrived since the last one."""
+        c = self._conn
+        while not self._head_only:
+            if c.body:
+                data = b"".join(c.body)
+                c.body.clear()
+                c.buffered = 0
+                if c.paused and c.transport is not None:
+                    c.paused = False
+                    c.transport.resume_reading()
+                yield data
+            elif c.done:
+                return
+            elif c.lost:
+                raise Broken("the connection was closed mid-answer")
+            else:
+                c.waiter = asyncio.get_running_loop().create_future()
+                await c.waiter
+
+    async def aread(self) -> bytes:
+        """The whole body, once it has all arrived."""
+        return b"".join([chunk async for chunk in self.chunks()])
+
+    async def lines(self) -> AsyncIterator[str]:
+        """The body's lines as they complete (UTF-8, undecodable bytes replaced), without
+        their line ends: SSE's `data:` lines, NDJSON's objects. A last line without an
+        end is given too."""
+        pending: list[bytes] = []
+        async for chunk in self.chunks():
+            if b"\n" not in chunk:
+                pending.append(chunk)  # joined once its line ends, not chunk by chunk
+                continue
+            *done, rest = b"".join([*pending, chunk]).split(b"\n")
+            pending = [rest]
+            for line in done:
+                # Split before decoding: a chunk may end inside a multi-byte character.
+                yield line.removesuffix(b"\r").decode("utf-8", "replace")
+        if last := b"".join(pending):
+            yield last.removesuffix(b"\r").decode("utf-8", "replace")
+
+    @property
+    def complete(self) -> bool:
+        """The whole body has arrived."""
+        return self._conn.done and not self._conn.body
+
+    def close(self) -> None:
+        """Give the connection back when the answer ended cleanly; drop it otherwise, so
+        an instance that is still writing (the client left) stops generating."""
+        c = self._conn
+        # An answer that ends with its connection (no length) is never keep-alive.
+        if self.complete and c.keep_alive and not (c.lost or self._head_only):
+            self._give_back(c)
+        elif c.transport is not None:
+            c.transport.close()
