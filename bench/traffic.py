@@ -14,6 +14,7 @@ the caller says which failures its rules allow (a removed model's 404, say).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import socket
@@ -177,6 +178,17 @@ class Tally:
             if len(self.examples) < EXAMPLES:
                 self.examples.append(f"{ask.path} {ask.model}: {outcome} {detail[:200]}")
 
+    def merge(self, other: Tally) -> Tally:
+        """Both tallies' counts in one."""
+        return Tally(
+            self.sent + other.sent,
+            self.ok + other.ok,
+            self.cut + other.cut,
+            self.failed + other.failed,
+            self.allowed + other.allowed,
+            (self.examples + other.examples)[:EXAMPLES],
+        )
+
     @property
     def n_failed(self) -> int:
         return sum(self.failed.values())
@@ -308,6 +320,28 @@ class Traffic:
 def run(base: str, pick: Callable[[random.Random], Ask], **kw: Any) -> Tally:
     """Run `Traffic(base, pick, **kw)` to its end."""
     return Traffic(base, pick, **kw).start().join()
+
+
+def until(cond: Callable[[], bool], timeout: float) -> bool:
+    """Whether `cond` came true within `timeout` seconds, polled every 20 ms."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+async def leave_when(base: str, ask: Ask, cond: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Send `ask` and hang up once `cond()` holds (the gateway queued it, say), as a client
+    that gives up does; whether `cond()` held within `timeout` seconds."""
+    async with httpx.AsyncClient(base_url=base, timeout=30, trust_env=False) as client:
+        call = asyncio.ensure_future(client.post(ask.path, json=ask.body))
+        held = await asyncio.to_thread(until, cond, timeout)
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+    return held
 
 
 # A client that reads a stream's first line, then nothing until told: with its receive

@@ -9,7 +9,6 @@ is ever negative; the autouse fixture checks that no process is left behind.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 import tomllib
@@ -28,6 +27,7 @@ from bench.traffic import (
     Ask,
     Held,
     Traffic,
+    leave_when,
     ollama_generate,
     openai_chat,
     openai_long,
@@ -189,16 +189,6 @@ def _queued(gw: Gw, model: str) -> int:
     return int(gw.ld.instance(model)["gateway"]["queued"])
 
 
-async def _leave_while_queued(gw: Gw, ask: Ask) -> None:
-    """Send `ask`, wait until the gateway queues it, then hang up."""
-    async with httpx.AsyncClient(base_url=gw.base, timeout=30, trust_env=False) as client:
-        call = asyncio.ensure_future(client.post(ask.path, json=ask.body))
-        await asyncio.to_thread(wait_for, lambda: _queued(gw, ask.model) == 1, 10, "queued")
-        call.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await call
-
-
 @pytest.mark.timeout(90)
 def test_clients_that_leave_during_a_load_hold_no_queue_place(
     tiny_model: Path, llama_server: Path, tmp_path: Path
@@ -213,7 +203,8 @@ def test_clients_that_leave_during_a_load_hold_no_queue_place(
     daemon = {"llama_server": str(binary)}
     with gateway(tiny_model, {"slow": slow}, daemon=daemon, max_queue=1) as gw:
         for leaver in (openai_chat("slow"), ollama_generate("slow", stream=False)):
-            asyncio.run(_leave_while_queued(gw, leaver))
+            queued = asyncio.run(leave_when(gw.base, leaver, lambda: _queued(gw, "slow") == 1))
+            assert queued, f"{leaver.path} never queued"
             # Well before the load ends: the place is freed by leaving, not by the load.
             wait_for(lambda: _queued(gw, "slow") == 0, 2.0, f"{leaver.path} leaver's place freed")
             assert gw.state("slow") == "starting"
