@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cold_start, footprint, gateway, machinery, recovery, reload, status
+from bench import cold_start, footprint, gateway, machinery, recovery, reload, status, stress
 from bench.common import Context, Result
 from bench.machine import BUSY_WARNING, Background, machine_info
 from bench.procs import leftover_children
@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "status": status.run,
     "gateway": gateway.run,
     "machinery": machinery.run,
+    "stress": stress.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 

@@ -139,6 +139,8 @@ def toml_value(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, str | Path):
         return json.dumps(str(value))
+    if isinstance(value, dict):  # an inline table: an instance's env or supervise keys
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
     return str(value)
 
 

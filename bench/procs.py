@@ -44,14 +44,16 @@ class Daemon:
         instances: dict[str, dict[str, object]],
         supervise: dict[str, object] | None = None,
         gateway: dict[str, object] | None = None,
+        daemon: dict[str, object] | None = None,
     ) -> None:
         self.work, sock_dir = ctx.fresh(name)
         self.socket = sock_dir / "s"
         self.daemon_keys: dict[str, object] = {
             "state_dir": self.work / "state",
             "socket": self.socket,
+            **(daemon or {}),
         }
-        self.supervise = supervise
+        self.supervise, self.gateway = supervise, gateway
         self.config = write_config(
             self.work / "llamad.toml", instances, self.daemon_keys, supervise, gateway
         )
@@ -71,7 +73,7 @@ class Daemon:
 
     def rewrite(self, instances: dict[str, dict[str, object]]) -> None:
         """Save a new config the way an editor does: write aside, rename over."""
-        write_config(self.config, instances, self.daemon_keys, self.supervise)
+        write_config(self.config, instances, self.daemon_keys, self.supervise, self.gateway)
 
     def events(self, name: str, **match: object) -> list[dict[str, Any]]:
         """Every JSON log event named `name` so far whose fields match."""
