@@ -126,10 +126,12 @@ class Loads(Slots):
             if why is StopWhy.EVICT:
                 log.info("gateway.evicted", instance=name, model=name, size_bytes=size)
                 self.metrics.evictions.labels(name).inc()
-            elif why is StopWhy.UNLOAD:
-                log.info("gateway.unloaded", instance=name, model=name, size_bytes=size)
-            else:
-                log.info("instance.idle_stopped", instance=name, model=name, size_bytes=size)
+            else:  # its idle timer, or a client's unload (Ollama's keep_alive 0)
+                reason = "unload" if why is StopWhy.UNLOAD else "idle_timeout"
+                log.info(
+                    "instance.idle_stopped", instance=name, model=name, size_bytes=size,
+                    reason=reason,
+                )  # fmt: skip
                 self.metrics.idle_stops.labels(name).inc()
             await self.sup.command(name, Stop(idle=True))
             timeout = facts.spec.knobs.stop_timeout + 5
