@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llamad.gateway.core import Gateway
 from llamad.gateway.pool import Pool
-from llamad.gateway.port import GatewayError, ModelView, NotAnswered
+from llamad.gateway.port import GatewayError, ModelView
 from llamad.gateway.proxy import (
     Bad,
     ClientGone,
@@ -29,6 +29,7 @@ from llamad.gateway.proxy import (
     now,
     read_body,
 )
+from llamad.gateway.resend import answered
 
 # Routed by the body's `model`.
 BODY_ROUTED = (
@@ -81,18 +82,13 @@ class Proxied:
                 model, path = self._target(scope, body)
                 async with self.gateway.lease(model) as upstream:
                     model = upstream.model.name
-                    try:
-                        await self.relay.relay(
-                            scope, send, upstream, path, upstream.adapt(body), first_byte
-                        )
-                    except NotAnswered:
-                        # Its process died before answering: once, to the one that follows.
-                        again = await self.gateway.restarted(upstream)
-                        if again is None:
-                            raise
-                        await self.relay.relay(
-                            scope, send, again, path, again.adapt(body), first_byte
-                        )
+                    await answered(
+                        self.gateway,
+                        upstream,
+                        lambda up: self.relay.relay(
+                            scope, send, up, path, up.adapt(body), first_byte
+                        ),
+                    )
             except GatewayError as exc:
                 status = exc.status
                 await send_error(send, exc)

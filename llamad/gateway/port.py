@@ -116,10 +116,6 @@ class UpstreamError(GatewayError):
     code = "upstream_error"
 
 
-class NotAnswered(UpstreamError):
-    """The instance failed before a byte of its answer: the request may be sent again."""
-
-
 class GatewayPort(Protocol):
     """The gateway as a route set sees it."""
 
@@ -144,7 +140,7 @@ class GatewayPort(Protocol):
         ...
 
     async def restarted(self, upstream: Upstream) -> Upstream | None:
-        """The process behind `upstream` failed before answering (NotAnswered). If it is
+        """The process behind `upstream` failed before answering. If it is
         being restarted, wait until it serves again and return where to send the request
         once more; None when it is not (the failure is the answer). The lease stays held.
 

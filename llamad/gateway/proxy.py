@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from llamad.gateway.answer import Answer
 from llamad.gateway.pool import Pool, encode
-from llamad.gateway.port import GatewayError, NotAnswered, Upstream
+from llamad.gateway.port import GatewayError, Upstream
 
 # Hop-by-hop headers, our own framing, and the client's credentials for the gateway.
 _DROP_UP = {
@@ -101,14 +101,10 @@ class Relay:
         query = scope.get("query_string", b"")
         target = quote(path, safe=_PATH_SAFE) + ("?" + query.decode("latin-1") if query else "")
         send_body = body if body or scope["method"] in ("POST", "PUT", "PATCH") else None
-        try:
-            answer = await self.pool.request(
-                scope["method"], upstream.base_url, target, headers, send_body
-            )
-        except OSError as exc:
-            # Nothing of the answer reached the client: the caller may send it again.
-            name = upstream.model.name
-            raise NotAnswered(f"model {name!r}: {exc or type(exc).__name__}") from None
+        # NotAnswered (nothing of the answer came) goes to the caller, which may resend.
+        answer = await self.pool.request(
+            scope["method"], upstream.base_url, target, headers, send_body
+        )
         try:
             await self._answer(send, upstream, answer, first_byte)
         finally:

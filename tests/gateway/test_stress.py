@@ -96,7 +96,9 @@ def test_sigkills_under_traffic_lose_no_request(tiny_model: Path) -> None:
     # The flap guard's default (5 restarts) is not what is tested here.
     crashy = {**TINY, "supervise": {"max_restarts": 100}}
     with gateway(tiny_model, {"x": crashy}) as gw:
-        traffic = Traffic(gw.base, lambda rng: openai_chat("x"), clients=2, seconds=60.0)
+        # One client speaks OpenAI, the other Ollama: both resend the same way.
+        asks = (openai_chat("x"), ollama_generate("x", stream=False))
+        traffic = Traffic(gw.base, lambda rng: rng.choice(asks), clients=2, seconds=60.0)
         with traffic:
             pid: int | None = None
             for kill in range(5):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 import structlog
@@ -80,6 +81,7 @@ async def answer(
     *,
     gateway: Gateway,
     pool: Pool,
+    leases: AsyncExitStack,
     view: ModelView,
     keep_alive: float | None,
     plan: Plan,
@@ -96,13 +98,9 @@ async def answer(
     if not stream:
         # One upstream document instead of a stream: the readers take both shapes.
         body = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
-    ex = Exchange()
-    try:
-        await ex.lease(gateway, view, keep_alive)
-        reply = await ex.post_stream(pool, plan.path, body)
-    except BaseException:
-        await ex.close()
-        raise
+    ex = Exchange(leases)
+    await ex.lease(gateway, view, keep_alive)
+    reply = await ex.post_stream(pool, plan.path, body)
     events = plan.events()
     if not stream:
         try:
@@ -135,7 +133,11 @@ async def answer(
 
 
 async def load_only(
-    gateway: Gateway, view: ModelView, keep_alive: float | None, render: Render
+    gateway: Gateway,
+    view: ModelView,
+    keep_alive: float | None,
+    render: Render,
+    leases: AsyncExitStack,
 ) -> Response:
     """An empty prompt or message list: load the model, or with keep_alive 0 unload it.
 
@@ -146,7 +148,7 @@ async def load_only(
         return JSONResponse(render(Piece(), True) | {"done_reason": "unload"})
     if keep_alive == 0:
         log.info("ollama.unload_ignored", model=view.name, reason="always-on instance")
-    ex = Exchange()
+    ex = Exchange(leases)
     try:
         await ex.lease(gateway, view, None if keep_alive == 0 else keep_alive)
     finally:

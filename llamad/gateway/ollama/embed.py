@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import AsyncExitStack
 from typing import Any
 
 from llamad.gateway.ollama.errors import OllamaError
@@ -18,9 +19,10 @@ async def embeddings(
     keep_alive: float | None,
     inputs: list[str],
     extra: dict[str, Any],
+    leases: AsyncExitStack,
 ) -> tuple[list[list[float]], int, Exchange]:
     """The embedding of each input, the prompt token count, and the finished exchange."""
-    ex = Exchange()
+    ex = Exchange(leases)
     try:
         await ex.lease(gateway, view, keep_alive)
         answer = await ex.post_stream(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 import structlog
@@ -14,7 +14,8 @@ from llamad.gateway.ollama import metadata
 from llamad.gateway.ollama.answer import answer, chat_renderer, generate_renderer, load_only
 from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
 from llamad.gateway.ollama.embed import dimensions, embed_inputs, embeddings
-from llamad.gateway.ollama.errors import OllamaError, error_response, field, model_name, read_body
+from llamad.gateway.ollama.endpoint import Endpoint, Handler
+from llamad.gateway.ollama.errors import error_response, field, model_name, read_body
 from llamad.gateway.ollama.port import Gateway
 from llamad.gateway.ollama.requests import chat_plan, generate_plan
 from llamad.gateway.ollama.upstream import resolve
@@ -32,21 +33,6 @@ _STORE_MESSAGE = (
     "Add a model as an [instances.NAME] table in llamad.toml and reload (llamactl reload)."
 )
 
-Endpoint = Callable[[Request], Awaitable[Response]]
-
-
-def _guarded(endpoint: Endpoint) -> Endpoint:
-    async def wrapper(request: Request) -> Response:
-        try:
-            return await endpoint(request)
-        except OllamaError as exc:
-            return error_response(exc.status, exc.message, exc.retry_after)
-        except Exception:
-            log.exception("ollama.request_failed", method=request.method, path=request.url.path)
-            return error_response(500, "internal error in llamad's Ollama API; see its log")
-
-    return wrapper
-
 
 class OllamaAPI:
     """The endpoints, over one gateway and the pool of connections to its llama-servers."""
@@ -55,34 +41,34 @@ class OllamaAPI:
         self.gateway = gateway
         self.pool = pool
 
-    async def root(self, request: Request) -> Response:
+    async def root(self, request: Request, leases: AsyncExitStack) -> Response:
         """HEAD / and GET /: the liveness answer Ollama's clients probe for."""
         return PlainTextResponse("Ollama is running")
 
-    async def version(self, request: Request) -> Response:
+    async def version(self, request: Request, leases: AsyncExitStack) -> Response:
         """GET /api/version."""
         return JSONResponse({"version": OLLAMA_VERSION})
 
-    async def tags(self, request: Request) -> Response:
+    async def tags(self, request: Request, leases: AsyncExitStack) -> Response:
         """GET /api/tags: every routable model, from headers only (never waits on a load)."""
         views = self.gateway.models()
         metas = await metadata.headers(views)
         models = [metadata.tag_entry(v, m) for v, m in zip(views, metas, strict=True)]
         return JSONResponse({"models": models})
 
-    async def ps(self, request: Request) -> Response:
+    async def ps(self, request: Request, leases: AsyncExitStack) -> Response:
         """GET /api/ps: the loaded models with their expiry."""
         views = [v for v in self.gateway.models() if v.loaded]
         metas = await metadata.headers(views)
         models = [metadata.ps_entry(v, m) for v, m in zip(views, metas, strict=True)]
         return JSONResponse({"models": models})
 
-    async def show(self, request: Request) -> Response:
+    async def show(self, request: Request, leases: AsyncExitStack) -> Response:
         """POST /api/show {model | name}."""
         view = resolve(self.gateway, model_name(await read_body(request)))
         return JSONResponse(metadata.show(view, await metadata.header(view)))
 
-    async def chat(self, request: Request) -> Response:
+    async def chat(self, request: Request, leases: AsyncExitStack) -> Response:
         """POST /api/chat."""
         body = await read_body(request)
         name = model_name(body)
@@ -92,11 +78,12 @@ class OllamaAPI:
         view = resolve(self.gateway, name)
         render = chat_renderer(name)
         if not messages:
-            return await load_only(self.gateway, view, keep_alive, render)
+            return await load_only(self.gateway, view, keep_alive, render, leases)
         plan = chat_plan(body, view.name, messages)
         return await answer(
             gateway=self.gateway,
             pool=self.pool,
+            leases=leases,
             view=view,
             keep_alive=keep_alive,
             plan=plan,
@@ -104,7 +91,7 @@ class OllamaAPI:
             stream=stream,
         )
 
-    async def generate(self, request: Request) -> Response:
+    async def generate(self, request: Request, leases: AsyncExitStack) -> Response:
         """POST /api/generate."""
         body = await read_body(request)
         name = model_name(body)
@@ -114,10 +101,11 @@ class OllamaAPI:
         view = resolve(self.gateway, name)
         render = generate_renderer(name)
         if not prompt and not field(body, "suffix", str):
-            return await load_only(self.gateway, view, keep_alive, render)
+            return await load_only(self.gateway, view, keep_alive, render, leases)
         return await answer(
             gateway=self.gateway,
             pool=self.pool,
+            leases=leases,
             view=view,
             keep_alive=keep_alive,
             plan=generate_plan(body, view.name, prompt),
@@ -125,7 +113,7 @@ class OllamaAPI:
             stream=stream,
         )
 
-    async def embed(self, request: Request) -> Response:
+    async def embed(self, request: Request, leases: AsyncExitStack) -> Response:
         """POST /api/embed {input: str | [str]} -> {embeddings: [[...]]}."""
         body = await read_body(request)
         name = model_name(body)
@@ -134,7 +122,7 @@ class OllamaAPI:
         view = resolve(self.gateway, name)
         keep_alive = parse_keep_alive(body.get("keep_alive"))
         vectors, tokens, ex = await embeddings(
-            self.gateway, self.pool, view, keep_alive, inputs, extra
+            self.gateway, self.pool, view, keep_alive, inputs, extra, leases
         )
         timing = done_fields(
             reason="stop",
@@ -148,7 +136,7 @@ class OllamaAPI:
             out[key] = timing[key]
         return JSONResponse(out)
 
-    async def embeddings_legacy(self, request: Request) -> Response:
+    async def embeddings_legacy(self, request: Request, leases: AsyncExitStack) -> Response:
         """POST /api/embeddings {prompt} -> {embedding: [...]} (Ollama's older route)."""
         body = await read_body(request)
         view = resolve(self.gateway, model_name(body))
@@ -156,16 +144,18 @@ class OllamaAPI:
         keep_alive = parse_keep_alive(body.get("keep_alive"))
         if not prompt:
             return JSONResponse({"embedding": []})
-        vectors, _, _ = await embeddings(self.gateway, self.pool, view, keep_alive, [prompt], {})
+        vectors, _, _ = await embeddings(
+            self.gateway, self.pool, view, keep_alive, [prompt], {}, leases
+        )
         return JSONResponse({"embedding": vectors[0]})
 
-    async def store(self, request: Request) -> Response:
+    async def store(self, request: Request, leases: AsyncExitStack) -> Response:
         """pull, push, create, copy, delete, blobs: 501, never a pretended success."""
         return error_response(501, f"{request.url.path} is not supported: {_STORE_MESSAGE}")
 
     def routes(self) -> list[BaseRoute]:
         """The Starlette routes, each guarded so errors leave in Ollama's shape."""
-        table: list[tuple[str, Endpoint, list[str]]] = [
+        table: list[tuple[str, Handler, list[str]]] = [
             ("/", self.root, ["GET", "HEAD"]),
             ("/api/version", self.version, ["GET", "HEAD"]),
             ("/api/tags", self.tags, ["GET", "HEAD"]),
@@ -177,12 +167,12 @@ class OllamaAPI:
             ("/api/embeddings", self.embeddings_legacy, ["POST"]),
         ]
         routes: list[BaseRoute] = [
-            Route(path, _guarded(fn), methods=methods) for path, fn, methods in table
+            Route(path, Endpoint(fn), methods=methods) for path, fn, methods in table
         ]
         for name in _STORE_ROUTES:
             methods = ["GET", "HEAD", "POST", "PUT", "DELETE"]
-            routes.append(Route(f"/api/{name}", _guarded(self.store), methods=methods))
-        routes.append(Route("/api/blobs/{digest}", _guarded(self.store), methods=["HEAD", "POST"]))
+            routes.append(Route(f"/api/{name}", Endpoint(self.store), methods=methods))
+        routes.append(Route("/api/blobs/{digest}", Endpoint(self.store), methods=["HEAD", "POST"]))
         return routes
 
 

@@ -20,7 +20,8 @@ from llamad.gateway.connection import Broken
 from llamad.gateway.ollama.errors import OllamaError, from_gateway, not_found
 from llamad.gateway.ollama.port import Gateway, ModelView, Upstream
 from llamad.gateway.pool import Pool, encode
-from llamad.gateway.port import GatewayError
+from llamad.gateway.port import GatewayError, UpstreamError
+from llamad.gateway.resend import answered
 
 
 def resolve(gateway: Gateway, name: str) -> ModelView:
@@ -35,12 +36,20 @@ def resolve(gateway: Gateway, name: str) -> ModelView:
 
 @dataclass
 class Exchange:
-    """One leased request: when it began, how long the load took, and what to close."""
+    """One leased request: when it began, how long the load took, and what to close.
 
+    `leases` is the route's: it closes the exchange (answer, then lease) whatever
+    happens to the response, even when a streamed body never starts."""
+
+    leases: AsyncExitStack
     started: float = field(default_factory=time.monotonic)
     load_seconds: float = 0.0
     stack: AsyncExitStack = field(default_factory=AsyncExitStack)
     upstream: Upstream | None = None
+    gateway: Gateway | None = None
+
+    def __post_init__(self) -> None:
+        self.leases.push_async_callback(self.close)
 
     async def lease(self, gateway: Gateway, view: ModelView, keep_alive: float | None) -> Upstream:
         """Lease the model (loading it if needed); gateway refusals become OllamaErrors."""
@@ -51,6 +60,7 @@ class Exchange:
             )
         except GatewayError as exc:
             raise from_gateway(exc) from exc
+        self.gateway = gateway
         self.load_seconds = time.monotonic() - began
         return self.upstream
 
@@ -60,12 +70,19 @@ class Exchange:
         No answer, or an error status with its message, becomes an OllamaError.
         """
         assert self.upstream is not None, "lease() first"
-        headers = [(b"content-type", b"application/json"), *encode(self.upstream.headers)]
+        assert self.gateway is not None
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+        async def attempt(upstream: Upstream) -> Answer:
+            headers = [(b"content-type", b"application/json"), *encode(upstream.headers)]
+            return await pool.request("POST", upstream.base_url, path, headers, data)
+
         try:
-            answer = await pool.request("POST", self.upstream.base_url, path, headers, data)
-        except OSError as exc:
-            raise OllamaError(502, f"llama-server did not answer: {exc}") from exc
+            answer = await answered(self.gateway, self.upstream, attempt)
+        except UpstreamError as exc:
+            raise OllamaError(502, f"llama-server did not answer: {exc.message}") from exc
+        except GatewayError as exc:  # its restart did not come back in time
+            raise from_gateway(exc) from exc
         self.stack.callback(answer.close)
         if answer.status >= 400:
             raise OllamaError(answer.status, upstream_message(await read_all(answer)))

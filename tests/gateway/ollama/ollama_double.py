@@ -183,6 +183,9 @@ class DoubleGateway:
             if ka == 0 and slot.in_flight == 0:
                 await self.unload(view.name)
 
+    async def restarted(self, upstream: Up) -> Up | None:
+        return None  # the double's processes are never restarted under a request
+
     async def unload(self, name: str) -> None:
         slot = self.slots[name]
         self.stop(slot)

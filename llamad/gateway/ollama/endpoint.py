@@ -1,0 +1,69 @@
+"""One Ollama route as an ASGI app: read the body, answer under the relay's disconnect
+guard, and release every lease the answer took around the response itself.
+
+A streamed answer used to release its lease in the body generator, which never runs when
+the client leaves while the response start is being written; a client that left while
+its model loaded kept its place in the queue. Here the leases live in an exit stack the
+route closes whatever happened, and a client that leaves cancels the work at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from llamad.gateway.ollama.errors import OllamaError, error_response
+from llamad.gateway.proxy import ClientGone, guard, read_body
+
+log = structlog.get_logger("llamad.gateway.ollama")
+
+# A route's work: the request (its body already read) and the stack its leases go on.
+Handler = Callable[[Request, AsyncExitStack], Awaitable[Response]]
+
+
+class Endpoint:
+    """`handler` served as ASGI, errors in Ollama's shape."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body = await read_body(receive)
+        except ClientGone:
+            return
+        # The guard owns the client's receive from here on: what the request and the
+        # response see is the body, then nothing until they are done.
+        request = Request(scope, _replay(body))
+        async with AsyncExitStack() as leases:
+            await guard(receive, self._answer(request, leases, send))
+
+    async def _answer(self, request: Request, leases: AsyncExitStack, send: Send) -> None:
+        try:
+            response = await self.handler(request, leases)
+        except OllamaError as exc:
+            response = error_response(exc.status, exc.message, exc.retry_after)
+        except Exception:
+            log.exception("ollama.request_failed", method=request.method, path=request.url.path)
+            response = error_response(500, "internal error in llamad's Ollama API; see its log")
+        await response(request.scope, _replay(b""), send)
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Future()  # never: the guard sees the disconnect and cancels us
+        raise AssertionError("unreachable")
+
+    return receive

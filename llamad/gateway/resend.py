@@ -1,0 +1,39 @@
+"""Sending a leased request once more when its process died before answering.
+
+Inference requests have no side effects, so a request that reached no answer can be sent
+again. It is, once, and only when its instance is seen restarting: then it goes to the
+process that follows, as a request would that arrived during the restart. A request whose
+answer had begun is never sent again: its client gets a clean end instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from llamad.gateway.connection import NotAnswered
+from llamad.gateway.port import GatewayPort, Upstream, UpstreamError
+
+T = TypeVar("T")
+
+
+async def answered(
+    gateway: GatewayPort, upstream: Upstream, attempt: Callable[[Upstream], Awaitable[T]]
+) -> T:
+    """`attempt(upstream)`, and once more on its successor when its process died before
+    answering (`GatewayPort.restarted`). A failure that stays is an UpstreamError."""
+    try:
+        return await attempt(upstream)
+    except NotAnswered as exc:
+        again = await gateway.restarted(upstream)
+        if again is None:
+            raise _error(upstream, exc) from None
+    try:
+        return await attempt(again)
+    except NotAnswered as exc:
+        raise _error(again, exc) from None
+
+
+def _error(upstream: Upstream, exc: Exception) -> UpstreamError:
+    where = f" on {upstream.model.host}" if upstream.model.host else ""
+    return UpstreamError(f"model {upstream.model.name!r}{where}: {exc or type(exc).__name__}")
