@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from llamad.gateway.answer import Answer
 from llamad.gateway.connection import Connection, Headers, NotAnswered
-from llamad.gateway.sockets import readable, set_keepalive
+from llamad.gateway.sockets import readable, self_connected, set_keepalive
 
 # Below the 5 s keep-alive of llama-server (cpp-httplib's default) and of uvicorn (a
 # fleet peer's gateway), so a pooled connection is not reused just as the server closes it.
@@ -170,6 +170,12 @@ class Pool:
             raise NotAnswered(f"no connection to {where} within the timeout", sent=False) from exc
         except OSError as exc:
             raise NotAnswered(f"cannot connect to {where}: {exc}", sent=False) from exc
+        assert conn.transport is not None
+        if self_connected(conn.transport):
+            # Nothing listened, and the kernel gave our end the port we asked for: a TCP
+            # simultaneous open. Kept, it would hold the instance's port against its restart.
+            conn.transport.close()
+            raise NotAnswered(f"cannot connect to {where}: nothing listens", sent=False)
         if conn.lost:
             self._free(self._hosts[key])  # closed before it could be counted out
         else:

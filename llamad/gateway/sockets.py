@@ -25,6 +25,13 @@ def wants_keepalive(peer: str) -> bool:
         return True
 
 
+def self_connected(transport: asyncio.BaseTransport) -> bool:
+    """A connection to a port nobody listens on, made from that same port (possible in the
+    ephemeral range): both ends are ours."""
+    mine, peer = transport.get_extra_info("sockname"), transport.get_extra_info("peername")
+    return mine is not None and mine == peer
+
+
 def set_keepalive(transport: asyncio.BaseTransport) -> bool:
     """Turn on TCP keep-alive when the peer is remote; whether it did (best effort)."""
     sock = transport.get_extra_info("socket")

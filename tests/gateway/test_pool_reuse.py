@@ -13,7 +13,7 @@ from pool_helpers import JSON, OK, body_of, eventually, read_request, upstream
 
 from llamad.gateway.connection import NotAnswered
 from llamad.gateway.pool import Pool
-from llamad.gateway.sockets import readable, set_keepalive, wants_keepalive
+from llamad.gateway.sockets import readable, self_connected, set_keepalive, wants_keepalive
 
 
 @pytest.mark.parametrize(
@@ -138,3 +138,27 @@ def test_keepalive_is_set_on_the_socket_of_a_remote_peer(peer: str, on: bool) ->
     with socket.socket() as sock:
         assert set_keepalive(_Transport(sock, peer)) is on  # type: ignore[arg-type]
         assert bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)) is on
+
+
+async def test_a_connection_to_itself_is_refused_not_kept() -> None:
+    """A socket bound to a port nobody listens on, connecting to that port, is connected to
+    itself (a TCP simultaneous open): the pool's check sees both ends are one."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.connect(sock.getsockname())
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_connection(asyncio.Protocol, sock=sock.dup())
+        try:
+            assert self_connected(transport)
+        finally:
+            transport.close()
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        transport, _ = await asyncio.get_running_loop().create_connection(
+            asyncio.Protocol, *server.getsockname()
+        )
+        try:
+            assert not self_connected(transport)
+        finally:
+            transport.close()
