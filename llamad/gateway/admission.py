@@ -31,7 +31,7 @@ class StopWhy(enum.Enum):
     UNLOAD = "unload"  # a client asked (Ollama's keep_alive 0)
 
 
-class Admitted(Exception):
+class AdmissionError(Exception):
     """A slot was asked for something its rules forbid: a bug in the caller."""
 
 
@@ -77,7 +77,7 @@ class Slot:
     def dequeue(self) -> bool:
         """Give the place back; True when nobody waits any more."""
         if self.waiting <= 0:
-            raise Admitted(f"{self.name}: dequeue with nobody waiting")
+            raise AdmissionError(f"{self.name}: dequeue with nobody waiting")
         self.waiting -= 1
         return not self.waiting
 
@@ -85,7 +85,7 @@ class Slot:
         """Count a request in flight to process `pid`; the caller checked `admits` in the
         same step. `keep_alive` 0 asks for an unload once the model is idle."""
         if not self.admits:
-            raise Admitted(f"{self.name}: admit while {self.stop or 'draining'}")
+            raise AdmissionError(f"{self.name}: admit while {self.stop or 'draining'}")
         self.in_flight += 1
         self.last_used = now
         self.expires = None
@@ -98,7 +98,7 @@ class Slot:
     def release(self, now: float) -> bool:
         """A request ended; True when it was the last in flight."""
         if self.in_flight <= 0:
-            raise Admitted(f"{self.name}: release with nothing in flight")
+            raise AdmissionError(f"{self.name}: release with nothing in flight")
         self.in_flight -= 1
         self.last_used = now
         return not self.in_flight
@@ -137,7 +137,7 @@ class Slot:
     def end_drain(self) -> None:
         """One drain is over."""
         if self.drains <= 0:
-            raise Admitted(f"{self.name}: end_drain without a drain")
+            raise AdmissionError(f"{self.name}: end_drain without a drain")
         self.drains -= 1
 
     # Idle ----------------------------------------------------------------------------

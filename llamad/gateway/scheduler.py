@@ -65,13 +65,13 @@ class Scheduler(Loads):
             if not slot.admits or facts.state is State.STOPPING:
                 await self._changes(name, facts.state)  # a stop or a drain must end first
             elif facts.spec.on_demand:
-                await self._loaded_by_someone(slot)
+                await self._wait_for_load(slot)
             elif facts.state in DOWN:
                 raise Unavailable(f"model {name!r} is not served: {facts.reason()}")
             else:  # an always-on instance on its way up: wait for it
                 await self._changes(name, facts.state)
 
-    async def _loaded_by_someone(self, slot: Slot) -> None:
+    async def _wait_for_load(self, slot: Slot) -> None:
         if slot.load is None:
             slot.load = self.spawn(self.load(slot.name, slot), f"load-{slot.name}")
         load = slot.load

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llamad.gateway.admission import Admitted, Slot, StopWhy
+from llamad.gateway.admission import AdmissionError, Slot, StopWhy
 
 
 def busy(**fields: int) -> Slot:
@@ -33,7 +33,7 @@ def test_a_claimed_stop_admits_nothing_and_a_second_claim_fails() -> None:
     assert slot.claim_stop(StopWhy.EVICT)
     assert not slot.admits
     assert not slot.claim_stop(StopWhy.IDLE)
-    with pytest.raises(Admitted):
+    with pytest.raises(AdmissionError):
         slot.admit(0.0, 1, None)
     slot.end_stop()
     assert slot.admit(0.0, 1, None) is slot
@@ -41,11 +41,11 @@ def test_a_claimed_stop_admits_nothing_and_a_second_claim_fails() -> None:
 
 def test_release_and_dequeue_never_count_below_zero() -> None:
     slot = Slot("m")
-    with pytest.raises(Admitted):
+    with pytest.raises(AdmissionError):
         slot.release(0.0)
-    with pytest.raises(Admitted):
+    with pytest.raises(AdmissionError):
         slot.dequeue()
-    with pytest.raises(Admitted):
+    with pytest.raises(AdmissionError):
         slot.end_drain()
 
 
