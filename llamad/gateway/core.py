@@ -6,19 +6,18 @@ import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import structlog
 
 from llamad.backends.probes import server_url
 from llamad.backends.registry import backend_for
-from llamad.backends.spec import InstanceSpec
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.gateway import memory
 from llamad.gateway.drain import drain
 from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
 from llamad.gateway.idle import IdleTimers
+from llamad.gateway.instance_auth import instance_auth
 from llamad.gateway.loads import LIVE
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.port import ModelView, Unavailable, UnknownModel, Upstream, UpstreamError
@@ -106,7 +105,7 @@ class Gateway:
     def _upstream(self, facts: Facts) -> Upstream:
         return Upstream(
             server_url(facts.spec.probe_host, facts.spec.port, ""),
-            dict(_auth(facts.spec)),
+            dict(instance_auth(facts.spec)),
             self._view(facts),
             functools.partial(backend_for(facts.spec.kind).request_body, facts.spec),
             facts.pid,
@@ -217,18 +216,3 @@ def remote_view(entry: PeerModels, model: RemoteModel) -> ModelView:
         mmproj=False,
         host=entry.peer.name,
     )
-
-
-@functools.lru_cache(maxsize=256)
-def _auth(spec: InstanceSpec) -> tuple[tuple[str, str], ...]:
-    """The instance's own key, as llama-server takes it (the first of LLAMA_API_KEY, else
-    the first line of its key file); read once per spec, not per request."""
-    settings = dict(spec.settings)
-    key = settings.get("LLAMA_API_KEY", "").split(",")[0].strip()
-    if not key and settings.get("LLAMA_ARG_API_KEY_FILE"):
-        try:
-            lines = Path(settings["LLAMA_ARG_API_KEY_FILE"]).read_text().splitlines()
-        except OSError:
-            lines = []
-        key = next((ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")), "")
-    return (("Authorization", f"Bearer {key}"),) if key else ()
