@@ -14,6 +14,8 @@ The rules:
 - An unload asked while requests run happens once, when the last of them ends.
 - A request's keep_alive holds for the process it was admitted to, as Ollama keeps it for
   one load: once that process is gone, the model's own idle_timeout applies again.
+- A model that failed to load is not loaded again (nor anything evicted for it) until its
+  backoff has passed: the requests meanwhile get the failure at once.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class Slot:
     load: asyncio.Task[None] | None = None
     deciding: bool = False  # the load waits for room: cancelled when nobody waits
     measured: int | None = None  # its footprint when last seen running
+    failures: int = 0  # loads failed in a row
+    refused_until: float = 0.0  # monotonic: no load before this, after a failed one
+    refusal: str = ""  # why the last load failed
 
     @property
     def admits(self) -> bool:
@@ -139,6 +144,22 @@ class Slot:
         if self.drains <= 0:
             raise AdmissionError(f"{self.name}: end_drain without a drain")
         self.drains -= 1
+
+    # Loads ---------------------------------------------------------------------------
+
+    def load_failed(self, now: float, reason: str, initial: float, maximum: float) -> None:
+        """A load failed: refuse the next ones for a backoff that doubles per failure."""
+        self.failures += 1
+        self.refused_until = now + min(initial * 2 ** min(self.failures - 1, 32), maximum)
+        self.refusal = reason
+
+    def load_ok(self) -> None:
+        """A load succeeded: the backoff starts over."""
+        self.failures, self.refused_until, self.refusal = 0, 0.0, ""
+
+    def refused(self, now: float) -> float:
+        """Seconds until a load may be tried again (0: now)."""
+        return max(0.0, self.refused_until - now)
 
     # Idle ----------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,7 +51,7 @@ async def send_error(send: Send, exc: GatewayError) -> None:
     """Answer with `exc` in OpenAI's shape, with Retry-After when it has one."""
     headers = [(b"content-type", b"application/json")]
     if exc.retry_after is not None:
-        headers.append((b"retry-after", str(int(exc.retry_after)).encode()))
+        headers.append((b"retry-after", str(max(1, math.ceil(exc.retry_after))).encode()))
     body = json.dumps(error_body(exc.status, exc.code, exc.message)).encode()
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": exc.status, "headers": headers})

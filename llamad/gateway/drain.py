@@ -48,7 +48,9 @@ async def drain(
         for slot in slots:
             slot.end_drain()
         for name in changed:
-            sched.slot(name).measured = None  # measured under the old spec: estimate again
+            # Measured, and maybe refused, under the old spec: estimate and try afresh.
+            sched.slot(name).measured = None
+            sched.slot(name).load_ok()
         router.retiring.difference_update(removed)
         for name in removed:
             sched.forget(name)

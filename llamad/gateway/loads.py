@@ -47,6 +47,7 @@ class Loads(Slots):
             await self.sup.wait_for(name, *SETTLED, timeout=timeout)
             facts = self.sup.facts(name)
             if facts is not None and facts.state is State.RUNNING:
+                slot.load_ok()
                 self.metrics.loads.labels(name, "ok").inc()
                 self.metrics.load_seconds.labels(name).observe(time.monotonic() - t0)
                 log.info("gateway.loaded", model=name, seconds=round(time.monotonic() - t0, 3))
@@ -59,9 +60,12 @@ class Loads(Slots):
             # An on-demand model that cannot start does not retry in the background:
             # the next request tries again, and gets the reason if it fails again.
             await self.sup.command(name, Stop())
+            if facts is not None:
+                knobs = facts.spec.knobs
+                slot.load_failed(time.monotonic(), reason, knobs.backoff_initial, knobs.backoff_max)
             log.warning("gateway.load_failed", model=name, reason=reason)
             self.metrics.loads.labels(name, "failed").inc()
-            raise LoadFailed(name, reason)
+            raise LoadFailed(name, reason, slot.refused(time.monotonic()) or None)
         except asyncio.CancelledError:
             log.info("gateway.load_cancelled", model=name)
             self.metrics.loads.labels(name, "cancelled").inc()

@@ -72,9 +72,11 @@ class LoadFailed(GatewayError):
     code = "load_failed"
     retry_after = 5.0
 
-    def __init__(self, name: str, reason: str) -> None:
+    def __init__(self, name: str, reason: str, retry_after: float | None = None) -> None:
         super().__init__(f"model {name!r} failed to load: {reason}")
         self.reason = reason
+        if retry_after is not None:
+            self.retry_after = retry_after
 
 
 class Removed(GatewayError):

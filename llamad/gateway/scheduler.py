@@ -12,7 +12,7 @@ import time
 
 from llamad.gateway.admission import Slot, StopWhy
 from llamad.gateway.loads import DOWN, Loads
-from llamad.gateway.port import QueueFull, QueueTimeout, Removed, Unavailable
+from llamad.gateway.port import LoadFailed, QueueFull, QueueTimeout, Removed, Unavailable
 from llamad.gateway.slots import POLL_S
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
@@ -72,6 +72,9 @@ class Scheduler(Loads):
                 await self._changes(name, facts.state)
 
     async def _wait_for_load(self, slot: Slot) -> None:
+        if slot.load is None and (wait := slot.refused(time.monotonic())):
+            # It failed moments ago: no respawn, and no eviction, for every request.
+            raise LoadFailed(slot.name, slot.refusal, wait)
         if slot.load is None:
             slot.load = self.spawn(self.load(slot.name, slot), f"load-{slot.name}")
         load = slot.load

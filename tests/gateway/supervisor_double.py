@@ -48,6 +48,7 @@ class Double:
     commands: list[tuple[str, str, int]] = field(default_factory=list)  # name, event, inside
     inside: dict[str, int] = field(default_factory=dict)  # the test's own count per model
     on_names: Callable[[], None] | None = None  # a hook into the gateway's planning
+    broken: set[str] = field(default_factory=set)  # a Start of these fails at once
     _moved: asyncio.Event = field(default_factory=asyncio.Event)
 
     def add(self, s: InstanceSpec, state: State = State.STOPPED) -> None:
@@ -101,7 +102,9 @@ class Double:
         if inst is None:
             return
         # As the instance task takes a command in: the move begins; `auto` completes it.
-        if isinstance(event, Start) and inst.state is not State.RUNNING:
+        if isinstance(event, Start) and name in self.broken:
+            self.move(name, State.FAILED)
+        elif isinstance(event, Start) and inst.state is not State.RUNNING:
             self.move(name, State.RUNNING if self.auto else State.STARTING)
         elif isinstance(event, Stop):
             down = State.IDLE if event.idle else State.STOPPED

@@ -17,7 +17,7 @@ from supervisor_double import Double, gateway, spec, until
 
 from llamad.gateway import drain as drain_module
 from llamad.gateway.core import Gateway
-from llamad.gateway.port import Upstream
+from llamad.gateway.port import LoadFailed, Upstream
 from llamad.lifecycle.states import State
 
 pytestmark = pytest.mark.timeout(20)
@@ -171,4 +171,27 @@ async def test_a_failure_while_the_process_still_runs_is_not_sent_again() -> Non
     gw = gateway(double)
     async with gw.lease("a") as first:
         assert await gw.restarted(first) is None
+    await gw.close()
+
+
+async def test_a_model_that_fails_to_load_is_not_respawned_by_every_request() -> None:
+    double = Double()
+    double.add(spec("a"), State.RUNNING)
+    double.add(spec("broken"))
+    double.broken.add("broken")
+    gw = gateway(double, max_loaded=1)
+    refusals = []
+    for _ in range(10):
+        with pytest.raises(LoadFailed) as refused:
+            async with gw.lease("broken"):
+                pass
+        refusals.append(refused.value)
+    starts = [c for c in double.commands if c[:2] == ("broken", "Start")]
+    assert len(starts) == 1, "each request respawned it"
+    assert len(double.stops()) <= 2, "each request evicted a healthy model"  # a, then broken
+    assert all(r.retry_after and r.retry_after > 0 for r in refusals)
+    async with gw.draining([], ["broken"]):  # its spec changed: try again at once
+        double.broken.discard("broken")
+    async with gw.lease("broken"):
+        assert double.insts["broken"].state is State.RUNNING
     await gw.close()
