@@ -10,12 +10,15 @@ import structlog
 
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_tcp
+from llamad.common.fdlimit import gateway_cap
+from llamad.common.limits import Refusals
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.daemon.guard import ServiceGuard
 from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet import FleetModels, Identity
 from llamad.gateway.fleet_hosts import FleetHosts
+from llamad.gateway.limits import BodyLimit, GatewayLimits, gateway_shape
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.pool import Pool
@@ -50,11 +53,20 @@ def start_gateway(
     )
     fleet = FleetModels(hosts.current, me)
     gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
-    guard.start("gateway", lambda: _serve(gateway, hosts, first, stop), retry=True)
+    bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)
+    refused = Refusals("gateway", metrics.count_refused)
+    guard.start("gateway", lambda: _serve(gateway, hosts, first, stop, bounds, refused), retry=True)
     return gateway
 
 
-async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: asyncio.Event) -> None:
+async def _serve(
+    gateway: Gateway,
+    hosts: FleetHosts,
+    cfg: Settings,
+    stop: asyncio.Event,
+    bounds: GatewayLimits,
+    refused: Refusals,
+) -> None:
     pool = Pool()
     # Ollama's translation reads whole answers and speaks httpx like the rest of llamad;
     # the OpenAI relay, where every millisecond shows, has a pool of its own.
@@ -66,7 +78,17 @@ async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: async
     listen = f"{cfg.host}:{cfg.port}"
     try:
         app = build_app(gateway, ollama_routes(gateway, client), pool=pool)
-        await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
+        await serve_tcp(
+            BodyLimit(app, bounds, refused),
+            cfg.host,
+            cfg.port,
+            stop,
+            lambda: _bound(listen),
+            cap=gateway_cap(),
+            limits=bounds,
+            shape=gateway_shape,
+            refused=refused,
+        )
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))
     finally:
