@@ -16,6 +16,7 @@ from llamad.backends.registry import BACKENDS, DEFAULT_KIND
 from llamad.backends.spec import InstanceSpec
 from llamad.common.hosts import same_address
 from llamad.common.paths import anchored
+from llamad.config.gateway_table import body_size
 from llamad.config.messages import describe
 from llamad.config.schema import ConfigFile, InstanceTable, SuperviseSettings
 from llamad.config.tomlpos import where_is
@@ -110,6 +111,7 @@ class Resolver:
             on_demand=table.on_demand,
             idle_timeout=table.idle_timeout,
             aliases=tuple(table.aliases),
+            max_body=body_size(table.max_body) if table.max_body else None,
         )
         spec = backend.resolve(base, dict(table.model_extra or {}), ctx, problem)
         if len(self.problems) > before or knobs is None:

@@ -8,6 +8,8 @@ import structlog
 
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_tcp
+from llamad.common.fdlimit import gateway_cap
+from llamad.common.limits import Refusals
 from llamad.common.retrying import retrying
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.daemon.guard import ServiceGuard
@@ -15,6 +17,7 @@ from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet import FleetModels, Identity
 from llamad.gateway.fleet_hosts import FleetHosts
+from llamad.gateway.limits import BodyLimit, GatewayLimits, gateway_shape
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.pool import Pool
@@ -53,11 +56,20 @@ def start_gateway(
     fleet = FleetModels(hosts.current, me)
     gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
     state.supervisor.draining = gateway.draining
-    guard.start("gateway", lambda: _serve(gateway, hosts, first, stop), retry=True)
+    bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)
+    refused = Refusals("gateway", metrics.count_refused)
+    guard.start("gateway", lambda: _serve(gateway, hosts, first, stop, bounds, refused), retry=True)
     return gateway
 
 
-async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: asyncio.Event) -> None:
+async def _serve(
+    gateway: Gateway,
+    hosts: FleetHosts,
+    cfg: Settings,
+    stop: asyncio.Event,
+    bounds: GatewayLimits,
+    refused: Refusals,
+) -> None:
     pool = Pool()  # the relay's and Ollama's requests to instances and peers alike
     # The idle ticker and the fleet refresher: one that raises is logged and runs again
     # (idle stops must not end for good), and neither can keep the cleanup below from running.
@@ -66,7 +78,17 @@ async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: async
     try:
         async with retrying(background, stop, initial=TASK_RETRY_S, event="gateway.task_failed"):
             app = build_app(gateway, ollama_routes(gateway, pool), pool=pool)
-            await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
+            await serve_tcp(
+                BodyLimit(app, bounds, refused),
+                cfg.host,
+                cfg.port,
+                stop,
+                lambda: _bound(listen),
+                cap=gateway_cap(),
+                limits=bounds,
+                shape=gateway_shape,
+                refused=refused,
+            )
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))
     finally:

@@ -16,6 +16,7 @@ from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_remote
 from llamad.api.uds import serve_unix
 from llamad.backends.probes import Prober, make_client
+from llamad.common.limits import Refusals
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.fleet.peers import identity
@@ -45,7 +46,14 @@ async def start(
     # Without its control socket the daemon cannot be managed: that failure ends it.
     control = guard.start(
         "control",
-        lambda: serve_unix(app, d.socket, stop, on_bound=bound.set, sock=control_socket),
+        lambda: serve_unix(
+            app,
+            d.socket,
+            stop,
+            on_bound=bound.set,
+            sock=control_socket,
+            refused=Refusals("control", metrics.count_refused),
+        ),
         retry=False,
     )
     waiter = asyncio.ensure_future(bound.wait())
@@ -54,7 +62,8 @@ async def start(
     guard.start("reload", lambda: reloader.run(stop), retry=True)
     if (remote := d.remote) is not None:  # fleet: the same app on TCP with tokens, and mDNS
         version = resolved.llama_server_version
-        guard.start("remote", lambda: serve_remote(app, remote, stop, version), retry=True)
+        refused = Refusals("remote", metrics.count_refused)
+        guard.start("remote", lambda: serve_remote(app, remote, stop, version, refused), retry=True)
     if resolved.gateway is not None:
         # Only a daemon with a gateway pays for its modules (memory, and start time).
         from llamad.daemon.gateway import start_gateway
