@@ -12,14 +12,7 @@ from pathlib import Path
 
 import gguf
 
-
-def sha256(path: Path) -> str:
-    """The file's sha256, hex."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+from llamad.library.digest import file_sha256
 
 
 def write_projector(path: Path) -> Path:
@@ -82,7 +75,7 @@ def hf_cache(root: Path, repo: str, files: dict[str, Path], commit: str = "a" * 
     (base / "refs").mkdir(exist_ok=True)
     (base / "refs" / "main").write_text(commit)
     for name, src in files.items():
-        blob = base / "blobs" / sha256(src)
+        blob = base / "blobs" / file_sha256(src)
         shutil.copyfile(src, blob)
         link = snap / name
         link.parent.mkdir(parents=True, exist_ok=True)

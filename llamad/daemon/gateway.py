@@ -19,6 +19,7 @@ from llamad.gateway.fleet_hosts import FleetHosts
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.pool import Pool
+from llamad.library.pulls import Pulls
 from llamad.supervise.state import DaemonState
 
 log = structlog.get_logger("llamad.gateway")
@@ -34,6 +35,7 @@ def start_gateway(
     metrics: Metrics,
     stop: asyncio.Event,
     me: Identity | None = None,
+    pulls: Pulls | None = None,
 ) -> Gateway:
     """Start the gateway under `guard`; its settings follow reloads (the address needs a
     restart), and a config without `[gateway]` leaves the last one in force. `me` is this
@@ -54,11 +56,17 @@ def start_gateway(
     fleet = FleetModels(hosts.current, me)
     gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
     state.supervisor.draining = gateway.draining
-    guard.start("gateway", lambda: _serve(gateway, hosts, first, stop), retry=True)
+    guard.start("gateway", lambda: _serve(gateway, hosts, first, stop, pulls), retry=True)
     return gateway
 
 
-async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: asyncio.Event) -> None:
+async def _serve(
+    gateway: Gateway,
+    hosts: FleetHosts,
+    cfg: Settings,
+    stop: asyncio.Event,
+    pulls: Pulls | None = None,
+) -> None:
     pool = Pool()
     # Ollama's translation reads whole answers and speaks httpx like the rest of llamad;
     # the OpenAI relay, where every millisecond shows, has a pool of its own.
@@ -71,7 +79,7 @@ async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: async
     listen = f"{cfg.host}:{cfg.port}"
     try:
         async with retrying(background, stop, initial=TASK_RETRY_S, event="gateway.task_failed"):
-            app = build_app(gateway, ollama_routes(gateway, client), pool=pool)
+            app = build_app(gateway, ollama_routes(gateway, client, pulls), pool=pool)
             await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))

@@ -29,9 +29,9 @@ class Library:
 
     def find(self, name: str) -> LibraryModel | None:
         """The model named `name` (or with it as an alias; `:latest` implied)."""
-        bare = name.removesuffix(":latest")
+        wanted = {name.lower(), name.removesuffix(":latest").lower()}
         for m in self.models:
-            if name in (m.name, *m.aliases) or bare in (m.name, *m.aliases):
+            if wanted & {n.lower() for n in (m.name, *m.aliases)}:
                 return m
         return None
 

@@ -17,8 +17,10 @@ from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
 from llamad.gateway.ollama.embed import dimensions, embed_inputs, embeddings
 from llamad.gateway.ollama.errors import OllamaError, error_response, field, model_name, read_body
 from llamad.gateway.ollama.port import Gateway
+from llamad.gateway.ollama.pull import downloading, pull_endpoint
 from llamad.gateway.ollama.requests import chat_plan, generate_plan
 from llamad.gateway.ollama.upstream import resolve
+from llamad.library.pulls import Pulls
 
 log = structlog.get_logger("llamad.gateway.ollama")
 
@@ -26,10 +28,10 @@ log = structlog.get_logger("llamad.gateway.ollama")
 # turn on thinking and tool support by version.
 OLLAMA_VERSION = "0.12.0"
 
-_STORE_ROUTES = ("pull", "push", "create", "copy", "delete", "blobs")
+_STORE_ROUTES = ("push", "create", "copy", "delete", "blobs")
 _STORE_MESSAGE = (
-    "llamad serves the models in its config file; it has no Ollama model store. "
-    "Add a model as an [instances.NAME] table in llamad.toml and reload (llamactl reload)."
+    "llamad serves the models in its config file and its library; it has no Ollama model "
+    "store. Pull a model (/api/pull), or add an [instances.NAME] table to llamad.toml."
 )
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -51,9 +53,12 @@ def _guarded(endpoint: Endpoint) -> Endpoint:
 class OllamaAPI:
     """The endpoints, over one gateway and one pooled HTTP client to the llama-servers."""
 
-    def __init__(self, gateway: Gateway, client: httpx.AsyncClient) -> None:
+    def __init__(
+        self, gateway: Gateway, client: httpx.AsyncClient, pulls: Pulls | None = None
+    ) -> None:
         self.gateway = gateway
         self.client = client
+        self.pulls = pulls  # None: no library, /api/pull answers 501
 
     async def root(self, request: Request) -> Response:
         """HEAD / and GET /: the liveness answer Ollama's clients probe for."""
@@ -89,6 +94,7 @@ class OllamaAPI:
         stream = field(body, "stream", bool, True)
         messages = field(body, "messages", list, [])
         keep_alive = parse_keep_alive(body.get("keep_alive"))
+        downloading(self.pulls, name)
         view = resolve(self.gateway, name)
         render = chat_renderer(name)
         if not messages:
@@ -111,6 +117,7 @@ class OllamaAPI:
         stream = field(body, "stream", bool, True)
         prompt = field(body, "prompt", str, "")
         keep_alive = parse_keep_alive(body.get("keep_alive"))
+        downloading(self.pulls, name)
         view = resolve(self.gateway, name)
         render = generate_renderer(name)
         if not prompt and not field(body, "suffix", str):
@@ -163,6 +170,12 @@ class OllamaAPI:
         """pull, push, create, copy, delete, blobs: 501, never a pretended success."""
         return error_response(501, f"{request.url.path} is not supported: {_STORE_MESSAGE}")
 
+    async def pull(self, request: Request) -> Response:
+        """POST /api/pull: from Hugging Face or Ollama's registry into the library."""
+        if self.pulls is None:
+            return await self.store(request)
+        return await pull_endpoint(self.pulls, request)
+
     def routes(self) -> list[BaseRoute]:
         """The Starlette routes, each guarded so errors leave in Ollama's shape."""
         table: list[tuple[str, Endpoint, list[str]]] = [
@@ -175,6 +188,7 @@ class OllamaAPI:
             ("/api/generate", self.generate, ["POST"]),
             ("/api/embed", self.embed, ["POST"]),
             ("/api/embeddings", self.embeddings_legacy, ["POST"]),
+            ("/api/pull", self.pull, ["POST"]),
         ]
         routes: list[BaseRoute] = [
             Route(path, _guarded(fn), methods=methods) for path, fn, methods in table
@@ -186,7 +200,9 @@ class OllamaAPI:
         return routes
 
 
-def ollama_routes(gateway: Gateway, client: httpx.AsyncClient) -> list[BaseRoute]:
+def ollama_routes(
+    gateway: Gateway, client: httpx.AsyncClient, pulls: Pulls | None = None
+) -> list[BaseRoute]:
     """Ollama's API over `gateway`; upstream requests go through `client`, which the caller
-    owns (and gives no read timeout: generations may take long)."""
-    return OllamaAPI(gateway, client).routes()
+    owns (and gives no read timeout: generations may take long). `pulls` serves /api/pull."""
+    return OllamaAPI(gateway, client, pulls).routes()
