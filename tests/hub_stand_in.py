@@ -170,9 +170,8 @@ async def _send(body: bytes, cut: int | None) -> AsyncIterator[bytes]:
 def serving(hub: Hub) -> Iterator[Hub]:
     """Serve `hub` on loopback in a thread for the block; its URL in `hub.url`."""
     port = free_port()
-    config = uvicorn.Config(
-        hub.app(), host="127.0.0.1", port=port, log_level="critical", lifespan="off"
-    )
+    # log_config=None: uvicorn's own would reconfigure the test process's loggers for good.
+    config = uvicorn.Config(hub.app(), host="127.0.0.1", port=port, log_config=None, lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
