@@ -65,7 +65,7 @@ class _Host:
 
 class Pool:
     """Kept-alive connections per (host, port), at most `max_per_upstream` open to each:
-    a request past that waits for one to come back or close, within the connect timeout."""
+    a request past that waits, first come first served, for one to come back or close."""
 
     def __init__(self, max_per_upstream: int = MAX_PER_UPSTREAM) -> None:
         self.max_per_upstream = max_per_upstream
@@ -107,7 +107,6 @@ class Pool:
 
     async def _get(self, key: Key) -> Connection:
         host = self._hosts.setdefault(key, _Host())
-        deadline = asyncio.get_running_loop().time() + CONNECT_TIMEOUT_S
         while host.idle:
             conn = host.idle.pop()
             if self._fit(conn):
@@ -116,9 +115,12 @@ class Pool:
         if host.open < self.max_per_upstream and not host.waiters:
             host.open += 1
         else:
-            handed = await self._wait(host, key, deadline)
+            # Past the cap a request waits in line as it would in the instance's own queue,
+            # for as long as its client does: only connecting has a deadline.
+            handed = await self._wait(host)
             if handed is not None and self._fit(handed):
                 return handed  # else its slot, or a closed one's, is ours to connect with
+        deadline = asyncio.get_running_loop().time() + CONNECT_TIMEOUT_S
         try:
             return await self._connect(key, deadline)
         except BaseException:
@@ -139,13 +141,12 @@ class Pool:
         conn.begin()
         return True
 
-    async def _wait(self, host: _Host, key: Key, deadline: float) -> Connection | None:
+    async def _wait(self, host: _Host) -> Connection | None:
         waiter: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
         host.waiters.append(waiter)
         try:
-            async with asyncio.timeout_at(deadline):
-                return await waiter
-        except BaseException as exc:
+            return await waiter
+        except BaseException:
             if waiter.done() and not waiter.cancelled():
                 # Handed something as we gave up: pass it on, so no slot leaks.
                 handed = waiter.result()
@@ -155,9 +156,6 @@ class Pool:
                     self.put(handed)
             elif waiter in host.waiters:
                 host.waiters.remove(waiter)
-            if isinstance(exc, TimeoutError):
-                why = f"all {self.max_per_upstream} connections to {key[0]}:{key[1]} stayed busy"
-                raise NotAnswered(f"{why} for {CONNECT_TIMEOUT_S:g} s", sent=False) from exc
             raise
 
     async def _connect(self, key: Key, deadline: float) -> Connection:
