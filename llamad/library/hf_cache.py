@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from llamad.library.check import check_file
 from llamad.library.folder import group_models
 from llamad.library.model import Found, LibraryModel
 from llamad.library.names import valid_name
+from llamad.library.pulled import Pulled, owns
 from llamad.library.walk import is_partial
 
 HF_PREFIX = "hf.co/"
@@ -37,8 +39,8 @@ def is_cache(root: Path) -> bool:
         return False
 
 
-def scan_cache(root: Path, pulled: frozenset[str] = frozenset()) -> Found:
-    """Every GGUF model in the cache at `root`; repos in `pulled` are llamad's own pulls."""
+def scan_cache(root: Path, pulled: Pulled | None = None) -> Found:
+    """Every GGUF model in the cache at `root`; the files in `pulled` are llamad's own."""
     from huggingface_hub import scan_cache_dir
     from huggingface_hub.errors import CacheNotFound
 
@@ -61,11 +63,13 @@ def scan_cache(root: Path, pulled: frozenset[str] = frozenset()) -> Found:
         by_dir: dict[Path, list[Any]] = defaultdict(list)
         for item in files:
             by_dir[item[0].parent].append(item)
-        source = "pulled:hf" if repo.repo_id in pulled else "hf"
+        snapshot = Path(revision.snapshot_path)
         for group in by_dir.values():
-            found.models += _renamed(
-                repo.repo_id, group_models(group, source, found.warnings), found
-            )
+            for m in _renamed(repo.repo_id, group_models(group, "hf", found.warnings), found):
+                # llamad's own when it pulled every file of the model, projector too.
+                names = [p.relative_to(snapshot).as_posix() for p in _files(m)]
+                mine = owns(pulled or {}, repo.repo_id, names)
+                found.models.append(replace(m, source="pulled:hf", pulled=True) if mine else m)
     return found
 
 
@@ -75,6 +79,10 @@ def _current(repo: Any) -> Any:
         if "main" in rev.refs:
             return rev
     return max(repo.revisions, key=lambda r: r.last_modified)
+
+
+def _files(m: LibraryModel) -> list[Path]:
+    return [*m.parts, *([m.mmproj] if m.mmproj else [])]
 
 
 def _renamed(repo_id: str, models: list[LibraryModel], found: Found) -> list[LibraryModel]:
@@ -98,7 +106,6 @@ def _renamed(repo_id: str, models: list[LibraryModel], found: Found) -> list[Lib
                 quant=m.quant,
                 aliases=(HF_PREFIX + name,),
                 problem=m.problem,
-                pulled=m.source.startswith("pulled"),
             )
         )
     return out

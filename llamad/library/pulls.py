@@ -142,7 +142,6 @@ class Pulls:
 
 def _download(source: HfRef | OllamaRef, lib: Library, report: Callable[[Event], None]) -> None:
     if isinstance(source, HfRef):
-        pull_hf(source, report)
-        remember(lib.pull_dir, source.repo)
+        remember(lib.pull_dir, source.repo, pull_hf(source, report))
     else:
         pull_ollama(source, lib.registry, Path(lib.pull_dir) / OLLAMA_PULLS, report)
