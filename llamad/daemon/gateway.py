@@ -14,6 +14,7 @@ from llamad.common.limits import Refusals
 from llamad.common.retrying import retrying
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.daemon.guard import ServiceGuard
+from llamad.daemon.library_unload import unload_for_removal
 from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet import FleetModels, Identity
@@ -59,6 +60,8 @@ def start_gateway(
     fleet = FleetModels(hosts.current, me)
     gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
     state.supervisor.draining = gateway.draining
+    if pulls is not None:  # `rm` unloads a model before its files go
+        pulls.unload = functools.partial(unload_for_removal, gateway, state)
     bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)
     refused = Refusals("gateway", metrics.count_refused)
     serve = functools.partial(_serve, gateway, hosts, first, stop, bounds, refused, pulls)

@@ -5,18 +5,21 @@ library reloaded when it ends, so the model is routable before `success` is said
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from llamad.library import remove
 from llamad.library.hf_pull import pull_hf
 from llamad.library.listing import Library
 from llamad.library.ollama_pull import pull_ollama
 from llamad.library.progress import PullError
 from llamad.library.pulled import remember
 from llamad.library.refs import HfRef, OllamaRef, parse
+from llamad.library.remove import RemoveError
 from llamad.library.scan import OLLAMA_PULLS
 
 log = structlog.get_logger("llamad.library")
@@ -67,6 +70,9 @@ class Pulls:
         self, library: Callable[[], Library | None], reload: Callable[[], Awaitable[object]]
     ) -> None:
         self.library, self.reload = library, reload
+        # Unloads an instance once its requests in flight have ended (the gateway's
+        # unload); set once the gateway runs, so `remove` never deletes a file in use.
+        self.unload: Callable[[str], Awaitable[None]] | None = None
         self.active: dict[str, Pull] = {}
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -104,6 +110,29 @@ class Pulls:
         """The pull under way for model `name`, if any."""
         pull = self.active.get(name.removesuffix(":latest"))
         return pull if pull is not None and not pull.done else None
+
+    async def remove(self, name: str) -> dict[str, Any]:
+        """Delete the pulled model `name`: unloaded first, then its files, then the
+        library reloaded without it. RemoveError says why not."""
+        lib = self.library()
+        if lib is None:
+            raise RemoveError("the library is off ([library] enabled = false, or no [gateway])")
+        plan = remove.plan(lib, name)
+        if self.downloading(plan.model.name) is not None:
+            raise remove.Busy(f"{plan.model.name} is being pulled; remove it once the pull ends")
+        if plan.instance is not None and self.unload is not None:
+            await self.unload(plan.instance)
+        freed = await asyncio.to_thread(remove.delete, plan, lib.pull_dir)
+        log.info("library.removed", model=plan.model.name, freed_bytes=freed)
+        # An invalid config file refuses the reload (config.rejected says so); the files
+        # are gone all the same, and the folders' watch reloads once the file is valid.
+        with contextlib.suppress(Exception):
+            await self.reload()
+        return {
+            "model": plan.model.name,
+            "deleted": [str(f) for f in plan.files],
+            "freed_bytes": freed,
+        }
 
     async def _pull(self, pull: Pull, source: HfRef | OllamaRef, lib: Library) -> None:
         loop = asyncio.get_running_loop()

@@ -1,6 +1,6 @@
 """`POST /api/pull` as Ollama answers it: NDJSON progress (`status`, `digest`, `total`,
 `completed`) ending in `{"status": "success"}` or `{"error": ...}`, or with
-`"stream": false` one answer once the model is routable."""
+`"stream": false` one answer once the model is routable; and `DELETE /api/delete`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from llamad.gateway.ollama.errors import OllamaError, field, model_name, read_bo
 from llamad.library.progress import PullError
 from llamad.library.pulls import Pull, Pulls
 from llamad.library.refs import RefError
+from llamad.library.remove import NoSuchModel, RemoveError
 
 
 def start_pull(pulls: Pulls, ref: str) -> Pull:
@@ -44,6 +45,19 @@ async def pull_endpoint(pulls: Pulls, request: Request) -> Response:
     if "error" in last:
         raise OllamaError(500, str(last["error"]))
     return JSONResponse({"status": "success"})
+
+
+async def delete_endpoint(pulls: Pulls, request: Request) -> Response:
+    """DELETE /api/delete {model | name}: a model llamad pulled; 200 with no body, as
+    Ollama answers, or Ollama's 404 for a model it does not have."""
+    name = model_name(await read_body(request))
+    try:
+        await pulls.remove(name)
+    except NoSuchModel:
+        raise OllamaError(404, f"model '{name}' not found") from None
+    except RemoveError as exc:
+        raise OllamaError(exc.status, str(exc)) from None
+    return Response(status_code=200)
 
 
 def downloading(pulls: Pulls | None, name: str) -> None:

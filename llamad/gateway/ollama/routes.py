@@ -17,7 +17,7 @@ from llamad.gateway.ollama.embed import dimensions, embed_inputs, embeddings
 from llamad.gateway.ollama.endpoint import Endpoint, Handler
 from llamad.gateway.ollama.errors import error_response, field, model_name, read_body
 from llamad.gateway.ollama.port import Gateway
-from llamad.gateway.ollama.pull import downloading, pull_endpoint
+from llamad.gateway.ollama.pull import delete_endpoint, downloading, pull_endpoint
 from llamad.gateway.ollama.requests import chat_plan, generate_plan
 from llamad.gateway.ollama.upstream import resolve
 from llamad.gateway.pool import Pool
@@ -29,7 +29,7 @@ log = structlog.get_logger("llamad.gateway.ollama")
 # turn on thinking and tool support by version.
 OLLAMA_VERSION = "0.12.0"
 
-_STORE_ROUTES = ("push", "create", "copy", "delete", "blobs")
+_STORE_ROUTES = ("push", "create", "copy", "blobs")
 _STORE_MESSAGE = (
     "llamad serves the models in its config file and its library; it has no Ollama model "
     "store. Pull a model (/api/pull), or add an [instances.NAME] table to llamad.toml."
@@ -164,6 +164,12 @@ class OllamaAPI:
             return await self.store(request, leases)
         return await pull_endpoint(self.pulls, request)
 
+    async def delete(self, request: Request, leases: AsyncExitStack) -> Response:
+        """DELETE /api/delete: a model llamad pulled (never another program's files)."""
+        if self.pulls is None:
+            return await self.store(request, leases)
+        return await delete_endpoint(self.pulls, request)
+
     def routes(self) -> list[BaseRoute]:
         """The Starlette routes, each guarded so errors leave in Ollama's shape."""
         table: list[tuple[str, Handler, list[str]]] = [
@@ -177,6 +183,7 @@ class OllamaAPI:
             ("/api/embed", self.embed, ["POST"]),
             ("/api/embeddings", self.embeddings_legacy, ["POST"]),
             ("/api/pull", self.pull, ["POST"]),
+            ("/api/delete", self.delete, ["DELETE"]),
         ]
         routes: list[BaseRoute] = [
             Route(path, Endpoint(fn), methods=methods) for path, fn, methods in table
