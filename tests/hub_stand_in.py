@@ -33,6 +33,9 @@ class Hub:
     claimed_sha: dict[str, str] = field(default_factory=dict)  # file -> the sha to announce
     claimed_size: dict[str, int] = field(default_factory=dict)
     cut_after: dict[str, int] = field(default_factory=dict)  # file -> bytes before a cut
+    # file -> bytes sent before the download waits for `released` (a pull held midway)
+    hold_after: dict[str, int] = field(default_factory=dict)
+    released: threading.Event = field(default_factory=threading.Event)
     ranges: list[str] = field(default_factory=list)  # Range headers seen
     url: str = ""
 
@@ -144,6 +147,9 @@ class Hub:
         if request.method == "HEAD":
             return Response(b"", status, headers)
         cut = self.cut_after.pop(key, None)
+        hold = self.hold_after.pop(key, None)
+        if hold is not None:
+            return StreamingResponse(_held(body, hold, self.released), status, headers)
         return StreamingResponse(_send(body, cut), status, headers)
 
 
@@ -166,6 +172,12 @@ async def _send(body: bytes, cut: int | None) -> AsyncIterator[bytes]:
     raise ConnectionResetError("cut by the test")  # uvicorn drops the connection short
 
 
+async def _held(body: bytes, hold: int, released: threading.Event) -> AsyncIterator[bytes]:
+    yield body[:hold]
+    await asyncio.to_thread(released.wait, 60)  # bounded: a test that fails never hangs
+    yield body[hold:]
+
+
 @contextmanager
 def serving(hub: Hub) -> Iterator[Hub]:
     """Serve `hub` on loopback in a thread for the block; its URL in `hub.url`."""
@@ -180,5 +192,6 @@ def serving(hub: Hub) -> Iterator[Hub]:
         hub.url = f"http://127.0.0.1:{port}"
         yield hub
     finally:
+        hub.released.set()
         server.should_exit = True
         thread.join(10)

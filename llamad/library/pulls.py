@@ -18,7 +18,7 @@ from llamad.library.listing import Library
 from llamad.library.ollama_pull import pull_ollama
 from llamad.library.progress import PullError
 from llamad.library.pulled import remember
-from llamad.library.refs import HfRef, OllamaRef, parse
+from llamad.library.refs import HfRef, OllamaRef, RefError, parse
 from llamad.library.remove import RemoveError
 from llamad.library.scan import OLLAMA_PULLS
 
@@ -35,15 +35,17 @@ class Pull:
         self.events: list[Event] = []
         self.done = False
         self._wake = asyncio.Event()
+        self._files: dict[str, tuple[int, int]] = {}  # digest -> (completed, total)
 
-    @property
-    def last(self) -> Event | None:
-        """The latest progress line, for a 503 `downloading` answer."""
-        return self.events[-1] if self.events else None
+    def progress(self) -> tuple[int, int]:
+        """Bytes (completed, total) of the files started so far, for a 503 `downloading`."""
+        return sum(c for c, _ in self._files.values()), sum(t for _, t in self._files.values())
 
     def publish(self, event: Event, end: bool = False) -> None:
         """Add a line for every follower (on the loop's thread)."""
         self.events.append(event)
+        if "digest" in event and event.get("total"):
+            self._files[str(event["digest"])] = (int(event["completed"]), int(event["total"]))
         self.done = self.done or end
         self._wake.set()
         self._wake = asyncio.Event()
@@ -98,17 +100,23 @@ class Pulls:
             raise PullError("the library is off ([library] enabled = false, or no [gateway])")
         if self._group is None:
             raise PullError("llamad is starting or stopping; pull again in a moment")
-        if (pull := self.active.get(source.name)) is not None:
+        if (pull := self.active.get(_key(source.name))) is not None:
             return pull
-        pull = self.active[source.name] = Pull(source.name)
+        pull = self.active[_key(source.name)] = Pull(source.name)
         task = self._group.create_task(self._pull(pull, source, lib), name=f"pull-{source.name}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return pull
 
     def downloading(self, name: str) -> Pull | None:
-        """The pull under way for model `name`, if any."""
-        pull = self.active.get(name.removesuffix(":latest"))
+        """The pull under way for model `name` (any name the pulled model will answer
+        to: `hf.co/` or not, `:latest`, the quant in any case), if any. Costs a parse:
+        asked only for a name no model answers to yet."""
+        try:
+            key = _key(parse(name).name)
+        except RefError:
+            return None
+        pull = self.active.get(key)
         return pull if pull is not None and not pull.done else None
 
     async def remove(self, name: str) -> dict[str, Any]:
@@ -156,7 +164,7 @@ class Pulls:
             log.exception("library.pull_failed", model=pull.name)
             pull.publish({"error": f"pull failed: {type(exc).__name__}: {exc}"}, end=True)
         finally:
-            self.active.pop(pull.name, None)
+            self.active.pop(_key(pull.name), None)
 
     def _served(self, name: str) -> str | None:
         """None when `name` is routable now, else why not."""
@@ -167,6 +175,11 @@ class Pulls:
         if model.problem:
             return f"{name}: pulled, but it cannot be served: {model.problem}"
         return None
+
+
+def _key(name: str) -> str:
+    """A pull's key: the library's names are matched without regard to case."""
+    return name.lower()
 
 
 def _download(source: HfRef | OllamaRef, lib: Library, report: Callable[[Event], None]) -> None:

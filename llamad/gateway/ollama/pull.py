@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from llamad.gateway.ollama.errors import OllamaError, field, model_name, read_body
+from llamad.gateway.downloads import downloading as pull_under_way
+from llamad.gateway.ollama.errors import OllamaError, field, from_gateway, model_name, read_body
 from llamad.library.progress import PullError
 from llamad.library.pulls import Pull, Pulls
 from llamad.library.refs import RefError
@@ -61,12 +62,7 @@ async def delete_endpoint(pulls: Pulls, request: Request) -> Response:
 
 
 def downloading(pulls: Pulls | None, name: str) -> None:
-    """503 `downloading` with the progress so far for a model still being pulled: never a
-    load of half a file."""
-    pull = pulls.downloading(name) if pulls is not None else None
-    if pull is None:
-        return
-    last = pull.last or {}
-    done, total = last.get("completed"), last.get("total")
-    progress = f" ({done} of {total} bytes)" if total else ""
-    raise OllamaError(503, f"model {name!r} is downloading{progress}; retry shortly", retry_after=5)
+    """Ollama's 503 `downloading`, with the progress so far, for a model still being
+    pulled (asked once the name has matched no model)."""
+    if (exc := pull_under_way(pulls, name)) is not None:
+        raise from_gateway(exc)
