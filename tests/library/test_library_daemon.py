@@ -52,10 +52,26 @@ def test_models_on_disk_answer_by_their_names_and_follow_the_folders(
         assert _names(base) == expected
         tags = httpx.get(f"{base}/api/tags", timeout=10).json()["models"]
         assert "tinyllama:1b" in {t["name"] for t in tags}
-        for name in [*sorted(expected), "hf.co/someone/Tiny-GGUF:Q4_K_M"]:
+        hf_names = ["hf.co/someone/Tiny-GGUF:Q4_K_M", "hf.co/someone/Tiny-GGUF"]
+        hf_names += ["hf.co/someone/Tiny-GGUF:latest", "someone/Tiny-GGUF:q4_k_m"]
+        for name in [*sorted(expected), *hf_names]:
             reply = _chat(base, name)
             assert reply.status_code == 200, (name, reply.text)
             assert reply.json()["done"] is True
+        for name in hf_names:  # OpenAI's routes too: the repo's default quant, any case
+            body = {"model": name, "messages": [{"role": "user", "content": "hi"}]}
+            reply = httpx.post(f"{base}/v1/chat/completions", json={**body, "max_tokens": 2})
+            assert reply.status_code == 200, (name, reply.text)
+
+        # A name with `/`: llamactl's commands and the control API, encoded or not.
+        hf = "someone/Tiny-GGUF:Q4_K_M"
+        assert ld.ctl("stop", hf).returncode == 0
+        assert ld.instance(hf)["state"] == "stopped"  # the path unencoded
+        assert ld.ctl("start", hf).returncode == 0
+        assert ld.api("GET", "/v1/instances/someone%2FTiny-GGUF%3AQ4_K_M")["state"] == "running"
+        logs = ld.ctl("logs", "-n", "5", hf)
+        assert logs.returncode == 0, logs.stderr
+        assert logs.stdout
 
         # A file copied in under its final name is served once complete, never before.
         models = home.home / "models"
