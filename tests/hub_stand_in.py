@@ -37,6 +37,7 @@ class Hub:
     hold_after: dict[str, int] = field(default_factory=dict)
     released: threading.Event = field(default_factory=threading.Event)
     ranges: list[str] = field(default_factory=list)  # Range headers seen
+    auths: list[str] = field(default_factory=list)  # Authorization headers seen
     url: str = ""
 
     def blobs(self) -> dict[str, bytes]:
@@ -59,6 +60,7 @@ class Hub:
         )
 
     async def info(self, request: Request) -> Response:
+        self.auths.append(request.headers.get("authorization", ""))
         repo = f"{request.path_params['user']}/{request.path_params['repo']}"
         files = self.repos.get(repo)
         if files is None:
@@ -90,6 +92,7 @@ class Hub:
         )
 
     async def resolve(self, request: Request) -> Response:
+        self.auths.append(request.headers.get("authorization", ""))
         p = request.path_params
         data = self.repos.get(f"{p['user']}/{p['repo']}", {}).get(p["file"])
         if data is None:

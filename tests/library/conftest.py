@@ -41,7 +41,15 @@ def hub(tiny_model: Path, bigger_model: bytes) -> Iterator[Hub]:
 
 
 @pytest.fixture
-def daemon(tmp_path: Path, hub: Hub) -> Iterator[tuple[Llamad, str, Path]]:
+def daemon_env() -> dict[str, str]:
+    """More environment for the daemon (a module overrides this fixture)."""
+    return {}
+
+
+@pytest.fixture
+def daemon(
+    tmp_path: Path, hub: Hub, daemon_env: dict[str, str]
+) -> Iterator[tuple[Llamad, str, Path]]:
     d = short_dir()
     port = free_port()
     cfg = d / "llamad.toml"
@@ -53,7 +61,7 @@ def daemon(tmp_path: Path, hub: Hub) -> Iterator[tuple[Llamad, str, Path]]:
         f'ollama_registry = "{hub.url}"\n[library.defaults]\nctx_size = 256\n'
     )
     env = {"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_DISABLE_XET": "1"}
-    with Llamad(cfg, env) as ld:
+    with Llamad(cfg, {**env, **daemon_env}) as ld:
         ld.wait_ready()
         ld.wait_event("gateway.listening")
         yield ld, f"http://127.0.0.1:{port}", tmp_path / "hub"
