@@ -33,7 +33,11 @@ class Hub:
     claimed_sha: dict[str, str] = field(default_factory=dict)  # file -> the sha to announce
     claimed_size: dict[str, int] = field(default_factory=dict)
     cut_after: dict[str, int] = field(default_factory=dict)  # file -> bytes before a cut
+    # file -> bytes sent before the download waits for `released` (a pull held midway)
+    hold_after: dict[str, int] = field(default_factory=dict)
+    released: threading.Event = field(default_factory=threading.Event)
     ranges: list[str] = field(default_factory=list)  # Range headers seen
+    auths: list[str] = field(default_factory=list)  # Authorization headers seen
     url: str = ""
 
     def blobs(self) -> dict[str, bytes]:
@@ -56,6 +60,7 @@ class Hub:
         )
 
     async def info(self, request: Request) -> Response:
+        self.auths.append(request.headers.get("authorization", ""))
         repo = f"{request.path_params['user']}/{request.path_params['repo']}"
         files = self.repos.get(repo)
         if files is None:
@@ -87,6 +92,7 @@ class Hub:
         )
 
     async def resolve(self, request: Request) -> Response:
+        self.auths.append(request.headers.get("authorization", ""))
         p = request.path_params
         data = self.repos.get(f"{p['user']}/{p['repo']}", {}).get(p["file"])
         if data is None:
@@ -144,6 +150,9 @@ class Hub:
         if request.method == "HEAD":
             return Response(b"", status, headers)
         cut = self.cut_after.pop(key, None)
+        hold = self.hold_after.pop(key, None)
+        if hold is not None:
+            return StreamingResponse(_held(body, hold, self.released), status, headers)
         return StreamingResponse(_send(body, cut), status, headers)
 
 
@@ -166,6 +175,12 @@ async def _send(body: bytes, cut: int | None) -> AsyncIterator[bytes]:
     raise ConnectionResetError("cut by the test")  # uvicorn drops the connection short
 
 
+async def _held(body: bytes, hold: int, released: threading.Event) -> AsyncIterator[bytes]:
+    yield body[:hold]
+    await asyncio.to_thread(released.wait, 60)  # bounded: a test that fails never hangs
+    yield body[hold:]
+
+
 @contextmanager
 def serving(hub: Hub) -> Iterator[Hub]:
     """Serve `hub` on loopback in a thread for the block; its URL in `hub.url`."""
@@ -180,5 +195,6 @@ def serving(hub: Hub) -> Iterator[Hub]:
         hub.url = f"http://127.0.0.1:{port}"
         yield hub
     finally:
+        hub.released.set()
         server.should_exit = True
         thread.join(10)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import structlog
 from starlette.applications import Starlette
+from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -75,6 +76,15 @@ def _wait_seconds(raw: str | None) -> float | None:
     return wait
 
 
+class InstanceName(PathConvertor):
+    """A name, `/` allowed, that does not end in one of the instance routes' suffixes."""
+
+    regex = "[^/].*?" + "".join(f"(?<!/{v})" for v in ("start", "stop", "restart", "logs"))
+
+
+register_url_convertor("instance", InstanceName())
+
+
 def create_app(
     controller: Controller,
     *,
@@ -121,15 +131,18 @@ def create_app(
             exc.status_code, codes.get(exc.status_code, "bad_request"), exc.detail
         )
 
+    # A name may hold `/` (a Hugging Face model's, `user/repo:Q4_K_M`), sent as %2F or as
+    # is: `:path` takes it whole; the bare route's `:instance` leaves a command's suffix to
+    # its own route (GET .../start is a 405, not an instance named "NAME/start").
     routes = [
         Route("/v1/status", _guarded(status), methods=["GET"]),
-        Route("/v1/instances/{name}", _guarded(instance), methods=["GET"]),
-        Route("/v1/instances/{name}/logs", _guarded(logs), methods=["GET"]),
+        Route("/v1/instances/{name:path}/logs", _guarded(logs), methods=["GET"]),
         Route("/v1/reload", _guarded(reload), methods=["POST"]),
         Route("/metrics", _guarded(metrics), methods=["GET"]),
     ]
     for verb in ("start", "stop", "restart"):
-        path = f"/v1/instances/{{name}}/{verb}"
+        path = f"/v1/instances/{{name:path}}/{verb}"
         routes.append(Route(path, _guarded(command(verb)), methods=["POST"]))
+    routes.append(Route("/v1/instances/{name:instance}", _guarded(instance), methods=["GET"]))
     routes += [Route(path, _guarded(fn), methods=methods) for path, fn, methods in extra_routes]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error})

@@ -1,6 +1,7 @@
 """The library on the control API: `GET /v1/library` (every model found, with its source,
-size, quantisation, whether it is loaded, and why not servable) and `POST /v1/library/pull`
-(NDJSON progress, as Ollama's /api/pull streams it)."""
+size, quantisation, whether it is loaded, and why not servable), `POST /v1/library/pull`
+(NDJSON progress, as Ollama's /api/pull streams it) and `DELETE /v1/library/NAME` (a
+model llamad pulled; NAME may hold `/`, as Hugging Face names do)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from llamad.api.errors import ControlError
 from llamad.library.progress import PullError
 from llamad.library.pulls import Pull, Pulls
 from llamad.library.refs import RefError
+from llamad.library.remove import RemoveError
 from llamad.lifecycle.states import State
 from llamad.supervise.state import DaemonState
 
@@ -56,7 +58,19 @@ def library_routes(state: DaemonState, pulls: Pulls) -> list[tuple[str, Endpoint
             raise ControlError(str(exc)) from None
         return StreamingResponse(_lines(started), media_type="application/x-ndjson")
 
-    return [("/v1/library", listing, ["GET"]), ("/v1/library/pull", pull, ["POST"])]
+    async def delete(request: Request) -> Response:
+        try:
+            return JSONResponse(await pulls.remove(request.path_params["name"]))
+        except RemoveError as exc:
+            refusal = ControlError(str(exc))
+            refusal.status, refusal.code = exc.status, exc.code
+            raise refusal from None
+
+    return [
+        ("/v1/library", listing, ["GET"]),
+        ("/v1/library/pull", pull, ["POST"]),
+        ("/v1/library/{name:path}", delete, ["DELETE"]),
+    ]
 
 
 async def _lines(pull: Pull) -> AsyncIterator[bytes]:

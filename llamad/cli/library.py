@@ -1,9 +1,11 @@
-"""`llamactl models` and `llamactl pull`: the daemon's model library and its downloads."""
+"""`llamactl models`, `pull` and `rm`: the daemon's model library, its downloads and
+their removal."""
 
 from __future__ import annotations
 
 import json
 import sys
+from urllib.parse import quote
 
 from llamad.cli.commands import client_for, err
 
@@ -59,6 +61,18 @@ def pull(args: argparse.Namespace) -> int:
                     return 1
                 shown.show(event)
     shown.end()
+    return 0
+
+
+# llamad waits up to a minute for a model's requests in flight before deleting its files.
+RM_TIMEOUT_S = 90.0
+
+
+def rm(args: argparse.Namespace) -> int:
+    """`llamactl rm NAME`: delete a model llamad pulled (unloaded first); 1 when refused."""
+    path = f"/v1/library/{quote(args.name, safe='')}"
+    doc = client_for(args, timeout=RM_TIMEOUT_S).call("DELETE", path)
+    print(f"deleted {doc['model']} ({_size(doc['freed_bytes'])} freed)")
     return 0
 
 

@@ -117,6 +117,9 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
     text = "download a model into the library (hf.co/USER/REPO:QUANT, USER/REPO:QUANT, llama3.2)"
     p = add("pull", _library("pull"), text)
     p.add_argument("ref", metavar="REF")
+    text = "delete a model llamad pulled (unloaded first); never another program's files"
+    p = add("rm", _library("rm"), text)
+    p.add_argument("name", metavar="NAME")
     add("validate", commands.validate, "check a config file; needs no running llamad", config_only)
     add("version", commands.version, "print llamactl's version, and llamad's if it is running")
     _fleet(sub, common)

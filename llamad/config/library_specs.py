@@ -25,7 +25,7 @@ from llamad.config.schema import ConfigFile, InstanceTable
 from llamad.library.listing import Library
 from llamad.library.model import Found, LibraryModel
 from llamad.library.ports import assign, parse_range
-from llamad.library.pulled import pulled_repos
+from llamad.library.pulled import pulled_files
 from llamad.library.scan import Place, default_places, scan
 
 # Ollama's and LM Studio's default context: a model's trained context (128k and more)
@@ -52,7 +52,7 @@ def find(settings: LibrarySettings, base: Path) -> tuple[Library, Found]:
         else default_places()
     )
     pull_dir = anchored(settings.pull_dir, base)
-    found = scan(places, pull_dir, pulled_repos(pull_dir))
+    found = scan(places, pull_dir, pulled_files(pull_dir))
     lib = Library(tuple(p.path for p in places), pull_dir, settings.ollama_registry)
     return lib, found
 

@@ -14,8 +14,10 @@ from llamad.common.limits import Refusals
 from llamad.common.retrying import retrying
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.daemon.guard import ServiceGuard
+from llamad.daemon.library_unload import unload_for_removal
 from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
+from llamad.gateway.downloads import downloading
 from llamad.gateway.fleet import FleetModels, Identity
 from llamad.gateway.fleet_hosts import FleetHosts
 from llamad.gateway.limits import BodyLimit, GatewayLimits, gateway_shape
@@ -59,6 +61,9 @@ def start_gateway(
     fleet = FleetModels(hosts.current, me)
     gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
     state.supervisor.draining = gateway.draining
+    if pulls is not None:  # `rm` unloads a model before its files go
+        pulls.unload = functools.partial(unload_for_removal, gateway, state)
+        gateway.pending = functools.partial(downloading, pulls)
     bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)
     refused = Refusals("gateway", metrics.count_refused)
     serve = functools.partial(_serve, gateway, hosts, first, stop, bounds, refused, pulls)

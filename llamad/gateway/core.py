@@ -20,7 +20,14 @@ from llamad.gateway.idle import IdleTimers
 from llamad.gateway.instance_auth import instance_auth
 from llamad.gateway.loads import LIVE
 from llamad.gateway.metrics import GatewayMetrics
-from llamad.gateway.port import ModelView, Unavailable, UnknownModel, Upstream, UpstreamError
+from llamad.gateway.port import (
+    GatewayError,
+    ModelView,
+    Unavailable,
+    UnknownModel,
+    Upstream,
+    UpstreamError,
+)
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
 from llamad.gateway.view import SupervisorView
@@ -48,6 +55,9 @@ class Gateway:
         self.metrics = self.sched.metrics
         self.metrics.watch(self.sched.counts)
         self.created = int(time.time())
+        # Why a name no model answers to is not served yet (a pull under way), else None:
+        # asked only on that miss path, never for a routed request.
+        self.pending: Callable[[str], GatewayError | None] | None = None
 
     def draining(self, removed: list[str], changed: list[str]) -> AbstractAsyncContextManager[None]:
         """The drain around a reload's or a restart's stops and starts
@@ -124,7 +134,7 @@ class Gateway:
     @asynccontextmanager
     async def _remote_lease(self, name: str) -> AsyncIterator[Upstream]:
         if self.fleet is None or not self.settings().fleet:
-            raise UnknownModel(name, self.router.names())
+            raise self._unknown(name, self.router.names())
         picked = await self.fleet.pick(name)
         if isinstance(picked, list):
             if picked:
@@ -133,7 +143,7 @@ class Gateway:
             known = self.router.names() + [
                 n for e, m in self._fleet_models() for n in (m.name, *m.aliases)
             ]
-            raise UnknownModel(name, known)
+            raise self._unknown(name, known)
         entry, model = picked
         assert entry.gateway_url is not None
         key = entry.key()
@@ -145,6 +155,10 @@ class Gateway:
             # request elsewhere.
             self.fleet.mark_away(entry.peer.name, exc.message)
             raise Unavailable(f"model {name!r} on {entry.peer.name}: {exc.message}") from None
+
+    def _unknown(self, name: str, known: list[str]) -> GatewayError:
+        why = self.pending(name) if self.pending is not None else None
+        return why if why is not None else UnknownModel(name, known)
 
     # Views -----------------------------------------------------------------------
 

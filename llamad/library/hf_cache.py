@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from llamad.library.check import check_file
 from llamad.library.folder import group_models
 from llamad.library.model import Found, LibraryModel
 from llamad.library.names import valid_name
+from llamad.library.pulled import Pulled, owns
+from llamad.library.refs import DEFAULT_QUANT
 from llamad.library.walk import is_partial
 
 HF_PREFIX = "hf.co/"
@@ -37,8 +40,8 @@ def is_cache(root: Path) -> bool:
         return False
 
 
-def scan_cache(root: Path, pulled: frozenset[str] = frozenset()) -> Found:
-    """Every GGUF model in the cache at `root`; repos in `pulled` are llamad's own pulls."""
+def scan_cache(root: Path, pulled: Pulled | None = None) -> Found:
+    """Every GGUF model in the cache at `root`; the files in `pulled` are llamad's own."""
     from huggingface_hub import scan_cache_dir
     from huggingface_hub.errors import CacheNotFound
 
@@ -61,12 +64,33 @@ def scan_cache(root: Path, pulled: frozenset[str] = frozenset()) -> Found:
         by_dir: dict[Path, list[Any]] = defaultdict(list)
         for item in files:
             by_dir[item[0].parent].append(item)
-        source = "pulled:hf" if repo.repo_id in pulled else "hf"
+        snapshot = Path(revision.snapshot_path)
+        taken: set[str] = set()
+        models = []
         for group in by_dir.values():
-            found.models += _renamed(
-                repo.repo_id, group_models(group, source, found.warnings), found
-            )
+            for m in _renamed(
+                repo.repo_id, group_models(group, "hf", found.warnings), found, taken
+            ):
+                # llamad's own when it pulled every file of the model, projector too.
+                names = [p.relative_to(snapshot).as_posix() for p in _files(m)]
+                mine = owns(pulled or {}, repo.repo_id, names)
+                models.append(replace(m, source="pulled:hf", pulled=True) if mine else m)
+        found.models += _with_default(repo.repo_id, models)
     return found
+
+
+def _with_default(repo_id: str, models: list[LibraryModel]) -> list[LibraryModel]:
+    """The repo's own name (`hf.co/user/repo`, `:latest` too) for the quant Ollama pulls
+    when none is named, Q4_K_M, or for the repo's only model, as a pull picks it."""
+    usable = [m for m in models if m.problem is None]
+    default = [m for m in usable if (m.quant or "").upper() == DEFAULT_QUANT] or (
+        usable if len(models) == 1 else []
+    )
+    if not default:
+        return models
+    bare = (repo_id, f"{repo_id}:latest")
+    extra = (*bare, *(HF_PREFIX + n for n in bare))
+    return [replace(m, aliases=(*m.aliases, *extra)) if m is default[0] else m for m in models]
 
 
 def _current(repo: Any) -> Any:
@@ -77,12 +101,18 @@ def _current(repo: Any) -> Any:
     return max(repo.revisions, key=lambda r: r.last_modified)
 
 
-def _renamed(repo_id: str, models: list[LibraryModel], found: Found) -> list[LibraryModel]:
+def _files(m: LibraryModel) -> list[Path]:
+    return [*m.parts, *([m.mmproj] if m.mmproj else [])]
+
+
+def _renamed(
+    repo_id: str, models: list[LibraryModel], found: Found, taken: set[str]
+) -> list[LibraryModel]:
+    """`{repo}:{quant}` (the file's name when two files share a quant) for each model."""
     out = []
-    taken: set[str] = set()
     for m in models:
-        tag = m.quant if m.quant and m.quant not in taken else m.name
-        taken.add(tag)
+        tag = m.quant if m.quant and m.quant.lower() not in taken else m.name
+        taken.add(tag.lower())
         name = f"{repo_id}:{tag}"
         if not valid_name(name):
             found.warnings.append(f"{m.path!s}: model name {name!r} is not usable; skipped")
@@ -96,9 +126,18 @@ def _renamed(repo_id: str, models: list[LibraryModel], found: Found) -> list[Lib
                 mmproj=m.mmproj,
                 size=m.size,
                 quant=m.quant,
-                aliases=(HF_PREFIX + name,),
+                aliases=_aliases(repo_id, tag, m.quant),
                 problem=m.problem,
-                pulled=m.source.startswith("pulled"),
             )
         )
     return out
+
+
+def _aliases(repo_id: str, tag: str, quant: str | None) -> tuple[str, ...]:
+    """`hf.co/` as Ollama names them, and a quant tag in upper and lower case too: a
+    request may spell `Q4_K_M` either way whatever the file's name says."""
+    tags = [tag]
+    if quant is not None and tag == quant:
+        tags += [t for t in dict.fromkeys((tag.upper(), tag.lower())) if t != tag]
+    names = [f"{repo_id}:{t}" for t in tags]
+    return (*(HF_PREFIX + n for n in names), *names[1:])

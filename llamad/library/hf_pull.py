@@ -16,9 +16,10 @@ from llamad.library.progress import FileProgress, PullError, Report, bar_class, 
 from llamad.library.refs import DEFAULT_QUANT, HfRef
 
 
-def pull_hf(ref: HfRef, report: Report) -> list[Path]:
-    """Download the files of `ref` (model parts and a projector); returns their paths."""
-    from huggingface_hub import HfApi, constants
+def pull_hf(ref: HfRef, report: Report) -> list[str]:
+    """Download the files of `ref` (model parts and a projector); returns those that were
+    not in the cache before, as the repo names them: llamad's own, which `rm` may delete."""
+    from huggingface_hub import HfApi, constants, try_to_load_from_cache
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError
 
     status(report, "pulling manifest")
@@ -36,10 +37,13 @@ def pull_hf(ref: HfRef, report: Report) -> list[Path]:
     files = _pick(ref, siblings)
     cache = Path(constants.HF_HUB_CACHE)
     _check_space(cache, files)
-    paths = []
+    fresh = []
     for sib in files:
-        paths.append(_download(ref.repo, info.sha or "main", sib, report))
-    return paths
+        had = try_to_load_from_cache(ref.repo, sib.rfilename, revision=info.sha)
+        _download(ref.repo, info.sha or "main", sib, report)
+        if not isinstance(had, str):  # a person's own download stays theirs
+            fresh.append(sib.rfilename)
+    return fresh
 
 
 def _pick(ref: HfRef, siblings: list[Any]) -> list[Any]:

@@ -5,18 +5,21 @@ library reloaded when it ends, so the model is routable before `success` is said
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from llamad.library import remove
 from llamad.library.hf_pull import pull_hf
 from llamad.library.listing import Library
 from llamad.library.ollama_pull import pull_ollama
 from llamad.library.progress import PullError
 from llamad.library.pulled import remember
-from llamad.library.refs import HfRef, OllamaRef, parse
+from llamad.library.refs import HfRef, OllamaRef, RefError, parse
+from llamad.library.remove import RemoveError
 from llamad.library.scan import OLLAMA_PULLS
 
 log = structlog.get_logger("llamad.library")
@@ -32,15 +35,17 @@ class Pull:
         self.events: list[Event] = []
         self.done = False
         self._wake = asyncio.Event()
+        self._files: dict[str, tuple[int, int]] = {}  # digest -> (completed, total)
 
-    @property
-    def last(self) -> Event | None:
-        """The latest progress line, for a 503 `downloading` answer."""
-        return self.events[-1] if self.events else None
+    def progress(self) -> tuple[int, int]:
+        """Bytes (completed, total) of the files started so far, for a 503 `downloading`."""
+        return sum(c for c, _ in self._files.values()), sum(t for _, t in self._files.values())
 
     def publish(self, event: Event, end: bool = False) -> None:
         """Add a line for every follower (on the loop's thread)."""
         self.events.append(event)
+        if "digest" in event and event.get("total"):
+            self._files[str(event["digest"])] = (int(event["completed"]), int(event["total"]))
         self.done = self.done or end
         self._wake.set()
         self._wake = asyncio.Event()
@@ -67,6 +72,9 @@ class Pulls:
         self, library: Callable[[], Library | None], reload: Callable[[], Awaitable[object]]
     ) -> None:
         self.library, self.reload = library, reload
+        # Unloads an instance once its requests in flight have ended (the gateway's
+        # unload); set once the gateway runs, so `remove` never deletes a file in use.
+        self.unload: Callable[[str], Awaitable[None]] | None = None
         self.active: dict[str, Pull] = {}
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -92,18 +100,47 @@ class Pulls:
             raise PullError("the library is off ([library] enabled = false, or no [gateway])")
         if self._group is None:
             raise PullError("llamad is starting or stopping; pull again in a moment")
-        if (pull := self.active.get(source.name)) is not None:
+        if (pull := self.active.get(_key(source.name))) is not None:
             return pull
-        pull = self.active[source.name] = Pull(source.name)
+        pull = self.active[_key(source.name)] = Pull(source.name)
         task = self._group.create_task(self._pull(pull, source, lib), name=f"pull-{source.name}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return pull
 
     def downloading(self, name: str) -> Pull | None:
-        """The pull under way for model `name`, if any."""
-        pull = self.active.get(name.removesuffix(":latest"))
+        """The pull under way for model `name` (any name the pulled model will answer
+        to: `hf.co/` or not, `:latest`, the quant in any case), if any. Costs a parse:
+        asked only for a name no model answers to yet."""
+        try:
+            key = _key(parse(name).name)
+        except RefError:
+            return None
+        pull = self.active.get(key)
         return pull if pull is not None and not pull.done else None
+
+    async def remove(self, name: str) -> dict[str, Any]:
+        """Delete the pulled model `name`: unloaded first, then its files, then the
+        library reloaded without it. RemoveError says why not."""
+        lib = self.library()
+        if lib is None:
+            raise RemoveError("the library is off ([library] enabled = false, or no [gateway])")
+        plan = remove.plan(lib, name)
+        if self.downloading(plan.model.name) is not None:
+            raise remove.Busy(f"{plan.model.name} is being pulled; remove it once the pull ends")
+        if plan.instance is not None and self.unload is not None:
+            await self.unload(plan.instance)
+        freed = await asyncio.to_thread(remove.delete, plan, lib.pull_dir)
+        log.info("library.removed", model=plan.model.name, freed_bytes=freed)
+        # An invalid config file refuses the reload (config.rejected says so); the files
+        # are gone all the same, and the folders' watch reloads once the file is valid.
+        with contextlib.suppress(Exception):
+            await self.reload()
+        return {
+            "model": plan.model.name,
+            "deleted": [str(f) for f in plan.files],
+            "freed_bytes": freed,
+        }
 
     async def _pull(self, pull: Pull, source: HfRef | OllamaRef, lib: Library) -> None:
         loop = asyncio.get_running_loop()
@@ -127,7 +164,7 @@ class Pulls:
             log.exception("library.pull_failed", model=pull.name)
             pull.publish({"error": f"pull failed: {type(exc).__name__}: {exc}"}, end=True)
         finally:
-            self.active.pop(pull.name, None)
+            self.active.pop(_key(pull.name), None)
 
     def _served(self, name: str) -> str | None:
         """None when `name` is routable now, else why not."""
@@ -140,9 +177,13 @@ class Pulls:
         return None
 
 
+def _key(name: str) -> str:
+    """A pull's key: the library's names are matched without regard to case."""
+    return name.lower()
+
+
 def _download(source: HfRef | OllamaRef, lib: Library, report: Callable[[Event], None]) -> None:
     if isinstance(source, HfRef):
-        pull_hf(source, report)
-        remember(lib.pull_dir, source.repo)
+        remember(lib.pull_dir, source.repo, pull_hf(source, report))
     else:
         pull_ollama(source, lib.registry, Path(lib.pull_dir) / OLLAMA_PULLS, report)

@@ -35,12 +35,13 @@ class HfRef:
 
     @property
     def name(self) -> str:
-        """The library name the pulled model answers to (the hub cache's scan names it
-        after the file's quantisation; Q4_K_M when none was asked for)."""
+        """The library name the pulled model answers to: the hub cache's scan names it
+        after the file's quantisation, and gives the repo's own name to its Q4_K_M (or
+        its only model), which is what a pull with no quant picks."""
         if self.file is not None:
             stem = self.file.rsplit("/", 1)[-1][: -len(".gguf")]
             return f"{self.repo}:{quant_of(stem) or stem}"
-        return f"{self.repo}:{self.quant or DEFAULT_QUANT}"
+        return f"{self.repo}:{self.quant}" if self.quant else self.repo
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from llamad.library.folder import scan_folder
 from llamad.library.hf_cache import default_cache, is_cache, scan_cache
 from llamad.library.model import Found
 from llamad.library.ollama_store import is_store, scan_store
+from llamad.library.pulled import Pulled
 
 # Where llamad keeps the Ollama models it pulls, inside the pull folder: hidden, so the
 # folder's own scan never walks its blobs.
@@ -40,7 +41,7 @@ def default_places(
     return [Place(p, default=True) for p in places]
 
 
-def scan(places: list[Place], pull_dir: Path, pulled_repos: frozenset[str] = frozenset()) -> Found:
+def scan(places: list[Place], pull_dir: Path, pulled: Pulled | None = None) -> Found:
     """Every model in `places` (and llamad's own Ollama pulls under `pull_dir`); a name
     seen twice keeps its first folder, with a warning."""
     found = Found()
@@ -62,15 +63,15 @@ def scan(places: list[Place], pull_dir: Path, pulled_repos: frozenset[str] = fro
         if real in seen:
             continue
         seen.add(real)
-        found.add(_scan_one(root, owned, pulled_repos))
+        found.add(_scan_one(root, owned, pulled or {}))
     return _unique(found)
 
 
-def _scan_one(root: Path, owned: Path, pulled_repos: frozenset[str]) -> Found:
+def _scan_one(root: Path, owned: Path, pulled: Pulled) -> Found:
     if is_store(root):
         return scan_store(root, "pulled:ollama" if root == owned else "ollama")
     if is_cache(root) or root.name == "hub":
-        return scan_cache(root, pulled_repos)
+        return scan_cache(root, pulled)
     text = str(root).lower()
     return scan_folder(root, "lmstudio" if "lmstudio" in text or "lm-studio" in text else "folder")
 

@@ -49,7 +49,9 @@ def _walk(folder: Path, depth: int, seen: set[tuple[int, int]], out: Walk) -> It
         out.warnings.append(f"{folder!s}: cannot read: {exc.strerror or exc}")
         return
     if (st.st_dev, st.st_ino) in seen:
-        return  # a symlink loop, or a folder reached twice
+        if folder.is_symlink():  # a loop (or a second way in): said once per scan
+            out.warnings.append(f"{folder!s}: a symlink to a folder already read; not followed")
+        return
     seen.add((st.st_dev, st.st_ino))
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)

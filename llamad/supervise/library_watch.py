@@ -37,8 +37,12 @@ async def watch_library(
     places: Callable[[], list[Path]], changed: Callable[[], None], stop: asyncio.Event
 ) -> None:
     """Call `changed` after each burst of changes under `places()` until `stop` is set."""
+    known: list[str] | None = None
     while not stop.is_set():
         dirs = _existing(places())
+        if known is not None and dirs != known:
+            changed()  # a folder came or went: what it held when it came is news too
+        known = dirs
         if not dirs:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), RECHECK_S)
@@ -57,8 +61,7 @@ async def watch_library(
                 if changes:
                     changed()
                 if _existing(places()) != dirs:
-                    changed()  # a folder came or went: rescan, then watch the new set
-                    break
+                    break  # watch the new set (the loop's top asks for the rescan)
         except (OSError, RuntimeError) as exc:  # a folder removed under the watch, a loop
             log.warning("library.watch_failed", dirs=dirs, error=str(exc))
             with contextlib.suppress(TimeoutError):

@@ -30,6 +30,7 @@ def test_models_on_disk_answer_by_their_names_and_follow_the_folders(
     tmp_path: Path, tiny_model: Path
 ) -> None:
     home = fake_home(tmp_path / "home", tiny_model)
+    (home.home / "models" / "loop").symlink_to(home.home / "models")  # a symlink loop
     d = short_dir()
     port = free_port()
     cfg = d / "llamad.toml"
@@ -52,10 +53,35 @@ def test_models_on_disk_answer_by_their_names_and_follow_the_folders(
         assert _names(base) == expected
         tags = httpx.get(f"{base}/api/tags", timeout=10).json()["models"]
         assert "tinyllama:1b" in {t["name"] for t in tags}
-        for name in [*sorted(expected), "hf.co/someone/Tiny-GGUF:Q4_K_M"]:
+        for name in ("tinyllama:1b", "hf.co/someone/Tiny-GGUF"):  # from headers, no load
+            show = httpx.post(f"{base}/api/show", json={"model": name}, timeout=10)
+            assert show.status_code == 200, (name, show.text)
+            doc = show.json()
+            assert doc["details"]["format"] == "gguf"
+            assert doc["details"]["family"] == doc["model_info"]["general.architecture"]
+            assert "num_ctx 256" in doc["parameters"]  # [library.defaults] ctx_size
+            assert "completion" in doc["capabilities"]
+        assert "sha256-" in httpx.post(f"{base}/api/show", json={"model": "tinyllama:1b"}).text
+        hf_names = ["hf.co/someone/Tiny-GGUF:Q4_K_M", "hf.co/someone/Tiny-GGUF"]
+        hf_names += ["hf.co/someone/Tiny-GGUF:latest", "someone/Tiny-GGUF:q4_k_m"]
+        for name in [*sorted(expected), *hf_names]:
             reply = _chat(base, name)
             assert reply.status_code == 200, (name, reply.text)
             assert reply.json()["done"] is True
+        for name in hf_names:  # OpenAI's routes too: the repo's default quant, any case
+            body = {"model": name, "messages": [{"role": "user", "content": "hi"}]}
+            reply = httpx.post(f"{base}/v1/chat/completions", json={**body, "max_tokens": 2})
+            assert reply.status_code == 200, (name, reply.text)
+
+        # A name with `/`: llamactl's commands and the control API, encoded or not.
+        hf = "someone/Tiny-GGUF:Q4_K_M"
+        assert ld.ctl("stop", hf).returncode == 0
+        assert ld.instance(hf)["state"] == "stopped"  # the path unencoded
+        assert ld.ctl("start", hf).returncode == 0
+        assert ld.api("GET", "/v1/instances/someone%2FTiny-GGUF%3AQ4_K_M")["state"] == "running"
+        logs = ld.ctl("logs", "-n", "5", hf)
+        assert logs.returncode == 0, logs.stderr
+        assert logs.stdout
 
         # A file copied in under its final name is served once complete, never before.
         models = home.home / "models"
@@ -77,4 +103,10 @@ def test_models_on_disk_answer_by_their_names_and_follow_the_folders(
         wait_for(lambda: "second" in _names(base), 15, "the new model routable")
         assert ld.instance("tiny-folder-Q8_0")["pid"] == pid
         assert ld.events("library.gone", model="tiny-lms-Q4_K_M")
+        # The symlink loop: one warning for all the rescans above, and nothing else.
+        loops = [e for e in ld.events("library.skipped") if "symlink" in e["reason"]]
+        assert [e["reason"] for e in loops] == [
+            f"{models / 'loop'}: a symlink to a folder already read; not followed"
+        ]
+        assert not ld.events("library.watch_failed")
         assert ld.stop() == 0

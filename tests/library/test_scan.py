@@ -8,10 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from library_helpers import fake_home, ollama_store, write_projector
+from library_helpers import fake_home, hf_cache, ollama_store, write_projector
 
 from llamad.daemon.tinymodel import write_tiny_model
 from llamad.library import ports
+from llamad.library.model import LibraryModel
 from llamad.library.names import file_model_name, quant_of, split_part, valid_name
 from llamad.library.scan import Place, default_places, scan
 
@@ -26,7 +27,7 @@ def home(tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch) -> P
     return home
 
 
-def _by_name(places: list[Place], pull_dir: Path) -> dict[str, object]:
+def _by_name(places: list[Place], pull_dir: Path) -> dict[str, LibraryModel]:
     found = scan(places, pull_dir)
     return {m.name: m for m in found.models}
 
@@ -44,7 +45,16 @@ def test_every_store_named_as_its_program_names_it(home: Path) -> None:
     assert names["tiny-lms-Q4_K_M"].source == "lmstudio"
     hf = names["someone/Tiny-GGUF:Q4_K_M"]
     assert hf.source == "hf"
-    assert hf.aliases == ("hf.co/someone/Tiny-GGUF:Q4_K_M",)
+    assert hf.aliases == (
+        "hf.co/someone/Tiny-GGUF:Q4_K_M",
+        "hf.co/someone/Tiny-GGUF:q4_k_m",
+        "someone/Tiny-GGUF:q4_k_m",
+        # The repo's own name, as Ollama pulls Q4_K_M when no quant is named.
+        "someone/Tiny-GGUF",
+        "someone/Tiny-GGUF:latest",
+        "hf.co/someone/Tiny-GGUF",
+        "hf.co/someone/Tiny-GGUF:latest",
+    )
     ollama = names["tinyllama:1b"]
     assert ollama.source == "ollama"
     assert ollama.path.name.startswith("sha256-")
@@ -173,3 +183,15 @@ def test_ports_avoid_taken_held_and_keep_their_place() -> None:
     assert len(left) == 1
     with pytest.raises(ValueError, match="range like"):
         ports.parse_range("20000")
+
+
+def test_hf_default_quant_and_quant_case(tmp_path: Path, tiny_model: Path) -> None:
+    hub = tmp_path / "hub"
+    hf_cache(hub, "u/Two", {"t-q4_k_m.gguf": tiny_model, "t-q8_0.gguf": tiny_model})
+    hf_cache(hub, "u/One", {"o-Q8_0.gguf": tiny_model})
+    names = _by_name([Place(hub)], tmp_path / "pull")
+    two = names["u/Two:q4_k_m"]
+    assert {"hf.co/u/Two", "u/Two:latest", "u/Two:Q4_K_M"} <= set(two.aliases)
+    assert "hf.co/u/Two:Q8_0" in names["u/Two:q8_0"].aliases
+    assert "u/Two" not in names["u/Two:q8_0"].aliases
+    assert "hf.co/u/One" in names["u/One:Q8_0"].aliases  # a repo's only model

@@ -1,6 +1,6 @@
 """`POST /api/pull` as Ollama answers it: NDJSON progress (`status`, `digest`, `total`,
 `completed`) ending in `{"status": "success"}` or `{"error": ...}`, or with
-`"stream": false` one answer once the model is routable."""
+`"stream": false` one answer once the model is routable; and `DELETE /api/delete`."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from llamad.gateway.ollama.errors import OllamaError, field, model_name, read_body
+from llamad.gateway.downloads import downloading as pull_under_way
+from llamad.gateway.ollama.errors import OllamaError, field, from_gateway, model_name, read_body
 from llamad.library.progress import PullError
 from llamad.library.pulls import Pull, Pulls
 from llamad.library.refs import RefError
+from llamad.library.remove import NoSuchModel, RemoveError
 
 
 def start_pull(pulls: Pulls, ref: str) -> Pull:
@@ -46,13 +48,21 @@ async def pull_endpoint(pulls: Pulls, request: Request) -> Response:
     return JSONResponse({"status": "success"})
 
 
+async def delete_endpoint(pulls: Pulls, request: Request) -> Response:
+    """DELETE /api/delete {model | name}: a model llamad pulled; 200 with no body, as
+    Ollama answers, or Ollama's 404 for a model it does not have."""
+    name = model_name(await read_body(request))
+    try:
+        await pulls.remove(name)
+    except NoSuchModel:
+        raise OllamaError(404, f"model '{name}' not found") from None
+    except RemoveError as exc:
+        raise OllamaError(exc.status, str(exc)) from None
+    return Response(status_code=200)
+
+
 def downloading(pulls: Pulls | None, name: str) -> None:
-    """503 `downloading` with the progress so far for a model still being pulled: never a
-    load of half a file."""
-    pull = pulls.downloading(name) if pulls is not None else None
-    if pull is None:
-        return
-    last = pull.last or {}
-    done, total = last.get("completed"), last.get("total")
-    progress = f" ({done} of {total} bytes)" if total else ""
-    raise OllamaError(503, f"model {name!r} is downloading{progress}; retry shortly", retry_after=5)
+    """Ollama's 503 `downloading`, with the progress so far, for a model still being
+    pulled (asked once the name has matched no model)."""
+    if (exc := pull_under_way(pulls, name)) is not None:
+        raise from_gateway(exc)

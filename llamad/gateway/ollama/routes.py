@@ -15,9 +15,15 @@ from llamad.gateway.ollama.answer import answer, chat_renderer, generate_rendere
 from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
 from llamad.gateway.ollama.embed import dimensions, embed_inputs, embeddings
 from llamad.gateway.ollama.endpoint import Endpoint, Handler
-from llamad.gateway.ollama.errors import error_response, field, model_name, read_body
-from llamad.gateway.ollama.port import Gateway
-from llamad.gateway.ollama.pull import downloading, pull_endpoint
+from llamad.gateway.ollama.errors import (
+    OllamaError,
+    error_response,
+    field,
+    model_name,
+    read_body,
+)
+from llamad.gateway.ollama.port import Gateway, ModelView
+from llamad.gateway.ollama.pull import delete_endpoint, downloading, pull_endpoint
 from llamad.gateway.ollama.requests import chat_plan, generate_plan
 from llamad.gateway.ollama.upstream import resolve
 from llamad.gateway.pool import Pool
@@ -29,7 +35,7 @@ log = structlog.get_logger("llamad.gateway.ollama")
 # turn on thinking and tool support by version.
 OLLAMA_VERSION = "0.12.0"
 
-_STORE_ROUTES = ("push", "create", "copy", "delete", "blobs")
+_STORE_ROUTES = ("push", "create", "copy", "blobs")
 _STORE_MESSAGE = (
     "llamad serves the models in its config file and its library; it has no Ollama model "
     "store. Pull a model (/api/pull), or add an [instances.NAME] table to llamad.toml."
@@ -43,6 +49,16 @@ class OllamaAPI:
         self.gateway = gateway
         self.pool = pool
         self.pulls = pulls  # None: no library, /api/pull answers 501
+
+    def _resolve(self, name: str) -> ModelView:
+        """The model `name` means; a 404 becomes 503 `downloading` while a pull of it runs
+        (asked only then: a routed request pays nothing)."""
+        try:
+            return resolve(self.gateway, name)
+        except OllamaError as exc:
+            if exc.status == 404:
+                downloading(self.pulls, name)
+            raise
 
     async def root(self, request: Request, leases: AsyncExitStack) -> Response:
         """HEAD / and GET /: the liveness answer Ollama's clients probe for."""
@@ -68,7 +84,7 @@ class OllamaAPI:
 
     async def show(self, request: Request, leases: AsyncExitStack) -> Response:
         """POST /api/show {model | name}."""
-        view = resolve(self.gateway, model_name(await read_body(request)))
+        view = self._resolve(model_name(await read_body(request)))
         return JSONResponse(metadata.show(view, await metadata.header(view)))
 
     async def chat(self, request: Request, leases: AsyncExitStack) -> Response:
@@ -78,8 +94,7 @@ class OllamaAPI:
         stream = field(body, "stream", bool, True)
         messages = field(body, "messages", list, [])
         keep_alive = parse_keep_alive(body.get("keep_alive"))
-        downloading(self.pulls, name)
-        view = resolve(self.gateway, name)
+        view = self._resolve(name)
         render = chat_renderer(name)
         if not messages:
             return await load_only(self.gateway, view, keep_alive, render, leases)
@@ -102,8 +117,7 @@ class OllamaAPI:
         stream = field(body, "stream", bool, True)
         prompt = field(body, "prompt", str, "")
         keep_alive = parse_keep_alive(body.get("keep_alive"))
-        downloading(self.pulls, name)
-        view = resolve(self.gateway, name)
+        view = self._resolve(name)
         render = generate_renderer(name)
         if not prompt and not field(body, "suffix", str):
             return await load_only(self.gateway, view, keep_alive, render, leases)
@@ -124,7 +138,7 @@ class OllamaAPI:
         name = model_name(body)
         inputs = embed_inputs(body.get("input", ""))
         extra = dimensions(body.get("dimensions"))
-        view = resolve(self.gateway, name)
+        view = self._resolve(name)
         keep_alive = parse_keep_alive(body.get("keep_alive"))
         vectors, tokens, ex = await embeddings(
             self.gateway, self.pool, view, keep_alive, inputs, extra, leases
@@ -144,7 +158,7 @@ class OllamaAPI:
     async def embeddings_legacy(self, request: Request, leases: AsyncExitStack) -> Response:
         """POST /api/embeddings {prompt} -> {embedding: [...]} (Ollama's older route)."""
         body = await read_body(request)
-        view = resolve(self.gateway, model_name(body))
+        view = self._resolve(model_name(body))
         prompt = field(body, "prompt", str, "")
         keep_alive = parse_keep_alive(body.get("keep_alive"))
         if not prompt:
@@ -164,6 +178,12 @@ class OllamaAPI:
             return await self.store(request, leases)
         return await pull_endpoint(self.pulls, request)
 
+    async def delete(self, request: Request, leases: AsyncExitStack) -> Response:
+        """DELETE /api/delete: a model llamad pulled (never another program's files)."""
+        if self.pulls is None:
+            return await self.store(request, leases)
+        return await delete_endpoint(self.pulls, request)
+
     def routes(self) -> list[BaseRoute]:
         """The Starlette routes, each guarded so errors leave in Ollama's shape."""
         table: list[tuple[str, Handler, list[str]]] = [
@@ -177,6 +197,7 @@ class OllamaAPI:
             ("/api/embed", self.embed, ["POST"]),
             ("/api/embeddings", self.embeddings_legacy, ["POST"]),
             ("/api/pull", self.pull, ["POST"]),
+            ("/api/delete", self.delete, ["DELETE"]),
         ]
         routes: list[BaseRoute] = [
             Route(path, Endpoint(fn), methods=methods) for path, fn, methods in table
