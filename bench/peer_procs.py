@@ -1,8 +1,6 @@
-"""The peer proxies, each started on 127.0.0.1 in front of the same llama-servers as llamad.
+"""The Python peer proxies, each started on 127.0.0.1 in front of the same llama-servers
+as llamad (nginx is in bench/peer_nginx.py).
 
-- nginx, found on PATH or in /usr/sbin (never installed by the bench): one `server` per
-  model, since a plain reverse proxy cannot read the model from the body. One worker
-  process, as the Python peers serve from one process.
 - LiteLLM's proxy and local-engine-router run from their own virtualenv,
   `.venv-bench-peers` (`make bench-peers`), since their pins would change the test
   environment's packages. Every call-out is off: no database, no telemetry, the bundled
@@ -16,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +24,8 @@ from bench.targets import Target, wait_answering
 PEERS_VENV = Path(
     os.environ.get("LLAMAD_BENCH_PEERS_VENV") or Path(__file__).parents[1] / ".venv-bench-peers"
 )
-START_TIMEOUT = 90.0  # LiteLLM imports for 5 to 10 s on an idle 2-core machine
+# LiteLLM imports for 5 to 10 s on an idle 2-core machine, and for minutes on a busy one.
+START_TIMEOUT = 240.0
 
 
 class Unavailable(Exception):
@@ -48,7 +46,7 @@ def _version(dist: str) -> str:
     return done.stdout.strip()
 
 
-def _launch(argv: list[str | Path], log: Path, env: dict[str, str] | None = None,
+def launch(argv: list[str | Path], log: Path, env: dict[str, str] | None = None,
             cwd: Path | None = None) -> subprocess.Popen[bytes]:  # fmt: skip
     with log.open("ab") as out:
         return subprocess.Popen(
@@ -57,64 +55,10 @@ def _launch(argv: list[str | Path], log: Path, env: dict[str, str] | None = None
         )  # fmt: skip
 
 
-def find_nginx() -> Path:
-    """nginx on PATH or in /usr/sbin (where Debian puts it, off a user's PATH)."""
-    found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
-    if not found:
-        raise Unavailable("nginx not found on PATH or in /usr/sbin (Debian: apt-get install nginx)")
-    return Path(found)
-
-
-def start_nginx(ctx: Context, upstreams: dict[str, int]) -> Target:
-    """nginx as a plain keep-alive reverse proxy, unbuffered so SSE flows as it comes."""
-    binary = find_nginx()
-    work, _ = ctx.fresh("nginx")
-    ports = {model: ctx.port() for model in upstreams}
-    servers = "".join(
-        f"""
-  upstream u_{i} {{ server 127.0.0.1:{up}; keepalive 64; }}
-  server {{
-    listen 127.0.0.1:{ports[model]};
-    location / {{
-      proxy_pass http://u_{i};
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffering off;
-      proxy_request_buffering off;
-      proxy_read_timeout 600s;
-    }}
-  }}"""
-        for i, (model, up) in enumerate(upstreams.items())
-    )
-    user = "user root;" if os.geteuid() == 0 else ""  # workers stay our uid: ps, psutil
-    (work / "nginx.conf").write_text(
-        f"""{user}
-worker_processes 1;
-daemon off;
-pid {work}/nginx.pid;
-error_log {work}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  client_body_temp_path {work}/body;
-  proxy_temp_path {work}/proxy;
-  fastcgi_temp_path {work}/fastcgi;
-  uwsgi_temp_path {work}/uwsgi;
-  scgi_temp_path {work}/scgi;
-  keepalive_requests 100000;
-{servers}
-}}
-"""
-    )
-    popen = _launch([binary, "-p", work, "-c", work / "nginx.conf"], work / "nginx.log")
-    bases = {m: f"http://127.0.0.1:{p}" for m, p in ports.items()}
-    pids = {m: [popen.pid] for m in upstreams}
-    target = Target("nginx", bases, pids, children_too=True, popens=[popen])
+def _answering(target: Target, port: int, path: str) -> Target:
+    """`target` once its process answers GET `path` with 200; stopped if it never does."""
     try:
-        for port in ports.values():
-            wait_answering(popen, port, "/health", 30.0, "nginx")
-        version = subprocess.run([binary, "-v"], capture_output=True, text=True, timeout=10)
-        target.version = version.stderr.strip().rsplit("/", 1)[-1]
+        wait_answering(target.popens[0], port, path, START_TIMEOUT, target.name)
     except BaseException:
         target.stop()
         raise
@@ -161,16 +105,11 @@ def start_litellm(ctx: Context, upstreams: dict[str, int]) -> Target:
         "--port",
         str(port),
     ]
-    popen = _launch(argv, work / "litellm.log", litellm_env(work), cwd=work)
+    popen = launch(argv, work / "litellm.log", litellm_env(work), cwd=work)
     base = f"http://127.0.0.1:{port}"
     target = Target("litellm", {m: base for m in upstreams}, {m: [popen.pid] for m in upstreams},
                     popens=[popen], version=_version("litellm"))  # fmt: skip
-    try:
-        wait_answering(popen, port, "/health/liveliness", START_TIMEOUT, "litellm")
-    except BaseException:
-        target.stop()
-        raise
-    return target
+    return _answering(target, port, "/health/liveliness")
 
 
 def router_config(
@@ -201,16 +140,11 @@ def start_router(
     work, _ = ctx.fresh(f"router-{model}")
     port = ctx.port()
     config = router_config(work, port, model, upstream, start, env or {})
-    env = {**os.environ, "HOME": str(work)}
-    popen = _launch([binary, "--config", config], work / "out.log", env, cwd=work)
+    own_env = {**os.environ, "HOME": str(work)}
+    popen = launch([binary, "--config", config], work / "out.log", own_env, cwd=work)
     target = Target("local-engine-router", {model: f"http://127.0.0.1:{port}"},
                     {model: [popen.pid]}, popens=[popen])  # fmt: skip
-    try:
-        wait_answering(popen, port, "/health", START_TIMEOUT, "local-engine-router")
-    except BaseException:
-        target.stop()
-        raise
-    return target
+    return _answering(target, port, "/health")
 
 
 def start_routers(ctx: Context, upstreams: dict[str, int]) -> Target:

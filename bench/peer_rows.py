@@ -9,11 +9,9 @@ always follows another).
 from __future__ import annotations
 
 import http.client
-import json
-import time
 
 from bench.common import Context, Result
-from bench.gateway import ONE_TOKEN, _p, _post
+from bench.gateway import ONE_TOKEN, _first_byte, _p, _post
 from bench.gateway_sse import stream
 from bench.targets import Target
 
@@ -92,12 +90,4 @@ def sse(ctx: Context, direct: Target, peers: list[Target], model: str) -> list[R
 
 def first_byte(port: int, model: str) -> float:
     """perf_counter() at the first byte of a streamed 1-token completion."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    body = {**ONE_TOKEN, "model": model, "stream": True}
-    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    resp.read(1)
-    conn.close()
-    if resp.status != 200:
-        raise RuntimeError(f"cold request: HTTP {resp.status}")
-    return time.perf_counter()
+    return _first_byte(port, {**ONE_TOKEN, "model": model, "stream": True})

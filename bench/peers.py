@@ -20,7 +20,8 @@ from bench import concurrency, peer_rows
 from bench.common import Context, Result, instance_keys, wait_for
 from bench.gateway import _direct_cold, _healthy, _unload
 from bench.gateway_sse import PACED
-from bench.peer_procs import Unavailable, start_litellm, start_nginx, start_router, start_routers
+from bench.peer_nginx import start_nginx
+from bench.peer_procs import Unavailable, start_litellm, start_router, start_routers
 from bench.procs import Daemon, floor_specs
 from bench.targets import Target
 from llamad.client.http import Client

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import load_client, peer_procs
+from bench import load_client, peer_nginx, peer_procs
 from bench.concurrency import summary
 
 EVENT = b'data: {"choices":[{"text":"%s","index":0}]}\n\n'
@@ -70,9 +70,9 @@ def test_the_router_never_looks_processes_up_by_name(tmp_path: Path) -> None:
 def test_a_missing_peer_is_skipped_with_its_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(peer_procs.shutil, "which", lambda *a, **k: None)
+    monkeypatch.setattr(peer_nginx.shutil, "which", lambda *a, **k: None)
     with pytest.raises(peer_procs.Unavailable, match="nginx not found"):
-        peer_procs.find_nginx()
+        peer_nginx.find_nginx()
     monkeypatch.setattr(peer_procs, "PEERS_VENV", tmp_path)
     with pytest.raises(peer_procs.Unavailable, match="make bench-peers"):
         peer_procs._peer_bin("litellm")
