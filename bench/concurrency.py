@@ -82,11 +82,12 @@ def throughput(ctx: Context, direct: Target, peers: list[Target], model: str) ->
                 Result(
                     f"concurrency {clients} clients: {t.name}", n, "s", [s["wall_s"]],
                     [base["wall_s"]], "ratio", "ratio" if judged else "none", 1 / 0.97,
-                    ">= 0.97x, >= nginx" if judged else "-",
+                    ">= 0.97x, >= nginx, 0 errors" if judged else "-",
                     f"{s['req_per_s']} req/s, {s['tok_per_s']} tok/s, TTFT p50 "
                     f"{s['ttft_p50_ms']} ms p99 {s['ttft_p99_ms']} ms, {s['errors']} errors; "
                     f"direct {base['tok_per_s']} tok/s, TTFT p99 {base['ttft_p99_ms']} ms",
-                    also_ok=not judged or nginx is None or s["tok_per_s"] >= nginx["tok_per_s"],
+                    also_ok=not judged or (s["errors"] == 0 and (nginx is None or
+                                                    s["tok_per_s"] >= nginx["tok_per_s"])),
                     extra={"clients": clients, "tokens": TOKENS, "target": t.name,
                            "figures": s, "direct": base},
                 )
