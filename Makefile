@@ -2,8 +2,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# The peer proxies `make bench` measures llamad beside (pyproject's bench-peers group) get a
+# virtualenv of their own: their pins would change the test environment's packages.
+PEERS ?= .venv-bench-peers
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench bench-peers clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +26,18 @@ lint: $(BIN)/.installed
 test: lint
 	$(BIN)/pytest
 
+$(PEERS)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS)/bin/python -m pip install --quiet --group bench-peers
+	touch $@
+
+bench-peers: $(PEERS)/.installed
+
+# Without the peers (no PyPI, say) the bench still runs and says which rows it skipped.
 bench: $(BIN)/.installed
+	-$(MAKE) --no-print-directory bench-peers
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) .mypy_cache .pytest_cache .ruff_cache

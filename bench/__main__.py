@@ -18,7 +18,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cold_start, footprint, gateway, machinery, recovery, reload, status, stress
+from bench import (
+    cold_start,
+    footprint,
+    gateway,
+    machinery,
+    peers,
+    recovery,
+    reload,
+    status,
+    stress,
+)
 from bench.common import Context, Result
 from bench.machine import BUSY_WARNING, Background, machine_info
 from bench.procs import leftover_children
@@ -36,6 +46,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "gateway": gateway.run,
     "machinery": machinery.run,
     "stress": stress.run,
+    "peers": peers.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 
@@ -51,6 +62,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}",
     )
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    p.add_argument(
+        "--soak-requests",
+        type=int,
+        metavar="N",
+        help="requests through each proxy in the peers' memory soak (default 20000, quick 2000)",
+    )
     p.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON")
     return p.parse_args(argv)
 
@@ -120,11 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     results: list[Result] = []
     errors: list[str] = []
     background: dict[str, float] = {}
+    ctx: Context | None = None
     try:
         binary = find_binary(None)
         version = load_catalog(binary, root / "cache" / "llamad").version  # warm the cache
         model = write_tiny_model(root / "tiny.gguf")
         ctx = Context(root=root, short=short, model=model, binary=binary, quick=args.quick)
+        ctx.soak = args.soak_requests
         info = machine_info(binary, version)
         commit = (info["llamad_commit"] or "unknown")[:7]
         dirty = f" + {len(info['llamad_changed'])} changed files" if info["llamad_changed"] else ""
@@ -156,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         if r.note:
             print(f"  {r.name} N={r.n}: {r.note}")
+    for key, text in (ctx.notes if ctx else {}).items():
+        print(f"  {key}: {text}")
     print(f"whole run: {wall:.1f} s{' (--quick)' if args.quick else ''}")
     doc = {
         "machine": info,
@@ -163,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": round(wall, 1),
         "background_cpu_percent": background,
         "results": [r.to_dict() for r in results],
+        "notes": ctx.notes if ctx else {},
         "errors": errors,
         "leftover_children": [p.pid for p in left],
     }

@@ -29,6 +29,9 @@ class Context:
     model: Path
     binary: Path
     quick: bool
+    soak: int | None = None  # requests in the peers' memory soak (None: the default)
+    # What a benchmark could not measure and why (a peer not installed, say): results.json
+    notes: dict[str, str] = field(default_factory=dict)
     _ports: set[int] = field(default_factory=set)
     _dirs: int = 0
 

@@ -1,0 +1,98 @@
+"""What the peer benchmarks send requests to: llama-server directly, llamad, or a peer proxy.
+
+A target maps each model name to a base URL and knows which processes are the proxy
+itself (never the llama-servers behind it), so CPU and memory count the proxy alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psutil
+
+from bench.common import http_get, wait_for
+
+
+@dataclass
+class Target:
+    """One way to reach the models: its name, a base URL per model and its processes."""
+
+    name: str
+    bases: dict[str, str]  # model name -> "http://127.0.0.1:PORT"
+    # model name -> pids of the proxy's own processes that serve that model (empty: direct)
+    pids: dict[str, list[int]] = field(default_factory=dict)
+    children_too: bool = False  # nginx: a master and its workers
+    popens: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    version: str = ""
+    on_stop: list[Callable[[], None]] = field(default_factory=list)
+
+    def port(self, model: str) -> int:
+        """The TCP port that serves `model`."""
+        return int(self.bases[model].rsplit(":", 1)[1])
+
+    def processes(self, model: str) -> list[psutil.Process]:
+        """The proxy's processes serving `model` (for nginx, its workers too)."""
+        procs: list[psutil.Process] = []
+        for pid in self.pids.get(model, []):
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                procs.append(proc)
+                if self.children_too:
+                    procs += proc.children(recursive=True)
+        return procs
+
+    def cpu(self, model: str) -> float:
+        """User + system CPU seconds the proxy has used so far for `model`'s processes."""
+        total = 0.0
+        for proc in self.processes(model):
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                total += times.user + times.system
+        return total
+
+    def rss_mb(self, model: str) -> float:
+        """Resident memory of the proxy's processes serving `model`, in MB."""
+        total = 0
+        for proc in self.processes(model):
+            with contextlib.suppress(psutil.Error):
+                total += proc.memory_info().rss
+        return total / 1e6
+
+    def stop(self) -> None:
+        """Stop what this target started: SIGTERM, then SIGKILL after 10 s, children too.
+
+        A proxy's own children (a llama-server local-engine-router launched) are killed
+        as well: their process groups are their own, so they would outlive it."""
+        for hook in self.on_stop:
+            hook()
+        for popen in self.popens:
+            kids: list[psutil.Process] = []
+            with contextlib.suppress(psutil.Error):
+                kids = psutil.Process(popen.pid).children(recursive=True)
+            if popen.poll() is None:
+                popen.terminate()
+                try:
+                    popen.wait(10)
+                except subprocess.TimeoutExpired:
+                    popen.kill()
+                    popen.wait(5)
+            for kid in kids:
+                with contextlib.suppress(psutil.Error):
+                    kid.kill()
+
+
+def wait_answering(
+    popen: subprocess.Popen[bytes], port: int, path: str, timeout: float, what: str
+) -> None:
+    """Wait until GET `path` answers 200; RuntimeError at once if the process exits."""
+
+    def up() -> bool:
+        if popen.poll() is not None:
+            raise RuntimeError(f"{what} exited {popen.returncode} before answering")
+        got = http_get(port, path, timeout=1.0)
+        return got is not None and got[0] == 200
+
+    wait_for(up, timeout, f"{what} answering on {port}")

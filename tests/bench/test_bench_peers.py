@@ -1,0 +1,78 @@
+"""The peer benchmark's helpers, without starting a peer: the load client's counting,
+local-engine-router's config, and the reasons a peer is skipped."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from bench import load_client, peer_nginx, peer_procs
+from bench.concurrency import summary
+
+EVENT = b'data: {"choices":[{"text":"%s","index":0}]}\n\n'
+
+
+def test_a_token_is_an_event_with_text() -> None:
+    assert load_client._tokens(EVENT % b"a") == 1
+    assert load_client._tokens(EVENT % b"") == 0  # llama-server's last event
+    assert load_client._tokens(b"data: [DONE]\n") == 0
+    assert load_client._tokens(b": keep-alive\n") == 0
+
+
+async def _serve(streams_done: bool) -> tuple[asyncio.Server, int]:
+    """A server that answers every request with a 2-token SSE stream (or a cut one)."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        body = EVENT % b"a" + EVENT % b"b" + (b"data: [DONE]\n\n" if streams_done else b"")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+@pytest.mark.parametrize("done", [True, False])
+async def test_the_load_client_counts_answers_tokens_and_cut_streams(done: bool) -> None:
+    server, port = await _serve(done)
+    async with server:
+        spec = {"url": f"http://127.0.0.1:{port}", "model": "m", "clients": 3, "requests": 7,
+                "tokens": 2, "stream": True}  # fmt: skip
+        out = await load_client.run(spec)
+    assert out.tokens == 14
+    if done:
+        assert (out.ok, dict(out.errors), len(out.ttft_ms)) == (7, {}, 7)
+        figures = summary({**vars(out), "errors": dict(out.errors)})
+        assert figures["errors"] == 0
+        assert figures["ttft_p99_ms"] >= figures["ttft_p50_ms"] > 0
+    else:
+        assert (out.ok, dict(out.errors)) == (0, {"truncated": 7})
+
+
+def test_the_router_never_looks_processes_up_by_name(tmp_path: Path) -> None:
+    text = peer_procs.router_config(
+        tmp_path, 9, "tiny", 8, ["llama-server"], {"A": "1"}
+    ).read_text()
+    assert "process_pattern" not in text
+    assert "base_url: http://127.0.0.1:8\n" in text
+    assert "routing_mode: manual\n" in text
+    assert "host: 127.0.0.1\n" in text
+
+
+def test_a_missing_peer_is_skipped_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(peer_nginx.shutil, "which", lambda *a, **k: None)
+    with pytest.raises(peer_procs.Unavailable, match="nginx not found"):
+        peer_nginx.find_nginx()
+    monkeypatch.setattr(peer_procs, "PEERS_VENV", tmp_path)
+    with pytest.raises(peer_procs.Unavailable, match="make bench-peers"):
+        peer_procs._peer_bin("litellm")
