@@ -133,7 +133,10 @@ def resolve(
     if scanned is not None:
         cfg, linked = link_configured(cfg, scanned[1], base)
     resolver = Resolver(cfg, path, text)
-    tools = resolver.tools(_inspect, frozenset([LLAMA_SERVER]) if scanned else frozenset())
+    # llama-server is needed once the library found a model it would serve: a config of
+    # MLX instances alone, beside an empty library, names no llama-server.
+    needs = frozenset([LLAMA_SERVER]) if scanned and scanned[1].models else frozenset()
+    tools = resolver.tools(_inspect, needs)
     instances = resolver.all(tools)
     library = None
     if lib_settings and scanned and LLAMA_SERVER in tools:
