@@ -14,6 +14,7 @@ from llamad.backends.spec import InstanceSpec
 from llamad.common import paths
 from llamad.common.hosts import same_address
 from llamad.common.unixsock import MAX_SOCKET_PATH
+from llamad.config.gateway_access import bypassed_keys
 from llamad.config.gateway_table import Gateway, resolve_gateway
 from llamad.config.readfile import read_partial
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
@@ -52,6 +53,7 @@ class Resolved:
     fleet: Fleet = field(
         default_factory=Fleet
     )  # [fleet] itself: defaults, Tailscale and mDNS for the gateway
+    warnings: tuple[str, ...] = ()  # `file:line: key: message`, valid but unwise
 
     @property
     def llama_server(self) -> Tool | None:
@@ -73,12 +75,15 @@ def load(path: Path) -> Resolved:
     return resolve(cfg, path, text, problems)
 
 
-def check(path: Path) -> list[str]:
-    """The problems `llamad` would refuse to start with; empty when the file is valid."""
+def check(path: Path, warnings: list[str] | None = None) -> list[str]:
+    """The problems `llamad` would refuse to start with; empty when the file is valid.
+    A valid file's warnings are added to `warnings`."""
     try:
-        load(path)
+        resolved = load(path)
     except ConfigError as exc:
         return exc.lines
+    if warnings is not None:
+        warnings.extend(resolved.warnings)
     return []
 
 
@@ -138,7 +143,13 @@ def resolve(
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)
-    return Resolved(path, daemon, instances, tools, _peers(cfg), gateway, cfg.fleet)
+    warnings: list[str] = []
+    if gateway is not None and not gateway.api_keys:
+        for keys, message in bypassed_keys(instances):
+            warnings.append(f"{where_is(path, text, keys)}: {'.'.join(keys)}: {message}")
+    return Resolved(
+        path, daemon, instances, tools, _peers(cfg), gateway, cfg.fleet, tuple(warnings)
+    )
 
 
 def _peers(cfg: ConfigFile) -> dict[str, Peer]:

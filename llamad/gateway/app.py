@@ -31,6 +31,7 @@ from llamad.gateway.proxy import (
     read_body,
 )
 from llamad.gateway.resend import answered
+from llamad.gateway.shapes import error_body
 
 # Routed by the body's `model`.
 BODY_ROUTED = (
@@ -39,12 +40,6 @@ BODY_ROUTED = (
     "/completion", "/tokenize", "/detokenize",
 )  # fmt: skip
 OPEN_PATHS = {"/health"}
-
-
-def error_body(status: int, code: str, message: str) -> dict[str, Any]:
-    """OpenAI's error shape."""
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
 async def send_error(send: Send, exc: GatewayError) -> None:
