@@ -113,7 +113,7 @@ def _model(scope: Scope, body: bytes) -> str:
         return path.removeprefix("/upstream/").split("/", 1)[0]
     try:
         doc: Any = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     name = doc.get("model") or doc.get("name") if isinstance(doc, dict) else None
     return name if isinstance(name, str) else ""

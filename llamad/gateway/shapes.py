@@ -47,3 +47,12 @@ async def refuse(
     out += headers or []
     await send({"type": "http.response.start", "status": status, "headers": out})
     await send({"type": "http.response.body", "body": body})
+
+
+def valid_text(text: str) -> bool:
+    """`text` can be written as UTF-8: JSON's `\\ud800` escapes make strings that cannot."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
