@@ -37,7 +37,8 @@ async def test_trailers_are_not_headers() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(
             b"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTrailer: x-sneaky\r\n"
-            b"Connection: close\r\n\r\n2\r\nhi\r\n0\r\nx-sneaky: 1\r\nauthorization: Bearer a\r\n\r\n"
+            b"Connection: close\r\n\r\n2\r\nhi\r\n0\r\n"
+            b"x-sneaky: 1\r\nauthorization: Bearer a\r\n\r\n"
         )
         await writer.drain()
         async with asyncio.timeout(10):
