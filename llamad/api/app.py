@@ -56,8 +56,9 @@ def _guarded(endpoint: Endpoint) -> Endpoint:
             return await endpoint(request)
         except ControlError as exc:
             return error_response(exc.status, exc.code, exc.message)
-        except Exception:
-            log.exception("control.request_failed", method=request.method, path=request.url.path)
+        except Exception as exc:
+            path, error = request.url.path, type(exc).__name__  # rate-limited per kind
+            log.exception("control.request_failed", method=request.method, path=path, error=error)
             return error_response(500, "internal", "internal error in llamad; see its log")
 
     return wrapper

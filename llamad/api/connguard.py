@@ -131,6 +131,10 @@ def guarded_protocol(
         def on_header(self, name: bytes, value: bytes) -> None:
             self._lines += 1
             self._count(len(name) + len(value) + 4)
+            if self._phase == "body":
+                # A chunked body's trailer. uvicorn appends it to the headers the app
+                # already holds, so the relay sent it upstream as a header: dropped.
+                return
             super().on_header(name, value)
 
         def on_headers_complete(self) -> None:

@@ -159,11 +159,14 @@ def validate(args: argparse.Namespace) -> int:
         return 2
     from llamad.config.load import check  # pydantic and friends: paid for by this command only
 
-    problems = check(path)
+    warnings: list[str] = []
+    problems = check(path, warnings)
     for line in problems:
         print(line, file=sys.stderr)
     if problems:
         return 2
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
     print(f"{path}: ok")
     return 0
 

@@ -23,9 +23,10 @@ from pydantic import (
 )
 
 from llamad.backends.spec import InstanceSpec
-from llamad.common.hosts import same_address
-from llamad.common.tokenfile import TokenFileError, read_token
+from llamad.common.hosts import is_loopback, same_address
+from llamad.common.tokenfile import MIN_TOKEN_CHARS, TokenFileError, read_token
 from llamad.config.fleet_tables import split_listen
+from llamad.config.gateway_access import host_entry, origin_entry
 
 Budget = int | Literal["auto"] | None  # bytes, "auto" (free memory, measured live), None: off
 
@@ -74,6 +75,19 @@ class GatewaySettings(BaseModel):
     max_body: str = DEFAULT_MAX_BODY  # an instance's own `max_body` may raise it
     request_timeout: PositiveFloat = 60.0  # head and body, from the head's first byte
     trust_loopback: bool = False  # loopback clients are exempt from the per-address share
+    allowed_origins: list[str] = []  # browser origins that may call it ("*": any)
+    allowed_hosts: list[str] = []  # more names the Host header may carry ("*": any)
+    allow_keyless_remote: bool = False  # a listen beyond loopback without api_key_file
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        return [origin_entry(v) for v in value]
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        return [host_entry(v) for v in value]
 
     @field_validator("max_body")
     @classmethod
@@ -111,6 +125,8 @@ class Gateway:
     max_body: int = 32 * 1024 * 1024
     request_timeout: float = 60.0
     trust_loopback: bool = False
+    allowed_origins: frozenset[str] = frozenset()  # lower case, no trailing slash
+    allowed_hosts: frozenset[str] = frozenset()  # lower case, no port
 
 
 Problem = Callable[[tuple[str, ...], str], None]
@@ -131,9 +147,17 @@ def resolve_gateway(
     keys: tuple[str, ...] = ()
     if settings.api_key_file:
         try:
-            keys = (read_token(Path(settings.api_key_file).expanduser().absolute()),)
+            path = Path(settings.api_key_file).expanduser().absolute()
+            # As the remote control API's tokens: a short key falls to guessing.
+            keys = (read_token(path, MIN_TOKEN_CHARS),)
         except TokenFileError as exc:
             problem(("gateway", "api_key_file"), str(exc))
+    elif not is_loopback(host) and not settings.allow_keyless_remote:
+        problem(
+            ("gateway", "listen"),
+            f"{settings.listen} is reachable beyond this machine and the gateway has no "
+            "api_key_file: set one, or allow_keyless_remote = true",
+        )
     budget: Budget = None
     if settings.memory_budget == "auto":
         budget = "auto"
@@ -151,18 +175,23 @@ def resolve_gateway(
         max_body=body_size(settings.max_body),
         request_timeout=settings.request_timeout,
         trust_loopback=settings.trust_loopback,
+        allowed_origins=frozenset(settings.allowed_origins),
+        allowed_hosts=frozenset(settings.allowed_hosts),
     )
 
 
 def check_names(specs: Mapping[str, InstanceSpec], problem: Problem) -> None:
-    """Every model name (instance names and aliases) routes to exactly one instance."""
+    """Every model name (instance names and aliases) routes to exactly one instance, also
+    as Ollama reads it: `beta:latest` is `beta`."""
     owner = {name: name for name in specs}
     for spec in specs.values():
         for alias in spec.aliases:
-            other = owner.setdefault(alias, spec.name)
+            bare = alias.removesuffix(":latest")
+            other = owner.setdefault(bare, spec.name)
             if other != spec.name or alias == spec.name:
-                what = "is" if alias == other else "is an alias of"
+                what = "is" if bare == other else "is an alias of"
+                ollama = " (Ollama reads NAME:latest as NAME)" if bare != alias else ""
                 problem(
                     ("instances", spec.name, "aliases"),
-                    f"model name {alias!r} {what} instances.{other}; names must be unique",
+                    f"model name {alias!r} {what} instances.{other}{ollama}; names must be unique",
                 )

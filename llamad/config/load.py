@@ -15,6 +15,7 @@ from llamad.common import paths
 from llamad.common.hosts import same_address
 from llamad.common.unixsock import MAX_SOCKET_PATH
 from llamad.config.fleet_tables import split_listen
+from llamad.config.gateway_access import bypassed_keys
 from llamad.config.gateway_table import Gateway, resolve_gateway
 from llamad.config.library_specs import check_defaults, library_specs, link_configured, settings_of
 from llamad.config.library_specs import find as find_library
@@ -57,6 +58,7 @@ class Resolved:
         default_factory=Fleet
     )  # [fleet] itself: defaults, Tailscale and mDNS for the gateway
     library: Library | None = None  # [library], when it is on: what its scan found
+    warnings: tuple[str, ...] = ()  # `file:line: key: message`, valid but unwise
 
     @property
     def llama_server(self) -> Tool | None:
@@ -79,12 +81,15 @@ def load(path: Path, previous: Resolved | None = None) -> Resolved:
     return resolve(cfg, path, text, problems, previous.library if previous else None)
 
 
-def check(path: Path) -> list[str]:
-    """The problems `llamad` would refuse to start with; empty when the file is valid."""
+def check(path: Path, warnings: list[str] | None = None) -> list[str]:
+    """The problems `llamad` would refuse to start with; empty when the file is valid.
+    A valid file's warnings are added to `warnings`."""
     try:
-        load(path)
+        resolved = load(path)
     except ConfigError as exc:
         return exc.lines
+    if warnings is not None:
+        warnings.extend(resolved.warnings)
     return []
 
 
@@ -168,7 +173,13 @@ def resolve(
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)
-    return Resolved(path, daemon, instances, tools, _peers(cfg), gateway, cfg.fleet, library)
+    warnings: list[str] = []
+    if gateway is not None and not gateway.api_keys:
+        for keys, message in bypassed_keys(instances):
+            warnings.append(f"{where_is(path, text, keys)}: {'.'.join(keys)}: {message}")
+    return Resolved(
+        path, daemon, instances, tools, _peers(cfg), gateway, cfg.fleet, library, tuple(warnings)
+    )
 
 
 def _listener_ports(cfg: ConfigFile, daemon: Daemon) -> set[int]:

@@ -23,6 +23,7 @@ from llamad.gateway.fleet_hosts import FleetHosts
 from llamad.gateway.limits import BodyLimit, GatewayLimits, gateway_shape
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
+from llamad.gateway.origin import OriginGuard
 from llamad.gateway.pool import Pool
 from llamad.library.pulls import Pulls
 from llamad.supervise.state import DaemonState
@@ -89,7 +90,7 @@ async def _serve(
         async with retrying(background, stop, initial=TASK_RETRY_S, event="gateway.task_failed"):
             app = build_app(gateway, ollama_routes(gateway, pool, pulls), pool=pool)
             await serve_tcp(
-                BodyLimit(app, bounds, refused),
+                OriginGuard(BodyLimit(app, bounds, refused), gateway.settings, refused),
                 cfg.host,
                 cfg.port,
                 stop,

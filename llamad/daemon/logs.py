@@ -32,6 +32,11 @@ RATE_LIMITED = frozenset(
         "daemon.loop_error",
         "instance.internal_error",
         "connection.refused",
+        "gateway.unauthorized",
+        # A request that fails in our code fails the same way for every request like it:
+        # one traceback per kind of error per interval, not ~0.7 MB/s of them.
+        "ollama.request_failed",
+        "control.request_failed",
     }
 )
 REPEAT_INTERVAL_S = 10.0
@@ -57,7 +62,9 @@ def configure(
     ]
     renderer: Processor
     if fmt == "console":
-        renderer = structlog.dev.ConsoleRenderer(colors=use_colour(stream))
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=use_colour(stream), exception_formatter=_console_tracebacks()
+        )
     else:
         renderer = structlog.processors.JSONRenderer()
     structlog.configure(
@@ -70,7 +77,7 @@ def configure(
         foreign_pre_chain=[*shared, dotted_event],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            structlog.processors.dict_tracebacks if fmt == "json" else _identity,
+            _dict_tracebacks() if fmt == "json" else _identity,
             renderer,
         ],
     )
@@ -84,6 +91,21 @@ def configure(
     # and shutdown lines are said by control.serving and control.stopped instead.
     for noisy in ("httpx", "httpcore", "uvicorn.access", "uvicorn.error", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _dict_tracebacks() -> Processor:
+    # structlog's own `dict_tracebacks` keeps every frame's locals: a request's key, its
+    # prompt, the gateway's keys. A traceback says where, never with what.
+    from structlog.tracebacks import ExceptionDictTransformer
+
+    return structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
+
+
+def _console_tracebacks() -> structlog.typing.ExceptionRenderer:
+    # rich's tracebacks show locals by default, better_exceptions always: neither, here.
+    if getattr(structlog.dev, "rich", None) is not None:
+        return structlog.dev.RichTracebackFormatter(show_locals=False)
+    return structlog.dev.plain_traceback
 
 
 def dotted_event(
@@ -139,7 +161,7 @@ def _kind(record: logging.LogRecord) -> tuple[str, str] | None:
     if isinstance(msg, dict):  # a structlog event
         event = str(msg.get("event", ""))
         # Per instance, or per reason of a refusal (a flood of one kind hides no other).
-        which = str(msg.get("instance", msg.get("reason", "")))
+        which = str(msg.get("instance", msg.get("reason", msg.get("error", ""))))
         return (event, which) if event in RATE_LIMITED else None
     if record.levelno < logging.WARNING:
         return None

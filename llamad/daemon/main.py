@@ -182,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"llamad: {problem}", file=sys.stderr)
         return EXIT_CONFIG
     logs.configure(d.log_level, args.log_format, max_bytes=d.log_max_bytes, backups=d.log_backups)
+    for line in resolved.warnings:
+        log.warning("config.warning", path=str(path), warning=line)
     nofile = fdlimit.raise_soft_limit()
     log.debug("daemon.nofile", soft_limit=nofile, connections=fdlimit.connection_cap())
     try:

@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llamad.gateway.core import Gateway
+from llamad.gateway.keyguard import KeyGuard
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import GatewayError, ModelView
 from llamad.gateway.proxy import (
@@ -31,6 +32,7 @@ from llamad.gateway.proxy import (
     read_body,
 )
 from llamad.gateway.resend import answered
+from llamad.gateway.shapes import error_body, refuse, valid_text
 
 # Routed by the body's `model`.
 BODY_ROUTED = (
@@ -39,12 +41,6 @@ BODY_ROUTED = (
     "/completion", "/tokenize", "/detokenize",
 )  # fmt: skip
 OPEN_PATHS = {"/health"}
-
-
-def error_body(status: int, code: str, message: str) -> dict[str, Any]:
-    """OpenAI's error shape."""
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
 async def send_error(send: Send, exc: GatewayError) -> None:
@@ -115,9 +111,13 @@ class Proxied:
             doc = json.loads(body) if body else None
         except ValueError:
             raise Bad("the request body is not JSON") from None
+        except RecursionError:
+            raise Bad("the request body is nested too deeply") from None
         model = doc.get("model") if isinstance(doc, dict) else None
         if not isinstance(model, str) or not model:
             raise Bad("the request body has no `model`; GET /v1/models lists them")
+        if not valid_text(model):
+            raise Bad("`model` is not valid Unicode (a lone surrogate)")
         return model, scope["path"]
 
 
@@ -147,20 +147,28 @@ def model_entry(view: ModelView, created: int) -> dict[str, Any]:
 
 
 class KeyCheck:
-    """Bearer or x-api-key against the gateway's keys; /health stays open."""
+    """Bearer or x-api-key against the gateway's keys; /health stays open. Wrong keys
+    are counted per address by `guard`, which answers 429 to an address past its limit."""
 
-    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
-        self.app, self.gateway = app, gateway
+    def __init__(self, app: ASGIApp, gateway: Gateway, guard: KeyGuard | None = None) -> None:
+        self.app, self.gateway, self.guard = app, gateway, guard or KeyGuard()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         keys = self.gateway.settings().api_keys
         if scope["type"] == "http" and keys and scope["path"] not in OPEN_PATHS:
+            path = scope["path"]
+            if (wait := self.guard.blocked(scope)) is not None:
+                await refuse(send, path, 429, "rate_limited", "too many wrong keys; wait", wait)
+                return
             auth = header(scope, b"authorization") or ""
             given = header(scope, b"x-api-key") or auth.removeprefix("Bearer ").strip()
-            if not any(hmac.compare_digest(given.encode(), k.encode()) for k in keys):
-                exc = GatewayError("a valid API key is required (Bearer or x-api-key)")
-                exc.status, exc.code = 401, "invalid_api_key"
-                await send_error(send, exc)
+            ok = False
+            for k in keys:  # every key compared, in constant time: no timing says which
+                ok |= hmac.compare_digest(given.encode(), k.encode())
+            if not ok:
+                self.guard.failed(scope, bool(given))
+                message = "a valid API key is required (Bearer or x-api-key)"
+                await refuse(send, path, 401, "invalid_api_key", message)
                 return
         await self.app(scope, receive, send)
 

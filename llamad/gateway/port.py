@@ -6,6 +6,7 @@ routes on the gateway's app with `app.build_app(gateway, extra_routes, pool=...)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -66,14 +67,26 @@ class UnknownModel(GatewayError):
         self.name, self.known = name, known
 
 
+# An absolute (or ~) path: what a client is told keeps only its last part.
+_PATH = re.compile(r"(?<![\w.:/~-])~?/(?:[^\s/'\"():,|]*/)+([^\s/'\"():,|]*)")
+
+
+def without_paths(text: str) -> str:
+    """`text` with each file path cut to its name: llama-server's last words name the
+    model's full path (and so the user's home), which clients have no need of. The log
+    keeps them whole."""
+    return _PATH.sub(lambda m: m.group(1) or "...", text)
+
+
 class LoadFailed(GatewayError):
-    """The model could not be started; `reason` holds llama-server's last words."""
+    """The model could not be started; `reason` holds llama-server's last words (the
+    message, for clients, holds them without file paths)."""
 
     code = "load_failed"
     retry_after = 5.0
 
     def __init__(self, name: str, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(f"model {name!r} failed to load: {reason}")
+        super().__init__(f"model {name!r} failed to load: {without_paths(reason)}")
         self.reason = reason
         if retry_after is not None:
             self.retry_after = retry_after
@@ -109,6 +122,9 @@ class Unavailable(GatewayError):
     instance a person stopped, or one being removed)."""
 
     retry_after = 5.0
+
+    def __init__(self, message: str) -> None:
+        super().__init__(without_paths(message))  # the instance's last words, for clients
 
 
 class UpstreamError(GatewayError):

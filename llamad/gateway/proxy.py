@@ -26,7 +26,13 @@ _DROP_UP = {
     b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length",
     b"authorization", b"x-api-key", b"expect",
 }  # fmt: skip
-_DROP_DOWN = {b"connection", b"keep-alive", b"transfer-encoding", b"date", b"server"}
+# llama-server reflects any Origin back: the gateway answers CORS itself (origin.py).
+_DROP_DOWN = {
+    b"connection", b"keep-alive", b"transfer-encoding", b"date", b"server",
+    b"access-control-allow-origin", b"access-control-allow-credentials",
+    b"access-control-allow-headers", b"access-control-allow-methods",
+    b"access-control-expose-headers", b"access-control-max-age",
+}  # fmt: skip
 # What a path may hold as it is: the rest is percent-encoded for the request line.
 _PATH_SAFE = "/:@!$&'()*+,;=-._~%"
 

@@ -98,6 +98,8 @@ class Reloader:
                 report["rolling_restart"] = rolling
                 self._start_rolling(rolling)
             log.info("config.reloaded", path=str(new.path), **report)
+            for line in new.warnings:
+                log.warning("config.warning", path=str(new.path), warning=line)
             return report
 
     def _start_rolling(self, names: list[str]) -> None:

@@ -167,3 +167,35 @@ def test_a_log_file_not_opened_for_appending_is_left_alone(tmp_path: Path) -> No
             structlog.get_logger("llamad.test").info("rotation.checked", n=n)
     assert path.stat().st_size > 2000
     assert list(tmp_path.iterdir()) == [path]
+
+
+def _fail_holding(secret: str) -> None:
+    prompt = f"tell me about {secret}"  # a frame local, as a request's body or key is
+    raise ValueError(f"boom ({len(prompt)})")
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_tracebacks_carry_no_frame_locals(fmt: str, restored: None) -> None:
+    """A traceback says where it failed, never with what: no key or prompt in a local."""
+    stream = io.StringIO()
+    configure("info", fmt, stream)
+    secret = "-".join(["sk", "the", "gateway", "key"])  # not in the source a traceback shows
+    try:
+        _fail_holding(secret)
+    except ValueError:
+        structlog.get_logger("llamad.test").exception("ollama.request_failed", error="ValueError")
+    text = stream.getvalue()
+    assert "_fail_holding" in text
+    assert "boom (" in text
+    assert "sk-the-gateway-key" not in text
+
+
+def test_request_tracebacks_are_rate_limited_per_kind(json_log: io.StringIO) -> None:
+    log = structlog.get_logger("llamad.test")
+    for error in ("KeyError", "KeyError", "KeyError", "TypeError"):
+        try:
+            raise RuntimeError(error)
+        except RuntimeError:
+            log.exception("ollama.request_failed", method="POST", path="/api/chat", error=error)
+    lines = [json.loads(ln) for ln in json_log.getvalue().splitlines()]
+    assert [ln["error"] for ln in lines] == ["KeyError", "TypeError"]

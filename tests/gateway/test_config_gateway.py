@@ -82,6 +82,20 @@ def test_gateway_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
             ("max_queue = 8", "max_queu = 8"),
             "llamad.toml:7: gateway: unknown key 'max_queu' (did you mean max_queue?)",
         ),
+        (
+            ('aliases = ["gpt-4o-mini", "a2"]', 'aliases = ["b:latest"]'),
+            "llamad.toml:12: instances.a.aliases: model name 'b:latest' is instances.b "
+            "(Ollama reads NAME:latest as NAME)",
+        ),
+        (
+            ('listen = "127.0.0.1:18999"', 'listen = "0.0.0.0:18999"'),
+            "llamad.toml:3: gateway.listen: 0.0.0.0:18999 is reachable beyond this machine "
+            "and the gateway has no api_key_file",
+        ),
+        (
+            ("max_queue = 8", 'max_queue = 8\nallowed_origins = ["http://x/path"]'),
+            "llamad.toml:8: gateway.allowed_origins: must be",
+        ),
     ],
     ids=[
         "alias is an instance",
@@ -92,6 +106,9 @@ def test_gateway_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
         "max_body",
         "instance max_body",
         "typo",
+        "alias takes an Ollama name",
+        "keyless beyond loopback",
+        "origin with a path",
     ],
 )
 def test_gateway_config_errors_are_one_line(
@@ -129,3 +146,41 @@ def test_body_limits_resolve(tmp_path: Path, tiny_model: Path) -> None:
     b = resolved.instances["b"]
     assert (resolved.instances["a"].max_body, b.max_body) == (None, 64 * 2**20)
     assert b.launch == b.__class__(**{**b.__dict__, "max_body": None}).launch
+
+
+def test_keyless_remote_can_be_allowed(tmp_path: Path, tiny_model: Path) -> None:
+    path = tmp_path / "llamad.toml"
+    text = GOOD.replace("{m}", str(tiny_model)).replace('"127.0.0.1:18999"', '"[::]:18999"')
+    path.write_text(text.replace("max_queue = 8", "max_queue = 8\nallow_keyless_remote = true"))
+    assert check(path) == []
+
+
+def test_a_short_gateway_key_is_refused_without_showing_it(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    key = tmp_path / "gw.key"
+    key.write_text("sesame-123\n")
+    key.chmod(0o600)
+    path = tmp_path / "llamad.toml"
+    text = GOOD.replace("{m}", str(tiny_model))
+    path.write_text(text.replace("max_queue = 8", f'max_queue = 8\napi_key_file = "{key}"'))
+    (line,) = check(path)
+    assert line.startswith(f"{path}:8: gateway.api_key_file: the token in {key} is 10 characters")
+    assert "at least 16" in line
+    assert "sesame" not in line
+
+
+def test_keyless_gateway_before_a_keyed_instance_is_a_warning(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    path = tmp_path / "llamad.toml"
+    text = GOOD.replace("{m}", str(tiny_model))
+    path.write_text(
+        text.replace("port = 18997", 'port = 18997\napi_key = "instance-key-0123456789"')
+    )
+    warnings: list[str] = []
+    assert check(path, warnings) == []
+    assert warnings == [
+        f"{path}:17: instances.b.api_key: the gateway has no api_key_file, so its clients "
+        "use this instance without its key"
+    ]

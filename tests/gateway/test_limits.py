@@ -39,7 +39,14 @@ def nofile(limit: int) -> Callable[[], None]:
 
 @pytest.fixture
 def gw(tiny_model: Path) -> Iterator[Gw]:
-    with gateway(tiny_model, {"a": TINY}, preexec_fn=nofile(512), request_timeout=DEADLINE) as g:
+    # The flood's request heads say `Host: x`.
+    with gateway(
+        tiny_model,
+        {"a": TINY},
+        preexec_fn=nofile(512),
+        request_timeout=DEADLINE,
+        allowed_hosts=["x"],
+    ) as g:
         yield g
 
 

@@ -66,6 +66,11 @@ def test_a_model_that_fails_to_load_answers_503_with_the_reason(
         assert error["code"] == "load_failed"
         assert "failed to load" in error["message"]
         assert "last output" in error["message"]  # llama-server's own words
+        # ...without the model's path (a user's home, say): that stays in the log.
+        assert "broken.gguf" in error["message"]
+        assert str(tmp_path) not in error["message"]
+        (failed,) = gw.ld.events("gateway.load_failed", model="broken")
+        assert str(broken) in failed["reason"]
         wait_for(lambda: gw.state("broken") == "stopped", 10, "broken stopped, not retrying")
         assert httpx.post(f"{gw.base}/v1/chat/completions", json=chat("tiny")).status_code == 200
 

@@ -49,8 +49,13 @@ class Endpoint:
             response = await self.handler(request, leases)
         except OllamaError as exc:
             response = error_response(exc.status, exc.message, exc.retry_after)
-        except Exception:
-            log.exception("ollama.request_failed", method=request.method, path=request.url.path)
+        except RecursionError:
+            # Nested deeper than our JSON handling goes: the client's doing, not a bug.
+            response = error_response(400, "the request body is nested too deeply")
+        except Exception as exc:
+            path = request.url.path
+            error = type(exc).__name__  # one traceback per kind per interval (logs.py)
+            log.exception("ollama.request_failed", method=request.method, path=path, error=error)
             response = error_response(500, "internal error in llamad's Ollama API; see its log")
         await response(request.scope, _replay(b""), send)
 

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from llamad.gateway.port import GatewayError
+from llamad.gateway.shapes import valid_text
 
 
 class OllamaError(Exception):
@@ -48,6 +49,8 @@ async def read_body(request: Request, *, allow_empty: bool = False) -> dict[str,
         body = json.loads(raw)
     except ValueError as exc:
         raise OllamaError(400, f"invalid JSON in request body: {exc}") from exc
+    except RecursionError:
+        raise OllamaError(400, "invalid JSON in request body: nested too deeply") from None
     if not isinstance(body, dict):
         raise OllamaError(400, "request body must be a JSON object")
     return body
@@ -73,4 +76,6 @@ def model_name(body: dict[str, Any]) -> str:
     name = field(body, "model", str) or field(body, "name", str)
     if not name:
         raise OllamaError(400, "model is required")
+    if not valid_text(name):
+        raise OllamaError(400, "model is not valid Unicode (a lone surrogate)")
     return str(name)
