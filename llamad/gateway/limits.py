@@ -18,15 +18,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from llamad.backends.spec import InstanceSpec
 from llamad.common.limits import Limits, Refused, body_too_large
 from llamad.config.gateway_table import Gateway as Settings
-from llamad.gateway.app import error_body
+from llamad.gateway.families import gateway_shape
 
-
-def gateway_shape(path: str, status: int, code: str, message: str) -> bytes:
-    """A refusal in its API family's shape: Ollama's `{"error": "..."}` under /api, else
-    OpenAI's."""
-    if path == "/api" or path.startswith("/api/"):
-        return json.dumps({"error": message}).encode()
-    return json.dumps(error_body(status, code, message)).encode()
+__all__ = ["BodyLimit", "GatewayLimits", "gateway_shape"]
 
 
 class GatewayLimits:

@@ -17,8 +17,10 @@ from urllib.parse import quote
 from starlette.types import Receive, Scope, Send
 
 from llamad.gateway.answer import Answer
+from llamad.gateway.naming import Renamer
 from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError, Upstream
+from llamad.gateway.upstream_errors import refit
 
 # Hop-by-hop headers, our own framing, and the client's credentials for the gateway.
 _DROP_UP = {
@@ -91,8 +93,11 @@ class Relay:
         path: str,
         body: bytes,
         first_byte: Callable[[int], None],
+        rename: Renamer | None = None,
     ) -> None:
-        """Send the request to `upstream` at `path` and stream the answer back.
+        """Send the request to `upstream` at `path` and stream the answer back, with
+        `rename` applied to each chunk (naming.py) and an error answer refitted to the
+        route's family (upstream_errors.py).
 
         Upstream timeouts: 10 s to connect, none after, so a long generation is never cut.
         """
@@ -106,14 +111,23 @@ class Relay:
             scope["method"], upstream.base_url, target, headers, send_body
         )
         try:
-            await self._answer(send, upstream, answer, first_byte)
+            if answer.status >= 400:
+                await _error(send, scope["path"], answer, first_byte)
+            else:
+                await self._answer(send, upstream, answer, first_byte, rename)
         finally:
             answer.close()
 
     async def _answer(
-        self, send: Send, upstream: Upstream, answer: Answer, first_byte: Callable[[int], None]
+        self,
+        send: Send,
+        upstream: Upstream,
+        answer: Answer,
+        first_byte: Callable[[int], None],
+        rename: Renamer | None,
     ) -> None:
-        out = [(k, v) for k, v in answer.headers if k.lower() not in _DROP_DOWN]
+        drop = _DROP_DOWN if rename is None else _DROP_DOWN | {b"content-length"}
+        out = [(k, v) for k, v in answer.headers if k.lower() not in drop]
         kind = next((v for k, v in answer.headers if k.lower() == b"content-type"), b"")
         sse = kind.split(b";")[0].strip().lower() == b"text/event-stream"
         if sse and not any(k.lower() == b"x-accel-buffering" for k, _ in out):
@@ -122,7 +136,11 @@ class Relay:
         first_byte(answer.status)
         try:
             async for chunk in answer.chunks():
+                if rename is not None:
+                    chunk = rename(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if rename is not None and (held := rename.flush()):
+                await send({"type": "http.response.body", "body": held, "more_body": True})
         except OSError as exc:
             # The instance (or a fleet peer) broke off. A stream ends with an error
             # event, so a client can tell it from a finished answer.
@@ -130,6 +148,22 @@ class Relay:
                 error = _sse_error(upstream, exc)
                 await send({"type": "http.response.body", "body": error, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _error(send: Send, path: str, answer: Answer, first_byte: Callable[[int], None]) -> None:
+    """An error answer (small, read whole) with an honest status in `path`'s family."""
+    complete = True
+    try:
+        raw = await answer.aread()
+    except OSError:
+        raw, complete = b"", False
+    status, body = refit(path, answer.status, raw)
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if body is raw and complete:  # passed through as it came
+        headers = [(k, v) for k, v in answer.headers if k.lower() not in _DROP_DOWN]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    first_byte(status)
+    await send({"type": "http.response.body", "body": body})
 
 
 def _sse_error(upstream: Upstream, exc: Exception) -> bytes:
