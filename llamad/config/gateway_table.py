@@ -74,6 +74,7 @@ class GatewaySettings(BaseModel):
     max_body: str = DEFAULT_MAX_BODY  # an instance's own `max_body` may raise it
     request_timeout: PositiveFloat = 60.0  # head and body, from the head's first byte
     trust_loopback: bool = False  # loopback clients are exempt from the per-address share
+    list_aliases: bool = True  # aliases as entries of their own in /v1/models and /api/tags
 
     @field_validator("max_body")
     @classmethod
@@ -111,6 +112,7 @@ class Gateway:
     max_body: int = 32 * 1024 * 1024
     request_timeout: float = 60.0
     trust_loopback: bool = False
+    list_aliases: bool = True
 
 
 Problem = Callable[[tuple[str, ...], str], None]
@@ -151,6 +153,7 @@ def resolve_gateway(
         max_body=body_size(settings.max_body),
         request_timeout=settings.request_timeout,
         trust_loopback=settings.trust_loopback,
+        list_aliases=settings.list_aliases,
     )
 
 

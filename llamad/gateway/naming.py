@@ -1,0 +1,62 @@
+"""The answer's `model` is the name the client asked for, never a file path.
+
+llama-server names the model in its answers by its alias, which llamad sets to the
+instance's name, so most answers pass through untouched. Only when the client asked by
+another name (an alias of the instance) or the server names it otherwise (mlx pins its
+own) does `Renamer` swap the name in each chunk: a byte replacement of the exact
+`"model":"NAME"` pair, which cannot match inside a JSON string (its quotes would be
+escaped there), so nothing is parsed per chunk.
+"""
+
+from __future__ import annotations
+
+import json
+
+# Compact (llama-server, nlohmann) and Python's default separators (mlx_lm.server).
+_SEPARATORS = (b":", b": ")
+
+
+class Renamer:
+    """Rewrites `"model": served` to `"model": asked` in a stream of chunks."""
+
+    def __init__(self, served: str, asked: str) -> None:
+        key, new = b'"model"', json.dumps(asked).encode()
+        old = json.dumps(served).encode()
+        self.pairs = [(key + sep + old, key + sep + new) for sep in _SEPARATORS]
+        self.longest = max(len(old) for old, _ in self.pairs)
+        self.held = b""
+
+    def __call__(self, chunk: bytes) -> bytes:
+        """`chunk` renamed; a tail that may be the start of a pair split across chunks is
+        held back until the next one (an SSE event ends in a blank line, so in practice
+        nothing is)."""
+        data = self.held + chunk if self.held else chunk
+        for old, new in self.pairs:
+            if old in data:
+                data = data.replace(old, new)
+        keep = self._partial_tail(data)
+        self.held = data[len(data) - keep :] if keep else b""
+        return data[: len(data) - keep] if keep else data
+
+    def flush(self) -> bytes:
+        """What is held back, at the end of the answer."""
+        held, self.held = self.held, b""
+        return held
+
+    def _partial_tail(self, data: bytes) -> int:
+        # The longest suffix of `data` that is a proper prefix of a pair; the quote that
+        # opens the key is the only place a pair can start, so look from the last ones.
+        start = data.rfind(b'"', max(0, len(data) - self.longest))
+        while start != -1:
+            tail = data[start:]
+            if any(old.startswith(tail) and old != tail for old, _ in self.pairs):
+                return len(tail)
+            start = data.rfind(b'"', max(0, len(data) - self.longest), start)
+        return 0
+
+
+def renamer(served: str | None, asked: str) -> Renamer | None:
+    """A `Renamer` when the server's name for the model is not the one asked for."""
+    if served is None or served == asked:
+        return None
+    return Renamer(served, asked)
