@@ -77,7 +77,8 @@ async def _serve(
     listen = f"{cfg.host}:{cfg.port}"
     try:
         async with retrying(background, stop, initial=TASK_RETRY_S, event="gateway.task_failed"):
-            app = build_app(gateway, ollama_routes(gateway, pool), pool=pool)
+            aliases = lambda: gateway.settings().list_aliases  # noqa: E731 (follows reloads)
+            app = build_app(gateway, ollama_routes(gateway, pool, aliases), pool=pool)
             await serve_tcp(
                 BodyLimit(app, bounds, refused),
                 cfg.host,
