@@ -24,6 +24,9 @@ class Renamer:
         old = json.dumps(served).encode()
         self.pairs = [(key + sep + old, key + sep + new) for sep in _SEPARATORS]
         self.longest = max(len(old) for old, _ in self.pairs)
+        # Bytes a pair is made of: a chunk ending in another (an SSE event's blank line,
+        # a JSON body's `}` unless a name holds one) cannot end inside a pair.
+        self.inside = frozenset(b for old, _ in self.pairs for b in old)
         self.held = b""
 
     def __call__(self, chunk: bytes) -> bytes:
@@ -34,7 +37,7 @@ class Renamer:
         for old, new in self.pairs:
             if old in data:
                 data = data.replace(old, new)
-        keep = self._partial_tail(data)
+        keep = self._partial_tail(data) if data and data[-1] in self.inside else 0
         self.held = data[len(data) - keep :] if keep else b""
         return data[: len(data) - keep] if keep else data
 
@@ -44,14 +47,15 @@ class Renamer:
         return held
 
     def _partial_tail(self, data: bytes) -> int:
-        # The longest suffix of `data` that is a proper prefix of a pair; the quote that
-        # opens the key is the only place a pair can start, so look from the last ones.
-        start = data.rfind(b'"', max(0, len(data) - self.longest))
-        while start != -1:
-            tail = data[start:]
-            if any(old.startswith(tail) and old != tail for old, _ in self.pairs):
+        # The longest suffix of `data` that is a proper prefix of a pair. A pair starts
+        # with a quote, so only suffixes that start at one are tried, longest first.
+        low = max(0, len(data) - self.longest + 1)
+        at = data.find(b'"', low)
+        while at != -1:
+            tail = data[at:]
+            if any(old.startswith(tail) for old, _ in self.pairs):
                 return len(tail)
-            start = data.rfind(b'"', max(0, len(data) - self.longest), start)
+            at = data.find(b'"', at + 1)
         return 0
 
 
