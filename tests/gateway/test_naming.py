@@ -9,7 +9,9 @@ import pytest
 from llamad.gateway.jsonmode import enforce
 from llamad.gateway.naming import renamer
 
-CHUNK = b'data: {"id":"x","model":"tiny","choices":[{"delta":{"content":"\\"model\\":\\"tiny\\""}}]}\n\n'
+# The generated text holds what looks like the pair, escaped as JSON strings are.
+CONTENT = b'{"content":"\\"model\\":\\"tiny\\""}'
+CHUNK = b'data: {"id":"x","model":"tiny","choices":[{"delta":' + CONTENT + b"}]}\n\n"
 
 
 def test_the_name_is_replaced_and_text_that_looks_like_it_is_not() -> None:
