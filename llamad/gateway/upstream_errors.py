@@ -30,9 +30,9 @@ def parse(raw: bytes) -> tuple[str, str]:
     return str(err or doc), ""
 
 
-def honest_status(status: int, message: str, kind: str = "") -> int:
+def honest_status(status: int, message: str, etype: str = "") -> int:
     """The status the client should see for llama-server's `status`."""
-    if status == 501 or kind == "not_supported_error":
+    if status == 501 or etype == "not_supported_error":
         return 400  # this instance does not serve it: ask another model
     if status >= 500 and any(m in message for m in _CLIENT_MISTAKES):
         return 400
@@ -41,8 +41,8 @@ def honest_status(status: int, message: str, kind: str = "") -> int:
 
 def refit(path: str, status: int, raw: bytes) -> tuple[int, bytes]:
     """An upstream error answer for the client of `path`: (status, body)."""
-    message, kind = parse(raw)
-    honest = honest_status(status, message, kind)
+    message, etype = parse(raw)
+    honest = honest_status(status, message, etype)
     if honest == status and family(path) == "openai":
         return status, raw
-    return honest, gateway_shape(path, honest, kind or "upstream_error", message)
+    return honest, gateway_shape(path, honest, etype or "upstream_error", message)
