@@ -43,8 +43,8 @@ def tagged(name: str) -> str:
 
 async def header(view: ModelView) -> GGUFMeta | None:
     """The model's GGUF header facts, or None when it has no readable local file."""
-    if view.model_path is None:
-        return None
+    if view.model_path is None or view.model_path.is_dir():
+        return None  # a hub or URL model, or an MLX directory: no GGUF header
     cached = cached_gguf_meta(view.model_path)
     if cached is not None:
         return cached
