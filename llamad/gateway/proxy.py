@@ -9,7 +9,6 @@ upstream connection, so llama-server stops generating.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from urllib.parse import quote
@@ -17,6 +16,7 @@ from urllib.parse import quote
 from starlette.types import Receive, Scope, Send
 
 from llamad.gateway.answer import Answer
+from llamad.gateway.families import family, gateway_shape
 from llamad.gateway.naming import Renamer
 from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError, Upstream
@@ -114,7 +114,7 @@ class Relay:
             if answer.status >= 400:
                 await _error(send, scope["path"], answer, first_byte)
             else:
-                await self._answer(send, upstream, answer, first_byte, rename)
+                await self._answer(send, upstream, answer, first_byte, rename, scope["path"])
         finally:
             answer.close()
 
@@ -125,6 +125,7 @@ class Relay:
         answer: Answer,
         first_byte: Callable[[int], None],
         rename: Renamer | None,
+        path: str,
     ) -> None:
         drop = _DROP_DOWN if rename is None else _DROP_DOWN | {b"content-length"}
         out = [(k, v) for k, v in answer.headers if k.lower() not in drop]
@@ -145,7 +146,7 @@ class Relay:
             # The instance (or a fleet peer) broke off. A stream ends with an error
             # event, so a client can tell it from a finished answer.
             if sse:
-                error = _sse_error(upstream, exc)
+                error = _sse_error(upstream, exc, path)
                 await send({"type": "http.response.body", "body": error, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -166,11 +167,13 @@ async def _error(send: Send, path: str, answer: Answer, first_byte: Callable[[in
     await send({"type": "http.response.body", "body": body})
 
 
-def _sse_error(upstream: Upstream, exc: Exception) -> bytes:
+def _sse_error(upstream: Upstream, exc: Exception, path: str) -> bytes:
     where = f" on {upstream.model.host}" if upstream.model.host else ""
     message = f"model {upstream.model.name!r}{where} broke off: {exc or type(exc).__name__}"
-    error = {"message": message, "type": "server_error", "code": "upstream_error"}
-    return b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
+    data = gateway_shape(path, 502, "upstream_error", message)
+    # Anthropic's clients read an error by its event name; OpenAI's by its data.
+    event = b"event: error\n" if family(path) == "anthropic" else b""
+    return event + b"data: " + data + b"\n\n"
 
 
 def header(scope: Scope, name: bytes) -> str | None:
