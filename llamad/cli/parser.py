@@ -65,6 +65,15 @@ def _fleet_status(args: argparse.Namespace) -> int:
     return fleet_status(args)
 
 
+def _library(name: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        from llamad.cli import library  # only for these commands
+
+        return int(getattr(library, name)(args))
+
+    return run
+
+
 def build_parser(service: bool) -> argparse.ArgumentParser:
     """The llamactl parser; `service` pulls in llamad.service's sub-commands (may raise)."""
     parser = argparse.ArgumentParser(prog="llamactl", description=DESCRIPTION, epilog=exits.EPILOG)
@@ -103,6 +112,11 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME")
     p.add_argument("-n", "--lines", type=int, default=100, metavar="N", help="last N lines (100)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    p = add("models", _library("models"), "list the model library: name, source, size, quant")
+    p.add_argument("--json", action="store_true", help="print the library as JSON")
+    text = "download a model into the library (hf.co/USER/REPO:QUANT, USER/REPO:QUANT, llama3.2)"
+    p = add("pull", _library("pull"), text)
+    p.add_argument("ref", metavar="REF")
     add("validate", commands.validate, "check a config file; needs no running llamad", config_only)
     add("version", commands.version, "print llamactl's version, and llamad's if it is running")
     _fleet(sub, common)

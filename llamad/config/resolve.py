@@ -39,11 +39,13 @@ class Resolver:
 
         return report
 
-    def tools(self, inspect: Callable[[Backend, Path], Tool]) -> dict[str, Tool]:
-        """The executable of every kind the file uses, and only those: a config of
-        rpc-workers alone needs no llama-server."""
+    def tools(
+        self, inspect: Callable[[Backend, Path], Tool], also: frozenset[str] = frozenset()
+    ) -> dict[str, Tool]:
+        """The executable of every kind the file uses (and the kinds in `also`: the
+        library's), and only those: a config of rpc-workers alone needs no llama-server."""
         tools: dict[str, Tool] = {}
-        used = {t.kind for t in self.cfg.instances.values()}
+        used = {t.kind for t in self.cfg.instances.values()} | also
         if self.cfg.defaults:
             used.add(DEFAULT_KIND)  # `[defaults]` holds llama-server keys to check
         for kind in sorted(used & set(BACKENDS)):

@@ -32,6 +32,7 @@ from pydantic_settings import (
 from llamad.backends.registry import DEFAULT_KIND
 from llamad.config.fleet_tables import RemoteSettings
 from llamad.config.gateway_table import GatewaySettings, body_size
+from llamad.config.library_table import LibrarySettings
 from llamad.config.tomlpos import where_is
 from llamad.fleet.table import Fleet, parse_fleet
 
@@ -129,6 +130,7 @@ class ConfigFile(BaseSettings):
     # Peers also serve RPC heads.
     fleet: Fleet = Fleet()
     gateway: GatewaySettings = GatewaySettings()
+    library: LibrarySettings | None = None  # None: on when the gateway listens
 
     @classmethod
     def settings_customise_sources(

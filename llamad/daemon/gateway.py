@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import structlog
 
@@ -21,6 +22,7 @@ from llamad.gateway.limits import BodyLimit, GatewayLimits, gateway_shape
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.pool import Pool
+from llamad.library.pulls import Pulls
 from llamad.supervise.state import DaemonState
 
 log = structlog.get_logger("llamad.gateway")
@@ -36,6 +38,7 @@ def start_gateway(
     metrics: Metrics,
     stop: asyncio.Event,
     me: Identity | None = None,
+    pulls: Pulls | None = None,
 ) -> Gateway:
     """Start the gateway under `guard`; its settings follow reloads (the address needs a
     restart), and a config without `[gateway]` leaves the last one in force. `me` is this
@@ -58,7 +61,8 @@ def start_gateway(
     state.supervisor.draining = gateway.draining
     bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)
     refused = Refusals("gateway", metrics.count_refused)
-    guard.start("gateway", lambda: _serve(gateway, hosts, first, stop, bounds, refused), retry=True)
+    serve = functools.partial(_serve, gateway, hosts, first, stop, bounds, refused, pulls)
+    guard.start("gateway", serve, retry=True)
     return gateway
 
 
@@ -69,6 +73,7 @@ async def _serve(
     stop: asyncio.Event,
     bounds: GatewayLimits,
     refused: Refusals,
+    pulls: Pulls | None = None,
 ) -> None:
     pool = Pool()  # the relay's and Ollama's requests to instances and peers alike
     # The idle ticker and the fleet refresher: one that raises is logged and runs again
@@ -78,7 +83,7 @@ async def _serve(
     try:
         async with retrying(background, stop, initial=TASK_RETRY_S, event="gateway.task_failed"):
             aliases = lambda: gateway.settings().list_aliases  # noqa: E731 (follows reloads)
-            app = build_app(gateway, ollama_routes(gateway, pool, aliases), pool=pool)
+            app = build_app(gateway, ollama_routes(gateway, pool, pulls, aliases), pool=pool)
             await serve_tcp(
                 BodyLimit(app, bounds, refused),
                 cfg.host,

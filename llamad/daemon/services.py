@@ -12,6 +12,7 @@ import socket
 
 from llamad.api.app import create_app
 from llamad.api.controller import DaemonController
+from llamad.api.library import library_routes
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_remote
 from llamad.api.uds import serve_unix
@@ -20,6 +21,7 @@ from llamad.common.limits import Refusals
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.fleet.peers import identity
+from llamad.library.pulls import Pulls
 from llamad.supervise.reload import Reloader
 from llamad.supervise.state import DaemonState
 from llamad.supervise.supervisor import Supervisor
@@ -41,7 +43,8 @@ async def start(
     metrics = Metrics(state)
     state.probes.listen(metrics.observe_probe)
     controller = DaemonController(state, reloader.reload, lambda: metrics.render(client))
-    app = create_app(controller, shutdown=stop)
+    pulls = Pulls(lambda: state.resolved.library, reloader.reload)
+    app = create_app(controller, shutdown=stop, extra_routes=library_routes(state, pulls))
     bound = asyncio.Event()
     # Without its control socket the daemon cannot be managed: that failure ends it.
     control = guard.start(
@@ -60,6 +63,7 @@ async def start(
     await asyncio.wait({waiter, control}, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
     guard.start("reload", lambda: reloader.run(stop), retry=True)
+    guard.start("pulls", lambda: pulls.run(stop), retry=True)
     if (remote := d.remote) is not None:  # fleet: the same app on TCP with tokens, and mDNS
         version = resolved.llama_server_version
         refused = Refusals("remote", metrics.count_refused)
@@ -69,7 +73,7 @@ async def start(
         from llamad.daemon.gateway import start_gateway
 
         me = identity(controller.status())
-        controller.gateway = start_gateway(guard, resolved.gateway, state, metrics, stop, me)
+        controller.gateway = start_gateway(guard, resolved.gateway, state, metrics, stop, me, pulls)
     guard.start("watchdog", lambda: watchdog_loop(notifier, stop), retry=True)
     if notifier.enabled:
         guard.start("sd-status", lambda: _report_counts(notifier, supervisor, stop), retry=True)
