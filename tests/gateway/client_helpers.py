@@ -18,6 +18,8 @@ INSTANCES = {
     "tiny": {"ctx_size": 1024, "n_parallel": 2, "aliases": ["gpt-4o-mini"]},
     "emb": {"ctx_size": 256, "n_parallel": 1, "embeddings": True, "pooling": "mean",
             "on_demand": True, "aliases": ["nomic-embed-text"]},
+    # 128 a slot by the config, which llama-server raises to 256 (its figure wins once up).
+    "pair": {"ctx_size": 256, "n_parallel": 2, "on_demand": True},
 }  # fmt: skip
 PER_REQUEST = 512
 # A 1x1 PNG.

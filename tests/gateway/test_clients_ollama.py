@@ -43,6 +43,7 @@ def listing(c: ollama.Client, gw: Gw) -> None:
         "gpt-4o-mini:latest",
         "emb:latest",
         "nomic-embed-text:latest",
+        "pair:latest",
     }
     assert models["gpt-4o-mini:latest"].digest == models["tiny:latest"].digest
     raw = httpx.get(f"{gw.base}/api/tags", headers=AUTH).json()["models"]
@@ -60,6 +61,10 @@ def show(c: ollama.Client, gw: Gw) -> None:
     assert "embedding" in (emb.capabilities or [])
     assert "num_ctx 256" in (emb.parameters or "")
     assert gw.state("emb") == "stopped"  # show never loads
+    assert "num_ctx 128" in (c.show("pair").parameters or "")  # ctx_size / parallel
+    c.generate("pair", prompt="")  # load it: llama-server's own figure from then on
+    assert "num_ctx 256" in (c.show("pair").parameters or "")
+    assert {m.model: m.context_length for m in c.ps().models}["pair:latest"] == 256
 
 
 def ps(c: ollama.Client, gw: Gw) -> None:

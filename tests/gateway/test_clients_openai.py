@@ -28,7 +28,7 @@ TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "ob
 
 def models(c: openai.OpenAI, gw: Gw) -> None:
     listed = {m.id: m for m in c.models.list().data}
-    assert set(listed) == {"tiny", "gpt-4o-mini", "emb", "nomic-embed-text"}
+    assert set(listed) == {"tiny", "gpt-4o-mini", "emb", "nomic-embed-text", "pair"}
     assert (listed["gpt-4o-mini"].model_extra or {})["llamad"]["alias_of"] == "tiny"
     assert c.models.retrieve("gpt-4o-mini").id == "gpt-4o-mini"
     assert c.models.retrieve("emb").id == "emb"  # never loads it
