@@ -93,7 +93,7 @@ class Proxied:
                             path,
                             up.adapt(sent),
                             first_byte,
-                            renamer(up.model.serving.answer_name, asked),
+                            renamer(up.model, asked, path),
                         ),
                     )
             except GatewayError as exc:

@@ -5,24 +5,26 @@ instance's name, so most answers pass through untouched. Only when the client as
 another name (an alias of the instance) or the server names it otherwise (mlx pins its
 own) does `Renamer` swap the name in each chunk: a byte replacement of the exact
 `"model":"NAME"` pair, which cannot match inside a JSON string (its quotes would be
-escaped there), so nothing is parsed per chunk.
+escaped there), so nothing is parsed per chunk. llama-server's `/props` names the file
+in `model_path`: it says the name asked for there too.
 """
 
 from __future__ import annotations
 
 import json
 
+from llamad.gateway.port import ModelView
+
 # Compact (llama-server, nlohmann) and Python's default separators (mlx_lm.server).
 _SEPARATORS = (b":", b": ")
 
 
 class Renamer:
-    """Rewrites `"model": served` to `"model": asked` in a stream of chunks."""
+    """Rewrites `"KEY": served` to `"KEY": asked` in a stream of chunks."""
 
-    def __init__(self, served: str, asked: str) -> None:
-        key, new = b'"model"', json.dumps(asked).encode()
-        old = json.dumps(served).encode()
-        self.pairs = [(key + sep + old, key + sep + new) for sep in _SEPARATORS]
+    def __init__(self, served: str, asked: str, key: str = "model") -> None:
+        name, old, new = (json.dumps(text).encode() for text in (key, served, asked))
+        self.pairs = [(name + sep + old, name + sep + new) for sep in _SEPARATORS]
         self.longest = max(len(old) for old, _ in self.pairs)
         # Bytes a pair is made of: a chunk ending in another (an SSE event's blank line,
         # a JSON body's `}` unless a name holds one) cannot end inside a pair.
@@ -59,8 +61,12 @@ class Renamer:
         return 0
 
 
-def renamer(served: str | None, asked: str) -> Renamer | None:
-    """A `Renamer` when the server's name for the model is not the one asked for."""
+def renamer(view: ModelView, asked: str, path: str) -> Renamer | None:
+    """What the answer to `path` needs renamed, if anything: the model's name when its
+    server gives another than the one asked for, and `/props`' file."""
+    if path == "/props" and view.model_path is not None:
+        return Renamer(str(view.model_path), asked, key="model_path")
+    served = view.serving.answer_name
     if served is None or served == asked:
         return None
     return Renamer(served, asked)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from llamad.backends.serving import Serving
 from llamad.gateway.jsonmode import enforce
-from llamad.gateway.naming import renamer
+from llamad.gateway.naming import Renamer, renamer
+from llamad.gateway.port import ModelView
 
 # The generated text holds what looks like the pair, escaped as JSON strings are.
 CONTENT = b'{"content":"\\"model\\":\\"tiny\\""}'
@@ -15,8 +19,7 @@ CHUNK = b'data: {"id":"x","model":"tiny","choices":[{"delta":' + CONTENT + b"}]}
 
 
 def test_the_name_is_replaced_and_text_that_looks_like_it_is_not() -> None:
-    rename = renamer("tiny", "gpt-4o-mini")
-    assert rename is not None
+    rename = Renamer("tiny", "gpt-4o-mini")
     out = json.loads(rename(CHUNK)[6:])
     assert out["model"] == "gpt-4o-mini"
     assert out["choices"][0]["delta"]["content"] == '"model":"tiny"'
@@ -26,15 +29,26 @@ def test_the_name_is_replaced_and_text_that_looks_like_it_is_not() -> None:
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13])
 def test_a_pair_split_across_chunks_is_renamed(size: int) -> None:
     body = b'{"a":1,"model": "default_model","b":[]}'
-    rename = renamer("default_model", "m")
-    assert rename is not None
+    rename = Renamer("default_model", "m")
     out = b"".join(rename(body[i : i + size]) for i in range(0, len(body), size))
     assert json.loads(out + rename.flush()) == {"a": 1, "model": "m", "b": []}
 
 
+def view(answer_name: str | None, path: Path | None = None) -> ModelView:
+    base = ModelView("tiny", (), path, "running", True, False, 0, None, None, None, False)
+    return replace(base, serving=Serving(answer_name=answer_name))
+
+
 def test_nothing_to_rename_when_the_server_says_the_name_asked() -> None:
-    assert renamer("tiny", "tiny") is None
-    assert renamer(None, "tiny") is None
+    assert renamer(view("tiny"), "tiny", "/v1/chat/completions") is None
+    assert renamer(view(None), "tiny", "/v1/chat/completions") is None  # a fleet peer
+    assert renamer(view("tiny"), "gpt-4o-mini", "/v1/completions") is not None
+
+
+def test_props_name_no_file() -> None:
+    rename = renamer(view("tiny", Path("/m/tiny.gguf")), "tiny", "/props")
+    assert rename is not None
+    assert rename(b'{"model_path":"/m/tiny.gguf","n":1}\n') == b'{"model_path":"tiny","n":1}\n'
 
 
 def test_json_mode_gets_the_smallest_enforced_schema() -> None:

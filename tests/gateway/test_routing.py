@@ -56,6 +56,7 @@ def test_models_health_props_and_upstream(tiny_model: Path) -> None:
         props = httpx.get(f"{gw.base}/props", params={"model": "tiny"})
         assert props.status_code == 200
         assert "default_generation_settings" in props.json()
+        assert str(gw.model) not in props.text  # model_path: the name asked for
         assert httpx.get(f"{gw.base}/props").status_code == 400
         tokens = httpx.post(f"{gw.base}/tokenize", json={"model": "tiny", "content": "ab"})
         assert tokens.status_code == 200
