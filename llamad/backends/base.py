@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from llamad.backends.probes import Health, Prober
+from llamad.backends.serving import Serving
 from llamad.backends.spec import InstanceSpec
 from llamad.lifecycle.states import Knobs
 
@@ -106,4 +107,9 @@ class Backend(Protocol):
 
     def status_extras(self, spec: InstanceSpec) -> dict[str, Any]:
         """Keys the status document adds for this kind (none for a plain llama-server)."""
+        ...
+
+    def serving(self, spec: InstanceSpec) -> Serving:
+        """What the gateway must know of how the model is served (names, capabilities,
+        context per request)."""
         ...

@@ -16,7 +16,9 @@ from llamad.backends.base import ProbeFn, Problem, ResolveContext, Tool
 from llamad.backends.binaries import find_binary
 from llamad.backends.catalog import Catalog, render
 from llamad.backends.catalog_cache import load_catalog
+from llamad.backends.llama_serving import ALIAS_ENV, llama_serving
 from llamad.backends.probes import Prober, server_url
+from llamad.backends.serving import Serving
 from llamad.backends.spec import InstanceSpec
 from llamad.backends.values import is_number, port_number
 from llamad.common.modelfile import model_problem
@@ -88,6 +90,11 @@ class LlamaServer:
         if host.endswith(".sock"):
             problem(("host",), "unix-socket hosts are not supported; use an address")
         _check_args(catalog, base.args, settings, problem)
+        flagged = {o.env for a in base.args if (o := catalog.flag(a.split("=", 1)[0].strip()))}
+        if catalog.lookup(ALIAS_ENV) is not None and ALIAS_ENV not in flagged:
+            # Answers then name the instance, not the GGUF path, and the gateway has
+            # nothing to rewrite unless a client asked by an alias.
+            settings.setdefault(ALIAS_ENV, base.name)
         for key, _ in base.env:
             if key.startswith("LLAMA_"):
                 problem(("env", key), "set llama-server options as instance keys, not in env")
@@ -134,6 +141,10 @@ class LlamaServer:
     def status_extras(self, spec: InstanceSpec) -> dict[str, Any]:
         """A head lists its RPC workers; a plain server adds nothing."""
         return {}
+
+    def serving(self, spec: InstanceSpec) -> Serving:
+        """Read from the instance's LLAMA_* settings."""
+        return llama_serving(dict(spec.settings))
 
 
 def _defaults(catalog: Catalog, ctx: ResolveContext) -> dict[str, str]:

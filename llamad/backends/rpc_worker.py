@@ -15,6 +15,7 @@ from llamad.backends.base import ProbeFn, Problem, ResolveContext, Tool
 from llamad.backends.binaries import find_rpc_server
 from llamad.backends.catalog_cache import version_of
 from llamad.backends.probes import Prober
+from llamad.backends.serving import Serving
 from llamad.backends.spec import InstanceSpec
 from llamad.lifecycle.states import Knobs
 
@@ -70,3 +71,7 @@ class RpcWorker:
     def status_extras(self, spec: InstanceSpec) -> dict[str, Any]:
         """A worker says what it is."""
         return {"kind": self.kind}
+
+    def serving(self, spec: InstanceSpec) -> Serving:
+        """Nothing: a worker serves no model over HTTP."""
+        return Serving()

@@ -79,6 +79,8 @@ class GatewaySettings(BaseModel):
     allowed_hosts: list[str] = []  # more names the Host header may carry ("*": any)
     allow_keyless_remote: bool = False  # a listen beyond loopback without api_key_file
 
+    list_aliases: bool = True  # aliases as entries of their own in /v1/models and /api/tags
+
     @field_validator("allowed_origins")
     @classmethod
     def _origins(cls, value: list[str]) -> list[str]:
@@ -127,6 +129,7 @@ class Gateway:
     trust_loopback: bool = False
     allowed_origins: frozenset[str] = frozenset()  # lower case, no trailing slash
     allowed_hosts: frozenset[str] = frozenset()  # lower case, no port
+    list_aliases: bool = True
 
 
 Problem = Callable[[tuple[str, ...], str], None]
@@ -177,6 +180,7 @@ def resolve_gateway(
         trust_loopback=settings.trust_loopback,
         allowed_origins=frozenset(settings.allowed_origins),
         allowed_hosts=frozenset(settings.allowed_hosts),
+        list_aliases=settings.list_aliases,
     )
 
 

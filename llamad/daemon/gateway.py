@@ -88,7 +88,8 @@ async def _serve(
     listen = f"{cfg.host}:{cfg.port}"
     try:
         async with retrying(background, stop, initial=TASK_RETRY_S, event="gateway.task_failed"):
-            app = build_app(gateway, ollama_routes(gateway, pool, pulls), pool=pool)
+            aliases = lambda: gateway.settings().list_aliases  # noqa: E731 (follows reloads)
+            app = build_app(gateway, ollama_routes(gateway, pool, pulls, aliases), pool=pool)
             await serve_tcp(
                 OriginGuard(BodyLimit(app, bounds, refused), gateway.settings, refused),
                 cfg.host,

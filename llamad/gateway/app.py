@@ -10,18 +10,22 @@ import hmac
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from llamad.gateway import listing
 from llamad.gateway.core import Gateway
+from llamad.gateway.families import gateway_shape
+from llamad.gateway.jsonmode import enforce
 from llamad.gateway.keyguard import KeyGuard
+from llamad.gateway.naming import renamer
 from llamad.gateway.pool import Pool
-from llamad.gateway.port import GatewayError, ModelView
+from llamad.gateway.port import GatewayError, UnknownModel
 from llamad.gateway.proxy import (
     Bad,
     ClientGone,
@@ -32,7 +36,7 @@ from llamad.gateway.proxy import (
     read_body,
 )
 from llamad.gateway.resend import answered
-from llamad.gateway.shapes import error_body, refuse, valid_text
+from llamad.gateway.shapes import refuse, valid_text
 
 # Routed by the body's `model`.
 BODY_ROUTED = (
@@ -41,14 +45,15 @@ BODY_ROUTED = (
     "/completion", "/tokenize", "/detokenize",
 )  # fmt: skip
 OPEN_PATHS = {"/health"}
+OPEN_PROBES = {"/", "/api/version"}
 
 
-async def send_error(send: Send, exc: GatewayError) -> None:
-    """Answer with `exc` in OpenAI's shape, with Retry-After when it has one."""
+async def send_error(send: Send, exc: GatewayError, path: str = "/v1") -> None:
+    """Answer with `exc` in `path`'s family's shape, with Retry-After when it has one."""
     headers = [(b"content-type", b"application/json")]
     if exc.retry_after is not None:
         headers.append((b"retry-after", str(max(1, math.ceil(exc.retry_after))).encode()))
-    body = json.dumps(error_body(exc.status, exc.code, exc.message)).encode()
+    body = gateway_shape(path, exc.status, exc.code, exc.message)
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": exc.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -77,18 +82,25 @@ class Proxied:
             nonlocal model, status
             try:
                 model, path = self._target(scope, body)
+                asked, sent = model, enforce(path, body)
                 async with self.gateway.lease(model) as upstream:
                     model = upstream.model.name
                     await answered(
                         self.gateway,
                         upstream,
                         lambda up: self.relay.relay(
-                            scope, send, up, path, up.adapt(body), first_byte
+                            scope,
+                            send,
+                            up,
+                            path,
+                            up.adapt(sent),
+                            first_byte,
+                            renamer(up.model, asked, path),
                         ),
                     )
             except GatewayError as exc:
                 status = exc.status
-                await send_error(send, exc)
+                await send_error(send, exc, scope["path"])
 
         try:
             await guard(receive, work())
@@ -127,35 +139,18 @@ def _query(scope: Scope) -> dict[str, str]:
     return dict(parse_qsl(scope.get("query_string", b"").decode()))
 
 
-def model_entry(view: ModelView, created: int) -> dict[str, Any]:
-    """One `/v1/models` entry: OpenAI's fields, then llamad's."""
-    return {
-        "id": view.name,
-        "object": "model",
-        "created": created,
-        "owned_by": f"llamad@{view.host}" if view.host else "llamad",
-        "llamad": {
-            "state": view.state,
-            "loaded": view.loaded,
-            "on_demand": view.on_demand,
-            "aliases": list(view.aliases),
-            "idle_timeout": view.idle_timeout,
-            "expires_at": view.expires_at,
-            "size_bytes": view.size_bytes,
-        },
-    }
-
-
 class KeyCheck:
-    """Bearer or x-api-key against the gateway's keys; /health stays open. Wrong keys
-    are counted per address by `guard`, which answers 429 to an address past its limit."""
+    """Bearer or x-api-key against the gateway's keys; /health stays open, and so do the
+    probes Ollama apps send before they know of any key (GET or HEAD of / and
+    /api/version, which say nothing but the version). Wrong keys are counted per address
+    by `guard`, which answers 429 to an address past its limit."""
 
     def __init__(self, app: ASGIApp, gateway: Gateway, guard: KeyGuard | None = None) -> None:
         self.app, self.gateway, self.guard = app, gateway, guard or KeyGuard()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         keys = self.gateway.settings().api_keys
-        if scope["type"] == "http" and keys and scope["path"] not in OPEN_PATHS:
+        if scope["type"] == "http" and keys and not _open(scope):
             path = scope["path"]
             if (wait := self.guard.blocked(scope)) is not None:
                 await refuse(send, path, 429, "rate_limited", "too many wrong keys; wait", wait)
@@ -173,6 +168,12 @@ class KeyCheck:
         await self.app(scope, receive, send)
 
 
+def _open(scope: Scope) -> bool:
+    if scope["path"] in OPEN_PATHS:
+        return True
+    return scope["path"] in OPEN_PROBES and scope["method"] in ("GET", "HEAD")
+
+
 def build_app(
     gateway: Gateway,
     extra_routes: Sequence[BaseRoute] = (),
@@ -184,8 +185,16 @@ def build_app(
     relay = Relay(pool)
 
     async def models(request: Request) -> Response:
-        data = [model_entry(v, gateway.created) for v in gateway.models()]
-        return JSONResponse({"object": "list", "data": data})
+        aliases = gateway.settings().list_aliases
+        return JSONResponse(listing.models(gateway, gateway.created, aliases))
+
+    async def model(request: Request) -> Response:
+        name = request.path_params["model"]
+        found = listing.model(gateway, gateway.created, name)
+        if found is None:
+            known = [v.name for v in gateway.models()]
+            raise HTTPException(404, UnknownModel(name, known).message)
+        return JSONResponse(found)
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -193,8 +202,22 @@ def build_app(
     routes: list[BaseRoute] = [
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model:path}", model, methods=["GET"]),
         Route("/props", Proxied(gateway, relay, "query"), methods=["GET"]),
         Route("/upstream/{model}/{path:path}", Proxied(gateway, relay, "path")),
     ]
     routes += [Route(p, Proxied(gateway, relay, "body"), methods=["POST"]) for p in BODY_ROUTED]
-    return KeyCheck(Starlette(routes=[*routes, *extra_routes]), gateway)
+    handlers = {HTTPException: not_found}
+    return KeyCheck(
+        Starlette(routes=[*routes, *extra_routes], exception_handlers=handlers), gateway
+    )
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    """An unknown route, a wrong method or an unknown model, in the path's family's shape."""
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
+    if request.url.path.startswith("/v1/models/"):
+        code = "model_not_found"
+    body = gateway_shape(request.url.path, exc.status_code, code, exc.detail)
+    return Response(body, exc.status_code, exc.headers, media_type="application/json")

@@ -128,6 +128,13 @@ class Gateway:
             raise UnknownModel(name, self.router.names())
         await self.sched.unload(facts.name)
 
+    def running(self, name: str) -> Upstream | None:
+        """Where this host's model serves now, unleased (`GatewayPort.running`)."""
+        facts = self.router.find(name)
+        if facts is None or facts.state is not State.RUNNING:
+            return None
+        return self._upstream(facts)
+
     def _fleet_models(self) -> list[tuple[PeerModels, RemoteModel]]:
         return self.fleet.models() if self.fleet and self.settings().fleet else []
 
@@ -165,6 +172,7 @@ class Gateway:
     def _view(self, facts: Facts) -> ModelView:
         spec, settings = facts.spec, dict(facts.spec.settings)
         ctx = settings.get("LLAMA_ARG_CTX_SIZE")
+        serving = backend_for(spec.kind).serving(spec)
         return ModelView(
             name=facts.name,
             aliases=spec.aliases,
@@ -176,7 +184,8 @@ class Gateway:
             expires_at=self.idle.expires_at(facts.name),
             size_bytes=self.sched.size(facts.name),
             ctx_size=int(ctx) if ctx and ctx.isdigit() else None,
-            mmproj=any(k.startswith("LLAMA_ARG_MMPROJ") for k in settings),
+            mmproj=serving.vision,
+            serving=serving,
         )
 
     def status_of(self, name: str) -> dict[str, Any]:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+from llamad.backends.serving import Serving
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,9 @@ class ModelView:
     ctx_size: int | None  # the configured context (LLAMA_ARG_CTX_SIZE) if known
     mmproj: bool  # an mmproj is configured (vision)
     host: str | None = None  # the `[fleet]` peer that serves it; None: this llamad
+    # How its server serves it (answer name, capabilities, context per request); a
+    # fleet peer's is unknown here (its own gateway answers by the name asked).
+    serving: Serving = field(default_factory=Serving)
 
 
 @dataclass(frozen=True)
@@ -167,4 +172,9 @@ class GatewayPort(Protocol):
 
     async def unload(self, name: str) -> None:
         """Stop `name` now (to IDLE), once its in-flight requests have finished."""
+        ...
+
+    def running(self, name: str) -> Upstream | None:
+        """Where this host's model `name` serves now, without leasing it (no load, no
+        idle timer touched); None when no process of it is running."""
         ...

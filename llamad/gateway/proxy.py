@@ -9,7 +9,6 @@ upstream connection, so llama-server stops generating.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from urllib.parse import quote
@@ -17,8 +16,11 @@ from urllib.parse import quote
 from starlette.types import Receive, Scope, Send
 
 from llamad.gateway.answer import Answer
+from llamad.gateway.families import family, gateway_shape
+from llamad.gateway.naming import Renamer
 from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError, Upstream
+from llamad.gateway.upstream_errors import refit
 
 # Hop-by-hop headers, our own framing, and the client's credentials for the gateway.
 _DROP_UP = {
@@ -97,8 +99,11 @@ class Relay:
         path: str,
         body: bytes,
         first_byte: Callable[[int], None],
+        rename: Renamer | None = None,
     ) -> None:
-        """Send the request to `upstream` at `path` and stream the answer back.
+        """Send the request to `upstream` at `path` and stream the answer back, with
+        `rename` applied to each chunk (naming.py) and an error answer refitted to the
+        route's family (upstream_errors.py).
 
         Upstream timeouts: 10 s to connect, none after, so a long generation is never cut.
         """
@@ -112,14 +117,24 @@ class Relay:
             scope["method"], upstream.base_url, target, headers, send_body
         )
         try:
-            await self._answer(send, upstream, answer, first_byte)
+            if answer.status >= 400:
+                await _error(send, scope["path"], answer, first_byte)
+            else:
+                await self._answer(send, upstream, answer, first_byte, rename, scope["path"])
         finally:
             answer.close()
 
     async def _answer(
-        self, send: Send, upstream: Upstream, answer: Answer, first_byte: Callable[[int], None]
+        self,
+        send: Send,
+        upstream: Upstream,
+        answer: Answer,
+        first_byte: Callable[[int], None],
+        rename: Renamer | None,
+        path: str,
     ) -> None:
-        out = [(k, v) for k, v in answer.headers if k.lower() not in _DROP_DOWN]
+        drop = _DROP_DOWN if rename is None else _DROP_DOWN | {b"content-length"}
+        out = [(k, v) for k, v in answer.headers if k.lower() not in drop]
         kind = next((v for k, v in answer.headers if k.lower() == b"content-type"), b"")
         sse = kind.split(b";")[0].strip().lower() == b"text/event-stream"
         if sse and not any(k.lower() == b"x-accel-buffering" for k, _ in out):
@@ -128,21 +143,43 @@ class Relay:
         first_byte(answer.status)
         try:
             async for chunk in answer.chunks():
+                if rename is not None:
+                    chunk = rename(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if rename is not None and (held := rename.flush()):
+                await send({"type": "http.response.body", "body": held, "more_body": True})
         except OSError as exc:
             # The instance (or a fleet peer) broke off. A stream ends with an error
             # event, so a client can tell it from a finished answer.
             if sse:
-                error = _sse_error(upstream, exc)
+                error = _sse_error(upstream, exc, path)
                 await send({"type": "http.response.body", "body": error, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def _sse_error(upstream: Upstream, exc: Exception) -> bytes:
+async def _error(send: Send, path: str, answer: Answer, first_byte: Callable[[int], None]) -> None:
+    """An error answer (small, read whole) with an honest status in `path`'s family."""
+    complete = True
+    try:
+        raw = await answer.aread()
+    except OSError:
+        raw, complete = b"", False
+    status, body = refit(path, answer.status, raw)
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if body is raw and complete:  # passed through as it came
+        headers = [(k, v) for k, v in answer.headers if k.lower() not in _DROP_DOWN]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    first_byte(status)
+    await send({"type": "http.response.body", "body": body})
+
+
+def _sse_error(upstream: Upstream, exc: Exception, path: str) -> bytes:
     where = f" on {upstream.model.host}" if upstream.model.host else ""
     message = f"model {upstream.model.name!r}{where} broke off: {exc or type(exc).__name__}"
-    error = {"message": message, "type": "server_error", "code": "upstream_error"}
-    return b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
+    data = gateway_shape(path, 502, "upstream_error", message)
+    # Anthropic's clients read an error by its event name; OpenAI's by its data.
+    event = b"event: error\n" if family(path) == "anthropic" else b""
+    return event + b"data: " + data + b"\n\n"
 
 
 def header(scope: Scope, name: bytes) -> str | None:

@@ -1,33 +1,14 @@
-"""The gateway's two error shapes: OpenAI's error object, and Ollama's `{"error": "..."}`
-under `/api`. A refusal made before any route runs (a limit, an origin, a key) is given in
-the shape of the family its path belongs to, so each client can read it."""
+"""Refusals the gateway writes itself, before any route runs (a limit, an origin, a key),
+in the shape of the family their path belongs to (`families.py`), so each client can read
+them; and a check that text can be written at all."""
 
 from __future__ import annotations
 
-import json
 import math
-from typing import Any
 
 from starlette.types import Send
 
-
-def error_body(status: int, code: str, message: str) -> dict[str, Any]:
-    """OpenAI's error shape."""
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
-
-
-def is_ollama(path: str) -> bool:
-    """`path` is one of the Ollama routes (or would be)."""
-    return path == "/api" or path.startswith("/api/")
-
-
-def gateway_shape(path: str, status: int, code: str, message: str) -> bytes:
-    """A refusal in its API family's shape: Ollama's `{"error": "..."}` under /api, else
-    OpenAI's."""
-    if is_ollama(path):
-        return json.dumps({"error": message}).encode()
-    return json.dumps(error_body(status, code, message)).encode()
+from llamad.gateway.families import gateway_shape
 
 
 async def refuse(

@@ -60,12 +60,14 @@ def test_a_model_only_on_b_is_served_through_a(fleet: tuple[Host, Host]) -> None
         model="bonly", messages=[{"role": "user", "content": "hi"}], max_tokens=3
     )
     assert reply.choices[0].message.content is not None
+    assert reply.model == "bonly"  # B's gateway answers by the name asked, never a path
     chunks = list(
         client.chat.completions.create(
             model="bonly", messages=[{"role": "user", "content": "hi"}], max_tokens=3, stream=True
         )
     )
     assert chunks
+    assert {c.model for c in chunks} == {"bonly"}
     assert chunks[-1].choices[0].finish_reason is not None
     # Without B's key, B's own gateway refuses: A added it.
     direct = httpx.post(f"{b.gateway}/v1/chat/completions", json={"model": "bonly"}, timeout=5)

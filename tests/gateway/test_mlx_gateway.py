@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -33,11 +34,16 @@ def test_openai_client_through_the_gateway_pins_the_model(tiny_mlx_model: Path) 
             model="q", messages=[{"role": "user", "content": "hi"}], max_tokens=2
         )
         assert reply.choices[0].finish_reason == "length"
+        assert reply.model == "q"  # the name asked, not the server's pinned one
         stream = client.chat.completions.create(
             model="qm", messages=[{"role": "user", "content": "hi"}], max_tokens=3, stream=True
         )
         chunks = list(stream)
         assert chunks[-1].choices[0].finish_reason == "length"
+        assert {c.model for c in chunks} == {"qm"}
+        shown = httpx.post(f"{base}/api/show", json={"model": "qm"}, timeout=10).json()
+        assert "completion" in shown["capabilities"]
+        assert str(tiny_mlx_model) not in json.dumps(shown)
         weights = sum(p.stat().st_size for p in tiny_mlx_model.glob("*.safetensors"))
         assert ld.instance("qm")["gateway"]["estimate_bytes"] == weights
         # Sent straight to the server, the alias is a model it tries (and fails) to load.

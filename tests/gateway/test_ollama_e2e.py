@@ -14,7 +14,8 @@ def test_ollama_client_through_the_daemons_gateway(tiny_model: Path) -> None:
     instances = {"always": {**TINY, "aliases": ["al"]}, "lazy": {**TINY, "on_demand": True}}
     with gateway(tiny_model, instances) as gw, ollama.Client(host=gw.base, timeout=30) as client:
         assert httpx.get(gw.base + "/api/version").json()["version"]
-        assert sorted(m.model for m in client.list().models) == ["always:latest", "lazy:latest"]
+        listed = sorted(m.model for m in client.list().models)
+        assert listed == ["al:latest", "always:latest", "lazy:latest"]
         info = client.show("al:latest").modelinfo or {}
         assert info["general.architecture"] == "llama"
         messages = [{"role": "user", "content": "hi"}]

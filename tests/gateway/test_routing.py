@@ -18,6 +18,7 @@ def test_openai_client_streaming_and_not(tiny_model: Path) -> None:
             model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], max_tokens=4
         )
         assert reply.choices[0].finish_reason == "length"
+        assert reply.model == "gpt-4o-mini"  # the name asked for, not the instance's
         stream = client.chat.completions.create(
             model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=8, stream=True
         )
@@ -25,7 +26,7 @@ def test_openai_client_streaming_and_not(tiny_model: Path) -> None:
         assert chunks[-1].choices == [] or chunks[-1].choices[0].finish_reason == "length"
         assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) >= 1
         listed = client.models.list()
-        assert [m.id for m in listed.data] == ["tiny"]
+        assert [m.id for m in listed.data] == ["tiny", "gpt-4o-mini"]
         with pytest.raises(openai.NotFoundError) as info:
             client.chat.completions.create(model="nope", messages=[], max_tokens=1)
         assert "tiny, gpt-4o-mini" in str(info.value)
@@ -55,6 +56,7 @@ def test_models_health_props_and_upstream(tiny_model: Path) -> None:
         props = httpx.get(f"{gw.base}/props", params={"model": "tiny"})
         assert props.status_code == 200
         assert "default_generation_settings" in props.json()
+        assert str(gw.model) not in props.text  # model_path: the name asked for
         assert httpx.get(f"{gw.base}/props").status_code == 400
         tokens = httpx.post(f"{gw.base}/tokenize", json={"model": "tiny", "content": "ab"})
         assert tokens.status_code == 200

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from llamad.backends.base import ProbeFn, Problem, ResolveContext, Tool
-from llamad.backends.mlx.model import WEIGHTS, hub_cache, pin_model, resolve_model
+from llamad.backends.mlx.model import DEFAULT_MODEL, WEIGHTS, hub_cache, pin_model, resolve_model
 from llamad.backends.mlx.options import RESERVED, MlxOptions, render_flag
 from llamad.backends.mlx.probe import DeepProbe
 from llamad.backends.mlx.tool import find_server, load_options
 from llamad.backends.probes import Prober
+from llamad.backends.serving import Serving
 from llamad.backends.spec import InstanceSpec
 from llamad.backends.values import is_number, port_number
 from llamad.common.hosts import is_loopback
@@ -123,6 +124,15 @@ class Mlx:
             with contextlib.suppress(OSError):
                 size += path.stat().st_size
         return {"kind": KIND, "model_bytes": size}
+
+    def serving(self, spec: InstanceSpec) -> Serving:
+        """Answers name the pinned model; the template is the model directory's own."""
+        template = None
+        if spec.model is not None:
+            # transformers reads chat_template.jinja first, then tokenizer_config.json.
+            files = [spec.model / "chat_template.jinja", spec.model / "tokenizer_config.json"]
+            template = next((f for f in files if f.is_file()), None)
+        return Serving(answer_name=DEFAULT_MODEL, template_file=template)
 
 
 def _flags(

@@ -36,12 +36,10 @@ def chat_renderer(model: str) -> Render:
             message["thinking"] = piece.thinking
         if piece.tool_calls:
             message["tool_calls"] = piece.tool_calls
-        return {
-            "model": model,
-            "created_at": rfc3339(time.time()),
-            "message": message,
-            "done": done,
-        }
+        out = {"model": model, "created_at": rfc3339(time.time()), "message": message, "done": done}
+        if piece.logprobs:
+            out["logprobs"] = piece.logprobs
+        return out
 
     return render
 
@@ -58,6 +56,8 @@ def generate_renderer(model: str) -> Render:
         }
         if piece.thinking:
             out["thinking"] = piece.thinking
+        if piece.logprobs:
+            out["logprobs"] = piece.logprobs
         return out
 
     return render

@@ -23,6 +23,7 @@ from llamad.backends.gguf_meta import (
     parameter_size,
     read_gguf_meta,
 )
+from llamad.gateway import capabilities
 from llamad.gateway.ollama.durations import NEVER, rfc3339
 from llamad.gateway.ollama.port import ModelView
 
@@ -42,8 +43,8 @@ def tagged(name: str) -> str:
 
 async def header(view: ModelView) -> GGUFMeta | None:
     """The model's GGUF header facts, or None when it has no readable local file."""
-    if view.model_path is None:
-        return None
+    if view.model_path is None or view.model_path.is_dir():
+        return None  # a hub or URL model, or an MLX directory: no GGUF header
     cached = cached_gguf_meta(view.model_path)
     if cached is not None:
         return cached
@@ -116,10 +117,13 @@ def _modified_at(view: ModelView) -> str:
     return rfc3339(st.st_mtime_ns / 1e9 if st is not None else 0.0)
 
 
-def tag_entry(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
-    """One model of /api/tags."""
-    name = tagged(view.name)
-    entry = {
+def tag_entry(
+    view: ModelView, meta: GGUFMeta | None, listed: str | None = None, alias_of: str | None = None
+) -> dict[str, Any]:
+    """One model of /api/tags: `view` under its own name, or `listed` (an alias of the
+    instance `alias_of`, which then says so)."""
+    name = tagged(listed or view.name)
+    entry: dict[str, Any] = {
         "name": name,
         "model": name,
         "modified_at": _modified_at(view),
@@ -129,11 +133,13 @@ def tag_entry(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
     }
     if view.host:  # a `[fleet]` peer serves it (`[gateway] fleet = true`)
         entry["host"] = view.host
+    if alias_of:
+        entry["llamad"] = {"alias_of": tagged(alias_of)}
     return entry
 
 
-def ps_entry(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
-    """One loaded model of /api/ps."""
+def ps_entry(view: ModelView, meta: GGUFMeta | None, num_ctx: int | None) -> dict[str, Any]:
+    """One loaded model of /api/ps; `num_ctx` is the context each request gets."""
     name = tagged(view.name)
     size = view.size_bytes or _file_size(view)
     return {
@@ -145,31 +151,13 @@ def ps_entry(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
         "digest": digest(view),
         "details": details(meta),
         "expires_at": rfc3339(view.expires_at if view.expires_at is not None else NEVER),
-        "context_length": view.ctx_size or (meta.context_length if meta else 0) or 0,
+        "context_length": num_ctx or 0,
     }
 
 
-def capabilities(view: ModelView, meta: GGUFMeta | None) -> list[str]:
-    """What the model can do, in Ollama's words."""
-    caps = []
-    embedding_only = meta is not None and meta.pooling_type is not None and not meta.chat_template
-    if not embedding_only:
-        caps.append("completion")
-    if meta is not None and meta.chat_template and "tools" in meta.chat_template:
-        caps.append("tools")
-    if meta is not None and meta.pooling_type is not None:
-        caps.append("embedding")
-    if view.mmproj:
-        caps.append("vision")
-    if meta is not None and meta.has_fim:
-        caps.append("insert")
-    return caps
-
-
-def _parameters(view: ModelView, meta: GGUFMeta | None) -> str:
+def _parameters(num_ctx: int | None, meta: GGUFMeta | None) -> str:
     # Ollama prints its Modelfile parameters one per line; Continue reads num_ctx and stop.
     lines = []
-    num_ctx = view.ctx_size or (meta.context_length if meta else None)
     if num_ctx:
         lines.append(f"num_ctx {num_ctx}")
     for stop in meta.stop_tokens if meta else ():
@@ -177,8 +165,8 @@ def _parameters(view: ModelView, meta: GGUFMeta | None) -> str:
     return "\n".join(lines)
 
 
-def _template(meta: GGUFMeta | None) -> str:
-    template = (meta.chat_template if meta else None) or ""
+def _template(view: ModelView, meta: GGUFMeta | None) -> str:
+    template = capabilities.template(view, meta)
     if meta is not None and meta.has_fim:
         # Continue offers fill-in-the-middle only when the template mentions .Suffix;
         # /api/generate serves `suffix` through llama-server's /infill.
@@ -186,8 +174,9 @@ def _template(meta: GGUFMeta | None) -> str:
     return template
 
 
-def show(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
-    """The /api/show document."""
+def show(view: ModelView, meta: GGUFMeta | None, num_ctx: int | None) -> dict[str, Any]:
+    """The /api/show document; `num_ctx` is the context each request gets (`model_info`
+    keeps the trained one, as Ollama's does)."""
     # Arrays stay out, as in Ollama's answer without `verbose`.
     info: dict[str, Any] = {
         k: v for k, v in (meta.scalars if meta else {}).items() if not isinstance(v, list)
@@ -202,11 +191,12 @@ def show(view: ModelView, meta: GGUFMeta | None) -> dict[str, Any]:
     info.pop("tokenizer.chat_template", None)  # it is `template`
     return {
         "license": "",
-        "modelfile": f"# served by llamad from {view.model_path}\nFROM {view.model_path}\n",
-        "parameters": _parameters(view, meta),
-        "template": _template(meta),
+        # Its name, never its path: answers through the gateway name no files.
+        "modelfile": f"# served by llamad\nFROM {view.name}\n",
+        "parameters": _parameters(num_ctx, meta),
+        "template": _template(view, meta),
         "details": details(meta),
         "model_info": info,
-        "capabilities": capabilities(view, meta),
+        "capabilities": capabilities.capabilities(view, meta),
         "modified_at": _modified_at(view),
     }

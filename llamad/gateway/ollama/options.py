@@ -6,6 +6,7 @@ from typing import Any
 
 import structlog
 
+from llamad.gateway.jsonmode import ollama_json
 from llamad.gateway.ollama.errors import OllamaError
 
 log = structlog.get_logger("llamad.gateway.ollama")
@@ -61,7 +62,7 @@ def chat_format(fmt: object) -> dict[str, Any]:
     if fmt in (None, ""):
         return {}
     if fmt == "json":
-        return {"response_format": {"type": "json_object"}}
+        return ollama_json()
     if isinstance(fmt, dict):
         return {"response_format": {"type": "json_schema", "json_schema": {"schema": fmt}}}
     raise OllamaError(400, f'invalid format: {fmt!r} (use "json" or a JSON schema)')

@@ -91,6 +91,7 @@ def _chat_extras(body: dict[str, Any], model: str) -> dict[str, Any]:
         **sampling(body.get("options"), model=model, max_tokens_key="max_tokens"),
         **chat_format(body.get("format")),
     }
+    out.update(_logprobs(body))
     think = body.get("think")
     if think is not None:
         # true/false, or a level ("low", "medium", "high") for models that take one.
@@ -98,6 +99,16 @@ def _chat_extras(body: dict[str, Any], model: str) -> dict[str, Any]:
         if isinstance(think, str):
             out["reasoning_effort"] = think
     return out
+
+
+def _logprobs(body: dict[str, Any]) -> dict[str, Any]:
+    """Ollama's `logprobs` and `top_logprobs` in OpenAI's terms (the same names)."""
+    top = field(body, "top_logprobs", int, 0)
+    if top < 0 or top > 20:
+        raise OllamaError(400, "top_logprobs must be between 0 and 20")
+    if not field(body, "logprobs", bool, False) and not top:
+        return {}
+    return {"logprobs": True, **({"top_logprobs": top} if top else {})}
 
 
 def _stream_opts() -> dict[str, Any]:

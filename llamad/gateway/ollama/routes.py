@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -10,6 +11,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from llamad.backends.gguf_meta import GGUFMeta
+from llamad.gateway import listing
+from llamad.gateway.context import ContextSizes
 from llamad.gateway.ollama import metadata
 from llamad.gateway.ollama.answer import answer, chat_renderer, generate_renderer, load_only
 from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
@@ -45,10 +49,14 @@ _STORE_MESSAGE = (
 class OllamaAPI:
     """The endpoints, over one gateway and the pool of connections to its llama-servers."""
 
-    def __init__(self, gateway: Gateway, pool: Pool, pulls: Pulls | None = None) -> None:
+    def __init__(
+        self, gateway: Gateway, pool: Pool, pulls: Pulls | None, list_aliases: Callable[[], bool]
+    ) -> None:
         self.gateway = gateway
         self.pool = pool
         self.pulls = pulls  # None: no library, /api/pull answers 501
+        self.list_aliases = list_aliases
+        self.contexts = ContextSizes(gateway, pool)
 
     def _resolve(self, name: str) -> ModelView:
         """The model `name` means; a 404 becomes 503 `downloading` while a pull of it runs
@@ -71,21 +79,29 @@ class OllamaAPI:
     async def tags(self, request: Request, leases: AsyncExitStack) -> Response:
         """GET /api/tags: every routable model, from headers only (never waits on a load)."""
         views = self.gateway.models()
-        metas = await metadata.headers(views)
-        models = [metadata.tag_entry(v, m) for v, m in zip(views, metas, strict=True)]
+        metas = dict(zip((v.name for v in views), await metadata.headers(views), strict=True))
+        listed = listing.names(views, self.list_aliases())
+        models = [metadata.tag_entry(v, metas[v.name], n, a) for n, v, a in listed]
         return JSONResponse({"models": models})
 
     async def ps(self, request: Request, leases: AsyncExitStack) -> Response:
         """GET /api/ps: the loaded models with their expiry."""
         views = [v for v in self.gateway.models() if v.loaded]
         metas = await metadata.headers(views)
-        models = [metadata.ps_entry(v, m) for v, m in zip(views, metas, strict=True)]
+        models = [
+            metadata.ps_entry(v, m, await self._num_ctx(v, m))
+            for v, m in zip(views, metas, strict=True)
+        ]
         return JSONResponse({"models": models})
 
     async def show(self, request: Request, leases: AsyncExitStack) -> Response:
         """POST /api/show {model | name}."""
         view = self._resolve(model_name(await read_body(request)))
-        return JSONResponse(metadata.show(view, await metadata.header(view)))
+        meta = await metadata.header(view)
+        return JSONResponse(metadata.show(view, meta, await self._num_ctx(view, meta)))
+
+    async def _num_ctx(self, view: ModelView, meta: GGUFMeta | None) -> int | None:
+        return await self.contexts.of(view, meta.context_length if meta else None)
 
     async def chat(self, request: Request, leases: AsyncExitStack) -> Response:
         """POST /api/chat."""
@@ -209,8 +225,14 @@ class OllamaAPI:
         return routes
 
 
-def ollama_routes(gateway: Gateway, pool: Pool, pulls: Pulls | None = None) -> list[BaseRoute]:
+def ollama_routes(
+    gateway: Gateway,
+    pool: Pool,
+    pulls: Pulls | None = None,
+    list_aliases: Callable[[], bool] = lambda: True,
+) -> list[BaseRoute]:
     """Ollama's API over `gateway`; upstream requests go through `pool`, which the caller
     owns (the relay's: no read timeout, generations may take long). `pulls` serves
-    /api/pull."""
-    return OllamaAPI(gateway, pool, pulls).routes()
+    /api/pull; `list_aliases` says whether /api/tags lists aliases as models of their own
+    (`[gateway] list_aliases`)."""
+    return OllamaAPI(gateway, pool, pulls, list_aliases).routes()

@@ -24,15 +24,17 @@ class Piece:
     content: str = ""
     thinking: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    logprobs: list[dict[str, Any]] = field(default_factory=list)  # in Ollama's shape
 
     def __bool__(self) -> bool:
-        return bool(self.content or self.thinking or self.tool_calls)
+        return bool(self.content or self.thinking or self.tool_calls or self.logprobs)
 
     def extend(self, other: Piece) -> None:
         """Append another piece (used to build one answer for `stream: false`)."""
         self.content += other.content
         self.thinking += other.thinking
         self.tool_calls += other.tool_calls
+        self.logprobs += other.logprobs
 
 
 class Events(Protocol):
@@ -56,6 +58,28 @@ def stream_error(event: dict[str, Any]) -> str | None:
     return str(err)
 
 
+def _token(entry: dict[str, Any]) -> dict[str, Any]:
+    out = {"token": str(entry.get("token", "")), "logprob": float(entry.get("logprob", 0.0))}
+    if isinstance(entry.get("bytes"), list):
+        out["bytes"] = entry["bytes"]
+    return out
+
+
+def ollama_logprobs(choice_logprobs: object) -> list[dict[str, Any]]:
+    """OpenAI's `choices[].logprobs.content` as Ollama's `logprobs` list."""
+    content = choice_logprobs.get("content") if isinstance(choice_logprobs, dict) else None
+    out = []
+    for entry in content if isinstance(content, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        item = _token(entry)
+        top = entry.get("top_logprobs")
+        if isinstance(top, list) and top:
+            item["top_logprobs"] = [_token(t) for t in top if isinstance(t, dict)]
+        out.append(item)
+    return out
+
+
 class ChatEvents:
     """OpenAI chat chunks. Tool calls arrive in fragments and leave whole at the end."""
 
@@ -76,6 +100,7 @@ class ChatEvents:
             piece.thinking += delta.get("reasoning_content") or ""
             for call in delta.get("tool_calls") or []:
                 self._add_call(call)
+            piece.logprobs += ollama_logprobs(choice.get("logprobs"))
             if choice.get("finish_reason"):
                 self.reason = _REASONS.get(choice["finish_reason"], "stop")
         return piece

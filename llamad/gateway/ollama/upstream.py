@@ -22,6 +22,7 @@ from llamad.gateway.ollama.port import Gateway, ModelView, Upstream
 from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError, UpstreamError
 from llamad.gateway.resend import answered
+from llamad.gateway.upstream_errors import honest_status, parse
 
 
 def resolve(gateway: Gateway, name: str) -> ModelView:
@@ -85,7 +86,8 @@ class Exchange:
             raise from_gateway(exc) from exc
         self.stack.callback(answer.close)
         if answer.status >= 400:
-            raise OllamaError(answer.status, upstream_message(await read_all(answer)))
+            message, kind = parse(await read_all(answer))
+            raise OllamaError(honest_status(answer.status, message, kind), message)
         return answer
 
     def elapsed(self) -> float:
@@ -95,18 +97,6 @@ class Exchange:
     async def close(self) -> None:
         """Close the upstream response, then release the lease."""
         await self.stack.aclose()
-
-
-def upstream_message(raw: bytes) -> str:
-    """The message of a llama-server error body (OpenAI-shaped), or the body itself."""
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return raw.decode("utf-8", "replace").strip() or "llama-server error"
-    err = doc.get("error") if isinstance(doc, dict) else None
-    if isinstance(err, dict):
-        return str(err.get("message", err))
-    return str(err or doc)
 
 
 async def read_all(answer: Answer) -> bytes:

@@ -21,6 +21,7 @@ from stand_ins import ServerThread
 from starlette.applications import Starlette
 
 from llamad.api.tcp import serve_tcp
+from llamad.backends.serving import Serving
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import LoadFailed, UnknownModel
@@ -42,6 +43,7 @@ class View:
     ctx_size: int | None
     mmproj: bool
     host: str | None = None
+    serving: Serving = field(default_factory=Serving)
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class Up:
     base_url: str
     headers: dict[str, str]
     model: View
+    pid: int | None = None
 
 
 @dataclass
@@ -96,6 +99,7 @@ class DoubleGateway:
             size_bytes=None,
             ctx_size=2048,
             mmproj=False,
+            serving=Serving(embeddings=True, ctx_per_request=2048),
         )
         self.slots[name] = Slot(view, fails=fails)
 
@@ -182,6 +186,12 @@ class DoubleGateway:
             slot.view = replace(slot.view, expires_at=expires)
             if ka == 0 and slot.in_flight == 0:
                 await self.unload(view.name)
+
+    def running(self, name: str) -> Up | None:
+        slot = self.slots.get(name)
+        if slot is None or slot.proc is None or not slot.view.loaded:
+            return None
+        return Up(f"http://127.0.0.1:{slot.port}", {}, slot.view, slot.proc.pid)
 
     async def restarted(self, upstream: Up) -> Up | None:
         return None  # the double's processes are never restarted under a request

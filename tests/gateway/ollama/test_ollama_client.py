@@ -20,14 +20,14 @@ def test_root_and_version_over_http(server: OllamaServer) -> None:
 
 def test_list_names_every_model_with_latest(client: ollama.Client) -> None:
     models = client.list().models
-    assert sorted(m.model for m in models) == ["lazy:latest", "tiny:latest"]
+    assert sorted(m.model for m in models) == ["lazy:latest", "tiny-alias:latest", "tiny:latest"]
     tiny = next(m for m in models if m.model == "tiny:latest")
     assert tiny.details is not None
     assert tiny.details.family == "llama"
     assert tiny.details.quantization_level == "F32"
     assert tiny.size
     assert tiny.size > 0
-    assert len({m.digest for m in models}) == 2
+    assert len({m.digest for m in models}) == 2  # an alias is the same model
 
 
 def test_show_reads_the_gguf_header(client: ollama.Client) -> None:

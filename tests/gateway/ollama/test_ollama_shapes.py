@@ -20,7 +20,9 @@ def test_tags_golden_shape(server: OllamaServer) -> None:
     doc = httpx.get(server.url + "/api/tags").json()
     assert set(doc) == {"models"}
     for entry in doc["models"]:
-        assert set(entry) == OLLAMAKIT_TAG_FIELDS | {"model"}
+        # An alias says which model it names.
+        alias = {"llamad"} if entry["name"] == "tiny-alias:latest" else set()
+        assert set(entry) == OLLAMAKIT_TAG_FIELDS | {"model"} | alias
         assert entry["name"] == entry["model"]
         assert entry["name"].endswith(":latest")
         assert re.fullmatch(r"[0-9a-f]{64}", entry["digest"])
@@ -51,7 +53,8 @@ def test_show_golden_shape(server: OllamaServer) -> None:
     assert info["llama.block_count"] == 2
     assert info["llama.attention.head_count"] == 4
     assert info["general.parameter_count"] == 115520
-    assert by_model["capabilities"] == ["completion", "tools", "insert"]
+    # The double's instances serve embeddings (--embeddings --pooling mean).
+    assert by_model["capabilities"] == ["completion", "tools", "embedding", "insert"]
     assert by_model["parameters"].splitlines() == ["num_ctx 2048", 'stop "</s>"']
     assert ".Suffix" in by_model["template"]  # Continue offers FIM only then
     assert by_model["details"]["family"] == "llama"

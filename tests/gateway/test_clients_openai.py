@@ -1,0 +1,177 @@
+"""The official `openai` client through a real llamad and llama-server: a table of calls,
+each checking what comes back (docs/clients.md lists the same rows)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from client_helpers import (
+    IMAGE,
+    KEY,
+    PER_REQUEST,
+    advertised,
+    client_gateway,
+    is_json_prefix,
+    no_path,
+    prompt_of,
+)
+from gateway_helpers import Gw
+
+HI = [{"role": "user", "content": "hi"}]
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+
+
+def models(c: openai.OpenAI, gw: Gw) -> None:
+    listed = {m.id: m for m in c.models.list().data}
+    assert set(listed) == {"tiny", "gpt-4o-mini", "emb", "nomic-embed-text", "pair"}
+    assert (listed["gpt-4o-mini"].model_extra or {})["llamad"]["alias_of"] == "tiny"
+    assert c.models.retrieve("gpt-4o-mini").id == "gpt-4o-mini"
+    assert c.models.retrieve("emb").id == "emb"  # never loads it
+    with pytest.raises(openai.NotFoundError) as info:
+        c.models.retrieve("nope")
+    assert info.value.code == "model_not_found"
+
+
+def chat(c: openai.OpenAI, gw: Gw) -> None:
+    reply = c.chat.completions.create(model="gpt-4o-mini", messages=HI, max_tokens=3)
+    assert reply.model == "gpt-4o-mini"
+    assert reply.choices[0].finish_reason == "length"
+    assert c.chat.completions.create(model="tiny", messages=HI, max_tokens=1).model == "tiny"
+
+
+def stream(c: openai.OpenAI, gw: Gw) -> None:
+    chunks = list(
+        c.chat.completions.create(model="gpt-4o-mini", messages=HI, max_tokens=4, stream=True)
+    )
+    assert {ch.model for ch in chunks} == {"gpt-4o-mini"}
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+
+
+def completions(c: openai.OpenAI, gw: Gw) -> None:
+    done = c.completions.create(model="gpt-4o-mini", prompt="hi", max_tokens=3)
+    assert done.model == "gpt-4o-mini"
+    assert done.choices[0].text
+
+
+def responses(c: openai.OpenAI, gw: Gw) -> None:
+    answer = c.responses.create(model="gpt-4o-mini", input="hi", max_output_tokens=3)
+    assert answer.model == "gpt-4o-mini"
+    assert answer.output_text
+    events = list(
+        c.responses.create(model="gpt-4o-mini", input="hi", max_output_tokens=3, stream=True)
+    )
+    # llama-server leaves `model` out of some events; where it is, it is the name asked.
+    assert {e.response.model for e in events if hasattr(e, "response")} - {None} == {"gpt-4o-mini"}
+
+
+def embeddings(c: openai.OpenAI, gw: Gw) -> None:
+    got = c.embeddings.create(model="nomic-embed-text", input=["a", "b"])
+    assert got.model == "nomic-embed-text"
+    assert len(got.data) == 2
+    assert len(got.data[0].embedding) == 64
+    with pytest.raises(openai.BadRequestError):  # this instance serves no embeddings
+        c.embeddings.create(model="tiny", input="a")
+
+
+def tools(c: openai.OpenAI, gw: Gw) -> None:
+    reply = c.chat.completions.create(
+        model="tiny", messages=HI, max_tokens=3, tools=[TOOL], tool_choice="auto"
+    )
+    assert reply.choices[0].finish_reason in ("length", "stop", "tool_calls")
+
+
+def json_mode(c: openai.OpenAI, gw: Gw) -> None:
+    fmt = {"type": "json_object"}
+    for tokens in (12, 48):
+        reply = c.chat.completions.create(
+            model="tiny",
+            messages=HI,
+            max_tokens=tokens,
+            response_format=fmt,  # type: ignore[arg-type]
+        )
+        text = reply.choices[0].message.content or ""
+        assert is_json_prefix(text), text
+        assert text.startswith("{"), text
+        if reply.choices[0].finish_reason == "stop":
+            assert isinstance(json.loads(text), dict)
+    answer = c.responses.create(
+        model="tiny", input="hi", max_output_tokens=12, text={"format": {"type": "json_object"}}
+    )
+    assert answer.output_text.startswith("{")
+    assert is_json_prefix(answer.output_text)
+    done = c.completions.create(
+        model="tiny", prompt="hi", max_tokens=12, extra_body={"response_format": fmt}
+    )
+    assert done.choices[0].text.lstrip().startswith("{")
+    assert is_json_prefix(done.choices[0].text)
+
+
+def client_mistakes(c: openai.OpenAI, gw: Gw) -> None:
+    with pytest.raises(openai.NotFoundError) as info:
+        c.chat.completions.create(model="nope", messages=HI, max_tokens=1)
+    assert info.value.code == "model_not_found"
+    image = [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{IMAGE}"}}]
+    with pytest.raises(openai.BadRequestError):  # llama-server's 500: the client's mistake
+        c.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": image}],
+            max_tokens=1,  # type: ignore[list-item]
+        )
+    with (
+        openai.OpenAI(base_url=f"{gw.base}/v1", api_key="wrong", max_retries=0) as wrong,
+        pytest.raises(openai.AuthenticationError) as denied,
+    ):
+        wrong.models.list()
+    assert denied.value.code == "invalid_api_key"
+    nowhere = httpx.get(f"{gw.base}/v1/nope", headers={"Authorization": f"Bearer {KEY}"})
+    assert nowhere.status_code == 404
+    assert set(nowhere.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def context(c: openai.OpenAI, gw: Gw) -> None:
+    n_ctx = advertised(gw, "tiny")
+    assert n_ctx == PER_REQUEST
+    # The prompt may fill the context but for the one token it must answer with.
+    fits = c.completions.create(model="tiny", prompt=prompt_of(n_ctx - 1), max_tokens=1)
+    assert fits.usage is not None
+    assert fits.usage.prompt_tokens == n_ctx - 1
+    with pytest.raises(openai.BadRequestError) as info:
+        c.completions.create(model="tiny", prompt=prompt_of(n_ctx), max_tokens=1)
+    assert info.value.code == "exceed_context_size_error" or "context" in str(info.value)
+
+
+def never_a_path(c: openai.OpenAI, gw: Gw) -> None:
+    for path, body in [
+        ("/v1/chat/completions", {"model": "tiny", "messages": HI, "max_tokens": 2}),
+        ("/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 2}),
+        ("/v1/responses", {"model": "tiny", "input": "hi", "max_output_tokens": 2}),
+        (
+            "/v1/chat/completions",
+            {"model": "tiny", "messages": HI, "max_tokens": 2, "stream": True},
+        ),
+    ]:
+        text = httpx.post(
+            gw.base + path, json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=30
+        ).text
+        assert no_path(gw, text), text
+
+
+CALLS: list[Callable[[openai.OpenAI, Gw], None]] = [
+    models, chat, stream, completions, responses, embeddings, tools, json_mode,
+    client_mistakes, context, never_a_path,
+]  # fmt: skip
+
+
+@pytest.mark.timeout(180)
+def test_openai_client_table(tiny_model: Path, tmp_path: Path) -> None:
+    with (
+        client_gateway(tiny_model, tmp_path) as gw,
+        openai.OpenAI(base_url=f"{gw.base}/v1", api_key=KEY, max_retries=0, timeout=60) as client,
+    ):
+        for call in CALLS:
+            call(client, gw)
