@@ -138,10 +138,11 @@ def resolve(
     if scanned is not None:
         cfg, linked = link_configured(cfg, scanned[1], base)
     resolver = Resolver(cfg, path, text)
-    # llama-server is needed once the library found a model it would serve: a config of
-    # MLX instances alone, beside an empty library, names no llama-server.
-    needs = frozenset([LLAMA_SERVER]) if scanned and scanned[1].models else frozenset()
-    tools = resolver.tools(_inspect, needs)
+    # The library serves with llama-server. Until it has found a model, one that cannot be
+    # found is no error (a config of MLX instances alone): the library is then off.
+    library_tool = frozenset([LLAMA_SERVER]) if scanned else frozenset()
+    maybe = library_tool if scanned and not scanned[1].models else frozenset()
+    tools = resolver.tools(_inspect, library_tool, optional=maybe)
     instances = resolver.all(tools)
     library = None
     if lib_settings and scanned and LLAMA_SERVER in tools:

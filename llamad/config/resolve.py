@@ -40,10 +40,14 @@ class Resolver:
         return report
 
     def tools(
-        self, inspect: Callable[[Backend, Path], Tool], also: frozenset[str] = frozenset()
+        self,
+        inspect: Callable[[Backend, Path], Tool],
+        also: frozenset[str] = frozenset(),
+        optional: frozenset[str] = frozenset(),
     ) -> dict[str, Tool]:
         """The executable of every kind the file uses (and the kinds in `also`: the
-        library's), and only those: a config of rpc-workers alone needs no llama-server."""
+        library's), and only those: a config of rpc-workers alone needs no llama-server.
+        A kind in `optional` that cannot be found is left out, not a problem."""
         tools: dict[str, Tool] = {}
         used = {t.kind for t in self.cfg.instances.values()} | also
         if self.cfg.defaults:
@@ -58,6 +62,8 @@ class Resolver:
                 path = backend.find(configured)
                 tools[kind] = inspect(backend, path)
             except CatalogError as exc:
+                if kind in optional and kind not in {t.kind for t in self.cfg.instances.values()}:
+                    continue
                 where = where_is(self.path, self.text, ("daemon", key))
                 self.problems.append(f"{where}: {exc}")
         return tools

@@ -14,13 +14,18 @@ from llamad.gateway.port import GatewayPort, ModelView
 
 
 def names(views: list[ModelView], aliases: bool) -> Iterator[tuple[str, ModelView, str | None]]:
-    """(name, view, alias_of) for each listed name: instances first, then their aliases."""
+    """(name, view, alias_of) for each listed name: instances first, then their aliases,
+    each spelling once (a library model answers to its quant in any case)."""
+    seen = set()
     for view in views:
+        seen.add(view.name.casefold())
         yield view.name, view, None
     if aliases:
         for view in views:
             for alias in view.aliases:
-                yield alias, view, view.name
+                if alias.casefold() not in seen:
+                    seen.add(alias.casefold())
+                    yield alias, view, view.name
 
 
 def model_entry(

@@ -328,7 +328,7 @@ def test_validate(short_dir: Path, ctl: Ctl, monkeypatch: pytest.MonkeyPatch) ->
     config = short_dir / "llamad.toml"
     config.write_text("")
     problems: dict[Path, list[str]] = {}
-    monkeypatch.setattr(spec, "check", lambda path: problems.get(path, []))
+    monkeypatch.setattr(spec, "check", lambda path, warnings=None: problems.get(path, []))
     assert ctl("validate", "--config", str(config)) == (0, f"{config}: ok\n", "")
     problems[config] = [f"{config}:1: a", f"{config}:2: b"]
     assert ctl("validate", "--config", str(config)) == (2, "", f"{config}:1: a\n{config}:2: b\n")

@@ -22,8 +22,9 @@ def _chat(base: str, model: str) -> httpx.Response:
 
 
 def _names(base: str) -> set[str]:
+    """The models' own names: aliases are listed too, as entries with `alias_of`."""
     data = httpx.get(f"{base}/v1/models", timeout=5).json()["data"]
-    return {m["id"] for m in data}
+    return {m["id"] for m in data if "alias_of" not in m["llamad"]}
 
 
 def test_models_on_disk_answer_by_their_names_and_follow_the_folders(
@@ -61,7 +62,8 @@ def test_models_on_disk_answer_by_their_names_and_follow_the_folders(
             assert doc["details"]["family"] == doc["model_info"]["general.architecture"]
             assert "num_ctx 256" in doc["parameters"]  # [library.defaults] ctx_size
             assert "completion" in doc["capabilities"]
-        assert "sha256-" in httpx.post(f"{base}/api/show", json={"model": "tinyllama:1b"}).text
+        shown = httpx.post(f"{base}/api/show", json={"model": "tinyllama:1b"}).json()
+        assert "FROM tinyllama:1b" in shown["modelfile"]  # its name: no path leaves llamad
         hf_names = ["hf.co/someone/Tiny-GGUF:Q4_K_M", "hf.co/someone/Tiny-GGUF"]
         hf_names += ["hf.co/someone/Tiny-GGUF:latest", "someone/Tiny-GGUF:q4_k_m"]
         for name in [*sorted(expected), *hf_names]:
