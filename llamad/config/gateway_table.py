@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 from pydantic import (
@@ -24,8 +23,8 @@ from pydantic import (
 
 from llamad.backends.spec import InstanceSpec
 from llamad.common.hosts import same_address
-from llamad.common.tokenfile import TokenFileError, read_token
 from llamad.config.fleet_tables import split_listen
+from llamad.config.gateway_keys import KeySettings, NamedKey, resolve_keys
 
 Budget = int | Literal["auto"] | None  # bytes, "auto" (free memory, measured live), None: off
 
@@ -55,6 +54,8 @@ class GatewaySettings(BaseModel):
     queue_timeout: PositiveFloat = 120.0
     max_queue: PositiveInt = 64
     fleet: bool = False  # also route to models that `[fleet]` peers serve
+    keys: dict[str, KeySettings] = {}  # [gateway.keys.NAME]
+    activity_size: PositiveInt = 1000  # requests kept for /v1/activity
 
     @field_validator("listen")
     @classmethod
@@ -77,12 +78,14 @@ class Gateway:
 
     host: str
     port: int
-    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    api_keys: tuple[str, ...] = field(default=(), repr=False)  # every key's secret
     max_loaded: int = 0
     memory_budget: Budget = "auto"
     queue_timeout: float = 120.0
     max_queue: int = 64
     fleet: bool = False
+    keys: tuple[NamedKey, ...] = field(default=(), repr=False)  # api_key_file's, named ones
+    activity_size: int = 1000
 
 
 Problem = Callable[[tuple[str, ...], str], None]
@@ -100,12 +103,7 @@ def resolve_gateway(
     for spec in specs.values():
         if spec.port == port and same_address(spec.host, host):
             problem(("gateway", "listen"), f"port {port} is already used by instances.{spec.name}")
-    keys: tuple[str, ...] = ()
-    if settings.api_key_file:
-        try:
-            keys = (read_token(Path(settings.api_key_file).expanduser().absolute()),)
-        except TokenFileError as exc:
-            problem(("gateway", "api_key_file"), str(exc))
+    keys = resolve_keys(settings.api_key_file, settings.keys, _owners(specs), problem)
     budget: Budget = None
     if settings.memory_budget == "auto":
         budget = "auto"
@@ -114,13 +112,19 @@ def resolve_gateway(
     return Gateway(
         host=host,
         port=port,
-        api_keys=keys,
+        api_keys=tuple(k.secret for k in keys),
         max_loaded=settings.max_loaded,
         memory_budget=budget,
         queue_timeout=settings.queue_timeout,
         max_queue=settings.max_queue,
         fleet=settings.fleet,
+        keys=keys,
+        activity_size=settings.activity_size,
     )
+
+
+def _owners(specs: Mapping[str, InstanceSpec]) -> dict[str, str]:
+    return {n: s.name for s in specs.values() for n in (s.name, *s.aliases)}
 
 
 def check_names(specs: Mapping[str, InstanceSpec], problem: Problem) -> None:

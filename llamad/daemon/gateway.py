@@ -13,6 +13,7 @@ from llamad.config.gateway_table import Gateway as Settings
 from llamad.daemon.guard import ServiceGuard
 from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
+from llamad.gateway.events_stream import activity_routes
 from llamad.gateway.fleet import FleetModels, Identity
 from llamad.gateway.fleet_hosts import FleetHosts
 from llamad.gateway.metrics import GatewayMetrics
@@ -61,11 +62,19 @@ async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: async
     pool = Pool()  # the relay's and Ollama's requests to instances and peers alike
     # The idle ticker and the fleet refresher: one that raises is logged and runs again
     # (idle stops must not end for good), and neither can keep the cleanup below from running.
-    background = {"gateway-idle": gateway.run, "gateway-fleet": lambda: _fleet(gateway, hosts)}
+    background = {
+        "gateway-idle": gateway.run,
+        "gateway-fleet": lambda: _fleet(gateway, hosts),
+        "gateway-watch": gateway.watch.run,
+    }
     listen = f"{cfg.host}:{cfg.port}"
     try:
         async with retrying(background, stop, initial=TASK_RETRY_S, event="gateway.task_failed"):
-            app = build_app(gateway, ollama_routes(gateway, pool), pool=pool)
+            extra = [
+                *activity_routes(gateway, stop),
+                *ollama_routes(gateway, pool, gateway.activity),
+            ]
+            app = build_app(gateway, extra, pool=pool)
             await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))

@@ -6,7 +6,6 @@ such as an Ollama facade, are mounted beside them with `build_app(..., extra_rou
 
 from __future__ import annotations
 
-import hmac
 import json
 import math
 from collections.abc import Sequence
@@ -18,7 +17,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from llamad.gateway.activity import CURRENT, begin
 from llamad.gateway.core import Gateway
+from llamad.gateway.keys import CALLER, given, lookup, needs_key
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import GatewayError, ModelView
 from llamad.gateway.proxy import (
@@ -26,7 +27,6 @@ from llamad.gateway.proxy import (
     ClientGone,
     Relay,
     guard,
-    header,
     now,
     read_body,
 )
@@ -38,7 +38,6 @@ BODY_ROUTED = (
     "/v1/messages", "/v1/messages/count_tokens", "/v1/rerank", "/rerank", "/infill",
     "/completion", "/tokenize", "/detokenize",
 )  # fmt: skip
-OPEN_PATHS = {"/health"}
 
 
 def error_body(status: int, code: str, message: str) -> dict[str, Any]:
@@ -71,11 +70,14 @@ class Proxied:
         except ClientGone:
             return
         model, status = "", 0
+        tally = begin(scope, t0)
+        token = CURRENT.set(tally)
 
         def first_byte(code: int) -> None:
             nonlocal status
-            status = code
-            self.gateway.metrics.ttfb.labels(model).observe(now() - t0)
+            status = tally.status = code
+            tally.ttfb = now()
+            self.gateway.metrics.ttfb.labels(model).observe(tally.ttfb - t0)
 
         async def work() -> None:
             nonlocal model, status
@@ -87,20 +89,24 @@ class Proxied:
                         self.gateway,
                         upstream,
                         lambda up: self.relay.relay(
-                            scope, send, up, path, up.adapt(body), first_byte
+                            scope, send, up, path, up.adapt(body), first_byte, tally
                         ),
                     )
             except GatewayError as exc:
-                status = exc.status
+                status = tally.status = exc.status
                 await send_error(send, exc)
 
         try:
             await guard(receive, work())
         finally:
+            CURRENT.reset(token)
+            end = now()
             label = model if self.gateway.find(model) else "-"
             # 499, as nginx logs it: the client closed the connection first.
             self.gateway.metrics.requests.labels(label, str(status or 499)).inc()
-            self.gateway.metrics.latency.labels(label).observe(now() - t0)
+            self.gateway.metrics.latency.labels(label).observe(end - t0)
+            tally.model = tally.model or model
+            self.gateway.activity.add(tally.record(end))
 
     def _target(self, scope: Scope, body: bytes) -> tuple[str, str]:
         if self.by == "path":  # /upstream/{model}/{path}
@@ -142,26 +148,33 @@ def model_entry(view: ModelView, created: int) -> dict[str, Any]:
             "idle_timeout": view.idle_timeout,
             "expires_at": view.expires_at,
             "size_bytes": view.size_bytes,
+            "load_progress": view.load_progress,
         },
     }
 
 
 class KeyCheck:
-    """Bearer or x-api-key against the gateway's keys; /health stays open."""
+    """Bearer or x-api-key against the gateway's keys (`keys.py`); /health and the page's
+    files stay open. The key found serves the request as `keys.CALLER`."""
 
     def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
         self.app, self.gateway = app, gateway
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        keys = self.gateway.settings().api_keys
-        if scope["type"] == "http" and keys and scope["path"] not in OPEN_PATHS:
-            auth = header(scope, b"authorization") or ""
-            given = header(scope, b"x-api-key") or auth.removeprefix("Bearer ").strip()
-            if not any(hmac.compare_digest(given.encode(), k.encode()) for k in keys):
+        keys = self.gateway.settings().keys
+        if scope["type"] == "http" and keys and needs_key(scope):
+            key = lookup(keys, given(scope))
+            if key is None:
                 exc = GatewayError("a valid API key is required (Bearer or x-api-key)")
                 exc.status, exc.code = 401, "invalid_api_key"
                 await send_error(send, exc)
                 return
+            token = CALLER.set(key)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                CALLER.reset(token)
+            return
         await self.app(scope, receive, send)
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class ModelView:
     ctx_size: int | None  # the configured context (LLAMA_ARG_CTX_SIZE) if known
     mmproj: bool  # an mmproj is configured (vision)
     host: str | None = None  # the `[fleet]` peer that serves it; None: this llamad
+    load_progress: Mapping[str, Any] | None = None  # while it loads (progress.LoadProgress)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,11 @@ from urllib.parse import quote
 
 from starlette.types import Receive, Scope, Send
 
+from llamad.gateway.activity import Tally
 from llamad.gateway.answer import Answer
 from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError, Upstream
+from llamad.gateway.usage import from_tail
 
 # Hop-by-hop headers, our own framing, and the client's credentials for the gateway.
 _DROP_UP = {
@@ -91,8 +93,10 @@ class Relay:
         path: str,
         body: bytes,
         first_byte: Callable[[int], None],
+        tally: Tally | None = None,
     ) -> None:
-        """Send the request to `upstream` at `path` and stream the answer back.
+        """Send the request to `upstream` at `path` and stream the answer back; `tally`
+        gets the time of the body's first byte and the usage its end reports.
 
         Upstream timeouts: 10 s to connect, none after, so a long generation is never cut.
         """
@@ -106,12 +110,17 @@ class Relay:
             scope["method"], upstream.base_url, target, headers, send_body
         )
         try:
-            await self._answer(send, upstream, answer, first_byte)
+            await self._answer(send, upstream, answer, first_byte, tally)
         finally:
             answer.close()
 
     async def _answer(
-        self, send: Send, upstream: Upstream, answer: Answer, first_byte: Callable[[int], None]
+        self,
+        send: Send,
+        upstream: Upstream,
+        answer: Answer,
+        first_byte: Callable[[int], None],
+        tally: Tally | None,
     ) -> None:
         out = [(k, v) for k, v in answer.headers if k.lower() not in _DROP_DOWN]
         kind = next((v for k, v in answer.headers if k.lower() == b"content-type"), b"")
@@ -120,9 +129,15 @@ class Relay:
             out.append((b"x-accel-buffering", b"no"))
         await send({"type": "http.response.start", "status": answer.status, "headers": out})
         first_byte(answer.status)
+        # Only the last two chunks are kept (no copy, no parsing on the way): usage and
+        # timings end the answer, and are read from them once it is over.
+        prev = last = b""
         try:
             async for chunk in answer.chunks():
+                if not last and tally is not None:
+                    tally.ttft = now()
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                prev, last = last, chunk
         except OSError as exc:
             # The instance (or a fleet peer) broke off. A stream ends with an error
             # event, so a client can tell it from a finished answer.
@@ -130,6 +145,8 @@ class Relay:
                 error = _sse_error(upstream, exc)
                 await send({"type": "http.response.body", "body": error, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if tally is not None and last:
+            tally.usage = from_tail(prev + last)
 
 
 def _sse_error(upstream: Upstream, exc: Exception) -> bytes:

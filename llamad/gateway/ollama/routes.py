@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from llamad.gateway.activity import Activity
 from llamad.gateway.ollama import metadata
 from llamad.gateway.ollama.answer import answer, chat_renderer, generate_renderer, load_only
 from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
@@ -37,9 +38,10 @@ _STORE_MESSAGE = (
 class OllamaAPI:
     """The endpoints, over one gateway and the pool of connections to its llama-servers."""
 
-    def __init__(self, gateway: Gateway, pool: Pool) -> None:
+    def __init__(self, gateway: Gateway, pool: Pool, activity: Activity | None = None) -> None:
         self.gateway = gateway
         self.pool = pool
+        self.activity = activity
 
     async def root(self, request: Request, leases: AsyncExitStack) -> Response:
         """HEAD / and GET /: the liveness answer Ollama's clients probe for."""
@@ -167,7 +169,7 @@ class OllamaAPI:
             ("/api/embeddings", self.embeddings_legacy, ["POST"]),
         ]
         routes: list[BaseRoute] = [
-            Route(path, Endpoint(fn), methods=methods) for path, fn, methods in table
+            Route(path, Endpoint(fn, self.activity), methods=methods) for path, fn, methods in table
         ]
         for name in _STORE_ROUTES:
             methods = ["GET", "HEAD", "POST", "PUT", "DELETE"]
@@ -176,7 +178,10 @@ class OllamaAPI:
         return routes
 
 
-def ollama_routes(gateway: Gateway, pool: Pool) -> list[BaseRoute]:
+def ollama_routes(
+    gateway: Gateway, pool: Pool, activity: Activity | None = None
+) -> list[BaseRoute]:
     """Ollama's API over `gateway`; upstream requests go through `pool`, which the caller
-    owns (the relay's: no read timeout, generations may take long)."""
-    return OllamaAPI(gateway, pool).routes()
+    owns (the relay's: no read timeout, generations may take long). Requests that asked
+    for a model are recorded in `activity`."""
+    return OllamaAPI(gateway, pool, activity).routes()
