@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean screenshots
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ lint: $(BIN)/.installed
 
 test: lint
 	$(BIN)/pytest
+
+# The docs' pictures of the page and of `llamactl top`, taken by their tests from a real run.
+screenshots: $(BIN)/.installed
+	LLAMAD_SCREENSHOTS=docs $(BIN)/pytest -q tests/gateway/test_page.py tests/cli/test_top.py
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import structlog
+from starlette.routing import BaseRoute
 
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_tcp
@@ -18,6 +20,7 @@ from llamad.gateway.fleet import FleetModels, Identity
 from llamad.gateway.fleet_hosts import FleetHosts
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
+from llamad.gateway.page import BrowserRoot, page_routes
 from llamad.gateway.pool import Pool
 from llamad.supervise.state import DaemonState
 
@@ -54,11 +57,31 @@ def start_gateway(
     fleet = FleetModels(hosts.current, me)
     gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
     state.supervisor.draining = gateway.draining
-    guard.start("gateway", lambda: _serve(gateway, hosts, first, stop), retry=True)
+    page = _page(gateway, state)
+    guard.start("gateway", lambda: _serve(gateway, hosts, first, stop, page), retry=True)
     return gateway
 
 
-async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: asyncio.Event) -> None:
+def _page(gateway: Gateway, state: DaemonState) -> list[BaseRoute]:
+    async def restart(name: str) -> None:
+        inst = state.supervisor.instances.get(name)
+        if inst is not None:
+            await state.supervisor.restart(inst)
+
+    def log_path(name: str) -> Path | None:
+        inst = state.supervisor.instances.get(name)
+        return None if inst is None else inst.log.path
+
+    return page_routes(gateway, restart, log_path)
+
+
+async def _serve(
+    gateway: Gateway,
+    hosts: FleetHosts,
+    cfg: Settings,
+    stop: asyncio.Event,
+    page: list[BaseRoute],
+) -> None:
     pool = Pool()  # the relay's and Ollama's requests to instances and peers alike
     # The idle ticker and the fleet refresher: one that raises is logged and runs again
     # (idle stops must not end for good), and neither can keep the cleanup below from running.
@@ -72,9 +95,10 @@ async def _serve(gateway: Gateway, hosts: FleetHosts, cfg: Settings, stop: async
         async with retrying(background, stop, initial=TASK_RETRY_S, event="gateway.task_failed"):
             extra = [
                 *activity_routes(gateway, stop),
+                *page,
                 *ollama_routes(gateway, pool, gateway.activity),
             ]
-            app = build_app(gateway, extra, pool=pool)
+            app = BrowserRoot(build_app(gateway, extra, pool=pool))
             await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))
