@@ -25,7 +25,7 @@ test: lint
 
 # The docs' pictures of the page and of `llamactl top`, taken by their tests from a real run.
 screenshots: $(BIN)/.installed
-	LLAMAD_SCREENSHOTS=docs $(BIN)/pytest -q tests/gateway/test_page.py tests/cli/test_top.py
+	LLAMAD_SCREENSHOTS=docs $(BIN)/pytest -q tests/gateway/test_page.py tests/gateway/test_top.py
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench

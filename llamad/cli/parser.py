@@ -65,6 +65,12 @@ def _fleet_status(args: argparse.Namespace) -> int:
     return fleet_status(args)
 
 
+def _top(args: argparse.Namespace) -> int:
+    from llamad.cli.top import top  # termios and the screen: only for this command
+
+    return top(args)
+
+
 def build_parser(service: bool) -> argparse.ArgumentParser:
     """The llamactl parser; `service` pulls in llamad.service's sub-commands (may raise)."""
     parser = argparse.ArgumentParser(prog="llamactl", description=DESCRIPTION, epilog=exits.EPILOG)
@@ -103,6 +109,10 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME")
     p.add_argument("-n", "--lines", type=int, default=100, metavar="N", help="last N lines (100)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    p = add("top", _top, "the gateway's models live: state, load, speed, memory, usage by key")
+    p.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    p.add_argument("--interval", type=float, default=1.0, metavar="S", help="redraw every S s")
+    p.set_defaults(kind=exits.STATUS)  # a view: no daemon is exit 4, as for status
     add("validate", commands.validate, "check a config file; needs no running llamad", config_only)
     add("version", commands.version, "print llamactl's version, and llamad's if it is running")
     _fleet(sub, common)
