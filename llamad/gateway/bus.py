@@ -17,10 +17,12 @@ BACKLOG = 512
 
 
 class Subscriber:
-    """One reader's backlog of encoded events."""
+    """One reader's backlog of encoded events; with `models`, only events about those
+    (a key limited to some models) and those about no model."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, models: frozenset[str] | None = None) -> None:
         self.limit = limit
+        self.models = models
         self.pending: deque[bytes] = deque()
         self.dropped = False
         self.closed = False
@@ -60,9 +62,10 @@ class EventBus:
         self._subs: set[Subscriber] = set()
         self.dropped = 0  # subscribers dropped for falling behind, since start
 
-    def subscribe(self) -> Subscriber:
-        """A new reader; `unsubscribe` it when done."""
-        sub = Subscriber(self.backlog)
+    def subscribe(self, models: frozenset[str] | None = None) -> Subscriber:
+        """A new reader (of events about `models` only, if given); `unsubscribe` it when
+        done."""
+        sub = Subscriber(self.backlog, models)
         self._subs.add(sub)
         return sub
 
@@ -81,7 +84,10 @@ class EventBus:
             return
         body = json.dumps({"type": kind, "time": round(time.time(), 3), **data})
         encoded = f"event: {kind}\ndata: {body}\n\n".encode()
+        about = data.get("instance") or data.get("model")
         for sub in list(self._subs):
+            if sub.models is not None and about and about not in sub.models:
+                continue
             if not sub.offer(encoded):
                 self._subs.discard(sub)
                 self.dropped += 1

@@ -90,19 +90,21 @@ class Gateway:
     def models(self) -> list[ModelView]:
         """Every routable model, never waiting on a load: this host's, then the fleet's
         that no local name shadows."""
+        # A named key limited to some models lists only those.
+        return [v for v in self._all_models() if keys.may_use(v.name)]
+
+    def _all_models(self) -> list[ModelView]:
         local = [self._view(f) for f in self.router.routable()]
         names = {n for v in local for n in (v.name, *v.aliases)}
         remote = [remote_view(e, m) for e, m in self._fleet_models() if m.name not in names]
-        # A named key limited to some models lists only those.
-        return [v for v in local + remote if keys.may_use(v.name)]
+        return local + remote
 
     def find(self, name: str) -> ModelView | None:
         """The model named `name` (instance name or alias), or None."""
         facts = self.router.find(name)
         if facts is not None:
             return self._view(facts)
-        remote = (remote_view(e, m) for e, m in self._fleet_models())
-        return next((v for v in remote if name in (v.name, *v.aliases)), None)
+        return next((v for v in self._all_models() if name in (v.name, *v.aliases)), None)
 
     @asynccontextmanager
     async def lease(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[Upstream]:

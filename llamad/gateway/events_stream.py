@@ -16,7 +16,7 @@ from starlette.types import Receive, Scope, Send
 
 from llamad.gateway.bus import EventBus, Subscriber
 from llamad.gateway.core import Gateway
-from llamad.gateway.keys import may_use
+from llamad.gateway.keys import CALLER, may_use
 from llamad.gateway.proxy import ClientGone, guard, read_body
 
 KEEPALIVE_S = 15.0
@@ -39,7 +39,8 @@ class Events:
             await read_body(receive)
         except ClientGone:
             return
-        sub = self.bus.subscribe()
+        key = CALLER.get()
+        sub = self.bus.subscribe(None if key is None else key.models)
         try:
             await guard(receive, self._stream(sub, send))
         finally:

@@ -94,3 +94,12 @@ async def test_a_slow_subscriber_is_dropped_and_never_blocks() -> None:
     data = fast.pending[-1].split(b"data: ")[1]
     assert json.loads(data)["model"] == "m"
     assert event is not None
+
+
+def test_a_limited_subscriber_gets_only_its_models_events() -> None:
+    bus = EventBus()
+    sub = bus.subscribe(frozenset({"a"}))
+    bus.publish("state", {"model": "b", "to": "running"})
+    bus.publish("request", {"model": "alias-of-a", "instance": "a"})
+    bus.publish("notice", {})
+    assert [json.loads(e.split(b"data: ")[1])["type"] for e in sub.pending] == ["request", "notice"]

@@ -128,6 +128,11 @@ def test_a_key_limited_to_some_models(tiny_model: Path, tmp_path: Path) -> None:
         assert [(r["key"], r["status"]) for r in records] == [
             ("default", 200), ("alice", 403), ("alice", 403), ("alice", 200),
         ]  # fmt: skip
+        mine = httpx.get(f"{gw.base}/v1/activity", headers=alice, timeout=5).json()["data"]
+        assert [r["instance"] for r in mine] == ["a"]
+        page = httpx.get(f"{gw.base}/ui/api/status", headers=alice, timeout=5).json()
+        assert list(page["gateway"]["keys"]) == ["alice"]
+        assert [m["id"] for m in page["models"]] == ["a"]
         usage = gw.ld.status()["gateway"]["keys"]
         assert usage["alice"] == {
             "requests": 3, "errors": 2, "prompt_tokens": records[-1]["prompt_tokens"],

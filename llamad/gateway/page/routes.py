@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from llamad.common.hosts import is_loopback
 from llamad.gateway.app import error_body, model_entry
 from llamad.gateway.core import Gateway
-from llamad.gateway.keys import may_use
+from llamad.gateway.keys import CALLER, may_use
 from llamad.gateway.port import GatewayError, UnknownModel
 
 _TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
@@ -63,7 +63,11 @@ def page_routes(gateway: Gateway, restart: Restart, log_path: LogPath) -> list[B
             if view.host is None:
                 entry["gateway"] = gateway.status_of(view.name)
             models.append(entry)
-        return JSONResponse({"gateway": gateway.status(), "models": models})
+        doc = gateway.status()
+        key = CALLER.get()
+        if key is not None and key.models is not None:  # a limited key sees its own usage
+            doc["keys"] = {k: v for k, v in doc["keys"].items() if k == key.name}
+        return JSONResponse({"gateway": doc, "models": models})
 
     async def action(request: Request) -> Response:
         name, verb = request.path_params["name"], request.path_params["verb"]
