@@ -12,7 +12,7 @@ import contextvars
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from llamad.gateway.keys import CALLER
@@ -49,7 +49,9 @@ class Record:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of `/v1/activity` and the `request` event."""
-        return {**asdict(self), "peer": self.peer}
+        out = {name: getattr(self, name) for name in self.__slots__}
+        out["peer"] = self.host is not None
+        return out
 
 
 @dataclass(slots=True)

@@ -83,7 +83,8 @@ class Gateway:
         await self.sched.close()
 
     def _announce(self, record: Record) -> None:
-        self.bus.publish("request", record.to_dict())
+        if self.bus.subscribers:  # no dict to build when nobody reads
+            self.bus.publish("request", record.to_dict())
 
     # The port --------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from llamad.gateway.activity import Tally
 from llamad.gateway.answer import Answer
 from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError, Upstream
-from llamad.gateway.usage import from_tail
+from llamad.gateway.usage import from_chunks
 
 # Hop-by-hop headers, our own framing, and the client's credentials for the gateway.
 _DROP_UP = {
@@ -146,7 +146,7 @@ class Relay:
                 await send({"type": "http.response.body", "body": error, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         if tally is not None and last:
-            tally.usage = from_tail(prev + last)
+            tally.usage = from_chunks(prev, last)
 
 
 def _sse_error(upstream: Upstream, exc: Exception) -> bytes:

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 _DECODER = json.JSONDecoder()
+# Enough for llama-server's last event (or a whole answer's `usage` and `timings`, which
+# end it), little enough that a long answer is not copied to find them.
+TAIL_BYTES = 8192
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,13 @@ def from_fields(timings: Mapping[str, Any] | None, usage: Mapping[str, Any] | No
     return Usage(
         prompt, completion, _float(t.get("predicted_per_second")), _float(t.get("prompt_ms"))
     )
+
+
+def from_chunks(prev: bytes, last: bytes) -> Usage:
+    """The Usage in an answer's last two chunks, of which only the last TAIL_BYTES count."""
+    if len(last) >= TAIL_BYTES:
+        return from_tail(last[-TAIL_BYTES:])
+    return from_tail(prev[-(TAIL_BYTES - len(last)) :] + last)
 
 
 def from_tail(tail: bytes) -> Usage:

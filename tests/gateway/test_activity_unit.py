@@ -10,7 +10,7 @@ import pytest
 from llamad.gateway.activity import Activity, Tally
 from llamad.gateway.activity_stats import KeyTotals, model_rates
 from llamad.gateway.bus import EventBus
-from llamad.gateway.usage import from_fields, from_tail
+from llamad.gateway.usage import from_chunks, from_fields, from_tail
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -63,6 +63,10 @@ def test_usage_is_read_from_the_last_chunks_even_when_split() -> None:
     only_timings = FINAL.replace(b'"usage"', b'"other"')
     assert from_tail(only_timings).prompt_tokens == 53
     assert from_tail(b"data: [DONE]\n\n").completion_tokens is None
+    # A long answer: only its end is looked at, however the chunks fell.
+    long = b'{"content": "' + b"x" * 100_000 + b'",' + FINAL[FINAL.index(b'"usage"') :]
+    assert from_chunks(long[:50_000], long[50_000:]).completion_tokens == 3
+    assert from_chunks(long[:-100], long[-100:]).completion_tokens == 3
     assert from_tail(b'{"text": "the word \\"usage\\": {"}').prompt_tokens is None
 
 
