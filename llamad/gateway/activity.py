@@ -21,9 +21,9 @@ from llamad.gateway.usage import NONE, Usage
 DEFAULT_SIZE = 1000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen init costs more than the rest of a record
 class Record:
-    """One finished request."""
+    """One finished request (never changed once made)."""
 
     time: float  # wall-clock epoch seconds when it arrived
     model: str  # the name asked for
