@@ -50,6 +50,11 @@ def _isolated_dirs(tmp_path: Path, _cache_home: Path, monkeypatch: pytest.Monkey
         ("XDG_CONFIG_HOME", "config"),
     ):
         monkeypatch.setenv(var, str(tmp_path / sub))
+    # The library scans ~/models, Ollama's, LM Studio's and the Hugging Face cache: a test
+    # sees only the home it builds, and no hub.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for var in ("OLLAMA_MODELS", "HF_HOME", "HF_HUB_CACHE", "HF_ENDPOINT", "HF_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.delenv("LLAMAD_CONFIG", raising=False)
     monkeypatch.delenv("LLAMAD_SOCKET", raising=False)
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)

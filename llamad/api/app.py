@@ -7,7 +7,7 @@ on TCP. Every error leaves as `{"error": {"code": ..., "message": ...}}`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -75,8 +75,14 @@ def _wait_seconds(raw: str | None) -> float | None:
     return wait
 
 
-def create_app(controller: Controller, *, shutdown: asyncio.Event | None = None) -> Starlette:
-    """The control API over `controller`; log followers end when `shutdown` is set."""
+def create_app(
+    controller: Controller,
+    *,
+    shutdown: asyncio.Event | None = None,
+    extra_routes: Sequence[tuple[str, Endpoint, list[str]]] = (),
+) -> Starlette:
+    """The control API over `controller` and `extra_routes` (the library's); log followers
+    end when `shutdown` is set."""
 
     async def status(request: Request) -> Response:
         return JSONResponse(controller.status())
@@ -125,4 +131,5 @@ def create_app(controller: Controller, *, shutdown: asyncio.Event | None = None)
     for verb in ("start", "stop", "restart"):
         path = f"/v1/instances/{{name}}/{verb}"
         routes.append(Route(path, _guarded(command(verb)), methods=["POST"]))
+    routes += [Route(path, _guarded(fn), methods=methods) for path, fn, methods in extra_routes]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error})

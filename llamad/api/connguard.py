@@ -1,72 +1,238 @@
-"""A bounded listener: at most N connections, and none may idle before its request.
+"""A guarded listener: bounded connections, request heads, bodies and time, before any app.
 
-uvicorn closes keep-alive connections that idle after a response, but a connection that
-never sends a request (or sends its headers a byte at a time) is held forever, and each
-holds a file descriptor. Enough of them and the daemon's own probes and port checks fail
-with EMFILE. This wrapper around uvicorn's HTTP protocol closes a connection that has not
-delivered a complete request head within `header_timeout`, and turns away connections
-beyond `cap` at once.
+uvicorn bounds none of these: its httptools protocol keeps a head however long it grows
+(one connection streaming header lines took the daemon to 785 MB), and holds a connection
+that never sends its request or body for ever. This subclass, on every listener, answers
+431 for a head past `max_head` bytes or `max_headers` lines, 408 for a head or body late
+(an idle connection just closes), 413 for a body over `max_body` (by Content-Length before
+a byte is read, or as a chunked body grows), and keeps connections to the cap and each
+address to its share (`conntable.py`). A refusal is answered in the API family's shape,
+and what the client still sends is drained for a moment, so it reads the answer rather
+than a reset.
+
+h11, uvicorn's other parser, bounds a head's bytes (`h11_max_incomplete_event_size`) but
+not its lines, bodies or time, and costs a sixth of the gateway's CPU; counting in
+llhttp's callbacks keeps the fast parser and one place for every limit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http
+import weakref
+from collections.abc import Callable
+from typing import Any
 
-import structlog
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-log = structlog.get_logger("llamad.control")
-
-HEADER_TIMEOUT_S = 5.0
+from llamad.api.conntable import ConnTable
+from llamad.common.limits import (
+    Limits,
+    Refusal,
+    Refusals,
+    Refused,
+    Shape,
+    answer,
+    body_too_large,
+    client_key,
+    content_length,
+    control_shape,
+    head_too_large,
+    is_loopback,
+)
 
 # uvicorn on httptools (llhttp, Node's parser) rather than its pure-Python h11, for every
 # listener: h11 was about a sixth of the gateway's CPU per relayed request (py-spy).
 HttpProtocol = HttpToolsProtocol
+# How long a refused client may go on sending (and we discarding) before the reset.
+LINGER_S = 5.0
 
 
 def guarded_protocol(
-    base: type[HttpProtocol], cap: int, header_timeout: float = HEADER_TIMEOUT_S
+    base: type[HttpProtocol],
+    cap: int,
+    limits: Callable[[], Limits] = Limits,
+    shape: Shape = control_shape,
+    refused: Refused | None = None,
 ) -> type[HttpProtocol]:
-    """A subclass of `base` for `uvicorn.Config(http=...)`: capped, with a header deadline."""
-    open_now: set[HttpProtocol] = set()
+    """A subclass of `base` for `uvicorn.Config(http=...)` holding `limits()` (read per
+    connection and per request, so a reload applies) and at most `cap` connections."""
+    table = ConnTable(cap, refused or Refusals("control"))
 
     class GuardedProtocol(base):  # type: ignore[misc,valid-type]
-        _deadline: asyncio.TimerHandle | None = None
-        _armed_for: object = None
+        key: str | None = None
+        idle_since: float | None = None
+        _timer: asyncio.TimerHandle | None = None
+        _phase = "idle"  # idle -> head -> body -> serving -> idle
+        _lingering = False
+        _limits = Limits()
+        _began = 0.0
+        _raw = 0  # bytes received since the head began (an upper bound on its size)
+        _head = _lines = _body = 0  # exact, counted in the parser's callbacks
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             if transport.is_closing():  # refused by the base (another user)
                 return
-            if len(open_now) >= cap:
-                log.warning("control.connection_capped", cap=cap)
+            self._limits = limits()
+            host = self.client[0] if self.client else None
+            self.key, self.idle_since = client_key(host), self.loop.time()
+            trusted = self._limits.trust_loopback and is_loopback(host)
+            if not table.admit(self, self._limits, trusted):
                 transport.abort()
                 return
-            open_now.add(self)
-            self._arm()
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            # Kept alive: the next request head must come within the deadline as well.
-            self._arm()
-
-        def _arm(self) -> None:
-            if self._deadline is not None:
-                self._deadline.cancel()
-            self._armed_for = self.cycle
-            self._deadline = self.loop.call_later(header_timeout, self._header_deadline)
+            self._arm(self._limits.head_timeout)
 
         def connection_lost(self, exc: Exception | None) -> None:
-            open_now.discard(self)
-            if self._deadline is not None:
-                self._deadline.cancel()
+            table.remove(self)
+            self._disarm()
             super().connection_lost(exc)
 
-        def _header_deadline(self) -> None:
-            # A new request head since arming means a request is being served (a log
-            # follower may take hours); otherwise the connection idled or dribbled.
-            idle = self.cycle is None or self.cycle.response_complete
-            if self.cycle is self._armed_for and idle and not self.transport.is_closing():
-                self.transport.abort()
+        def evict(self) -> None:
+            """Closed to make room: it was idle, waiting for a request."""
+            self.transport.abort()
+
+        def data_received(self, data: bytes) -> None:
+            if self._lingering:
+                return  # refused: what the client still sends is dropped unread
+            if self._phase in ("idle", "head"):
+                self._raw += len(data)
+            self._unset_keepalive_if_required()
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserCallbackError as exc:
+                if isinstance(exc.__context__, Refusal):
+                    self._refuse(exc.__context__)
+                else:
+                    self._invalid()
+                return
+            except httptools.HttpParserError:
+                self._invalid()
+                return
+            except httptools.HttpParserUpgrade:
+                return  # no websockets here: the request was answered as a plain one
+            if self._phase in ("idle", "head") and self._raw > self._limits.max_head:
+                self._refuse(head_too_large(self._limits))
+
+        # llhttp's callbacks, counting as they go.
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            # The head's deadline runs from the connection or the last answer (armed
+            # then); the whole request's, from here.
+            self._limits = limits()
+            self._phase, self._began, self.idle_since = "head", self.loop.time(), None
+            self._head = self._lines = self._body = 0
+
+        def on_url(self, url: bytes) -> None:
+            self._count(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._lines += 1
+            self._count(len(name) + len(value) + 4)
+            super().on_header(name, value)
+
+        def on_headers_complete(self) -> None:
+            cap = self._limits.max_body
+            if cap is not None and content_length(self.headers) > cap:
+                raise body_too_large(cap)
+            self._phase = "body"
+            left = self._began + self._limits.request_timeout - self.loop.time()
+            self._arm(max(left, 0.0))
+            super().on_headers_complete()
+
+        def on_body(self, body: bytes) -> None:
+            self._body += len(body)
+            cap = self._limits.max_body
+            if cap is not None and self._body > cap:
+                raise body_too_large(cap)
+            super().on_body(body)
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._raw = 0
+            if self.cycle is not None and self.cycle.response_complete:
+                return  # answered before its body ended: lingering already
+            else:
+                # Received whole: serving it may take hours (a log follower, a stream).
+                self._phase = "serving"
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            queued = bool(self.pipeline)
+            super().on_response_complete()
+            if self._phase == "serving" and not queued:
+                self._idle()
+            elif self._phase == "body" and not self.transport.is_closing():
+                self._linger()  # answered (a 401, say) with its body still to come
+
+        def _idle(self) -> None:
+            # Kept alive: the next request head must come within the deadline as well.
+            self._phase, self.idle_since = "idle", self.loop.time()
+            self._arm(self._limits.head_timeout)
+
+        def _invalid(self) -> None:
+            # As uvicorn says it: one line per kind in the log (daemon/logs.py).
+            message = "Invalid HTTP request received."
+            self.logger.warning(message)
+            self.send_400_response(message)
+
+        def _count(self, size: int) -> None:
+            self._head += size
+            if self._head > self._limits.max_head or self._lines > self._limits.max_headers:
+                raise head_too_large(self._limits)
+
+        def _arm(self, delay: float) -> None:
+            self._disarm()
+            # Through a weak reference: uvloop keeps a cancelled timer's callback until
+            # its time, which would keep a closed connection's objects that long.
+            self._timer = self.loop.call_later(delay, _fire, weakref.ref(self))
+
+        def _disarm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        def _deadline(self) -> None:
+            self._timer = None
+            if self._lingering or self._phase == "idle":
+                self.transport.abort()  # nothing asked for: no answer owed
+            elif self._phase in ("head", "body"):
+                took = self._limits.request_timeout if self._phase == "body" else None
+                what = f"within {took:g}s" if took else "in time"
+                self._refuse(Refusal(408, "deadline", f"the request did not arrive {what}"))
+
+        def _refuse(self, why: Refusal) -> None:
+            table.refused(why.reason, self.key)
+            cycle = self.cycle if self._phase != "head" else None  # None: no app runs yet
+            if cycle is not None:
+                # The app sees a client gone: its reads end and its writes go nowhere.
+                cycle.disconnected = True
+                cycle.message_event.set()
+                if cycle.response_started:  # answered already, or too late for ours
+                    self.transport.abort()
+                    return
+            phrase = http.HTTPStatus(why.status).phrase
+            body = shape(self._path(), why.status, why.reason, why.message)
+            self.transport.write(answer(why.status, phrase, body))
+            self._linger()
+
+        def _linger(self) -> None:
+            self._lingering, self.idle_since = True, 0.0  # the first to go for room
+            self.flow.resume_reading()
+            if self.transport.can_write_eof():
+                self.transport.write_eof()  # the client reads our answer, then EOF
+            self._arm(LINGER_S)
+
+        def _path(self) -> str:
+            raw = self.url if isinstance(getattr(self, "url", None), bytes) else b""
+            return raw.split(b"?", 1)[0].decode("latin-1")
 
     return GuardedProtocol
+
+
+def _fire(ref: weakref.ref[Any]) -> None:
+    conn = ref()
+    if conn is not None:
+        conn._deadline()

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import httpx
 from prometheus_client import (
     CollectorRegistry,
+    Counter,
     Histogram,
     ProcessCollector,
     disable_created_metrics,
@@ -58,12 +59,34 @@ class Metrics:
             buckets=_BUCKETS,
             registry=self.registry,
         )
+        self.refused = Counter(
+            "llamad_connections_refused",
+            "Requests and connections a listener refused or closed, by reason "
+            "(head_too_large, body_too_large, deadline, share, capped, *_evicted_idle).",
+            ["listener", "reason"],
+            registry=self.registry,
+        )
+        self.probes_excused = Counter(
+            "llamad_probes_excused",
+            "Failed probes not held against the instance: made late by llamad's own "
+            "event loop (loop_late) or not made for want of descriptors (local).",
+            [LABEL, "reason"],
+            registry=self.registry,
+        )
         self.registry.register(_Live(state))
         ProcessCollector(registry=self.registry)
 
     def observe_probe(self, name: str, health: Health) -> None:
         """Record one probe's latency (the instance's probe hook)."""
+        if health.local:
+            reason = "loop_late" if health.loop_lag is not None else "local"
+            self.probes_excused.labels(name, reason).inc()
+            return
         self.probe_seconds.labels(name).observe(health.latency_ms / 1000)
+
+    def count_refused(self, listener: str, reason: str) -> None:
+        """Count one refusal (a listener's `Refusals` hook)."""
+        self.refused.labels(listener, reason).inc()
 
     async def render(self, client: httpx.AsyncClient | None = None) -> bytes:
         """The exposition text; with a client and the option on, instances' own metrics too."""

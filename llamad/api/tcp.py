@@ -23,6 +23,7 @@ from llamad.api.auth import BearerAuth
 from llamad.api.connguard import HttpProtocol, guarded_protocol
 from llamad.api.uds import GRACEFUL_SHUTDOWN_S, QuietServer, serve_until
 from llamad.common.fdlimit import connection_cap
+from llamad.common.limits import CONTROL, Limits, Refusals, Shape, control_shape
 from llamad.config.remote import Remote
 from llamad.fleet.discovery import advertise, build_txt
 
@@ -57,21 +58,28 @@ async def serve_tcp(
     *,
     ssl_certfile: Path | None = None,
     ssl_keyfile: Path | None = None,
+    cap: int | None = None,
+    limits: Callable[[], Limits] = lambda: CONTROL,
+    shape: Shape = control_shape,
+    refused: Refusals | None = None,
 ) -> None:
-    """Serve `app` on host:port (HTTPS when given a cert and key) until `shutdown` is set.
+    """Serve `app` on host:port (HTTPS when given a cert and key) until `shutdown` is set,
+    at most `cap` connections (default: a control listener's), each held to `limits()`.
 
     Raises OSError before serving when the address cannot be bound.
     """
-    cap = connection_cap()
-    sock = bind_tcp(host, port, backlog=cap)
+    cap = cap or connection_cap()
+    # Also how many asyncio accepts at once: a bounded burst of descriptors.
+    backlog = min(cap, 1024)
+    sock = bind_tcp(host, port, backlog=backlog)
     config = uvicorn.Config(
         app,
         log_config=None,
         lifespan="off",
         access_log=False,
         ws="none",
-        http=guarded_protocol(HttpProtocol, cap),
-        backlog=cap,  # also how many asyncio accepts at once: a bounded burst of fds
+        http=guarded_protocol(HttpProtocol, cap, limits, shape, refused or Refusals("remote")),
+        backlog=backlog,
         # The rate limit keys on the peer address; a forwarded header would let a
         # client choose its own.
         proxy_headers=False,
@@ -84,7 +92,11 @@ async def serve_tcp(
 
 
 async def serve_remote(
-    app: Any, remote: Remote, shutdown: asyncio.Event, llama_version: str
+    app: Any,
+    remote: Remote,
+    shutdown: asyncio.Event,
+    llama_version: str,
+    refused: Refusals | None = None,
 ) -> None:
     """`app` on TCP behind BearerAuth, plus the mDNS advertiser, until `shutdown` is set."""
     guarded = BearerAuth(app, remote.admin_token, remote.read_token)
@@ -119,6 +131,7 @@ async def serve_remote(
                     on_bound,
                     ssl_certfile=remote.tls_cert,
                     ssl_keyfile=remote.tls_key,
+                    refused=refused,
                 )
                 return
             except OSError as exc:

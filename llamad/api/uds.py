@@ -16,6 +16,7 @@ import uvicorn
 from llamad.api.connguard import guarded_protocol
 from llamad.api.peercred import peer_checked_protocol
 from llamad.common.fdlimit import connection_cap
+from llamad.common.limits import CONTROL, Refusals
 from llamad.common.unixsock import MAX_SOCKET_PATH, SocketInUse, bind_unix
 
 __all__ = [
@@ -77,6 +78,7 @@ async def serve_unix(
     *,
     allowed_uid: int | None = None,
     sock: socket.socket | None = None,
+    refused: Refusals | None = None,
 ) -> None:
     """Serve `app` on the Unix socket `path` until `shutdown` is set, then stop within ~1 s.
 
@@ -96,7 +98,9 @@ async def serve_unix(
         lifespan="off",
         access_log=False,  # llamactl polls every 50 ms while waiting; that is not news.
         ws="none",
-        http=guarded_protocol(peer_checked_protocol(uid), cap),
+        http=guarded_protocol(
+            peer_checked_protocol(uid), cap, lambda: CONTROL, refused=refused or Refusals("control")
+        ),
         backlog=cap,  # also how many asyncio accepts at once: a bounded burst of fds
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )

@@ -48,6 +48,9 @@ class Header:
     scalars: dict[str, Any]
     arrays: dict[str, ArrayRef]
     tensor_elements: list[int]
+    # The size a complete file has: where its last tensor's data ends. A shorter file was
+    # cut (a copy still running, a failed download) and llama-server cannot load it.
+    data_end: int = 0
 
 
 class _Cursor:
@@ -114,17 +117,30 @@ def _scan(buf: mmap.mmap) -> Header:
             if count <= SMALL_ARRAY:
                 scalars[key] = list(struct.unpack_from(f"{cur.order}{count}{code}", buf, cur.pos))
             cur.pos += count * struct.calcsize(code)
-    elements = []
+    elements, end = [], 0
     for _ in range(n_tensors):
         cur.string()
         dims = [cur.fixed("Q") for _ in range(cur.fixed("I"))]
-        cur.fixed("I")  # ggml type
-        cur.fixed("Q")  # data offset
+        ggml_type = cur.fixed("I")
+        offset = cur.fixed("Q")
         count = 1
         for d in dims:
             count *= d
         elements.append(count)
-    return Header(scalars, arrays, elements)
+        end = max(end, offset + _tensor_bytes(ggml_type, count))
+    align = scalars.get("general.alignment", gguf.GGUF_DEFAULT_ALIGNMENT)
+    if not isinstance(align, int) or align <= 0:
+        raise ValueError(f"general.alignment: {align!r} is not a positive number")
+    data_start = -(-cur.pos // align) * align
+    return Header(scalars, arrays, elements, data_start + end)
+
+
+def _tensor_bytes(ggml_type: int, count: int) -> int:
+    try:
+        block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(ggml_type)]
+    except (ValueError, KeyError):
+        raise ValueError(f"unknown tensor type {ggml_type} (a newer llama.cpp's?)") from None
+    return count // block * size
 
 
 def array_string(path: Path, ref: ArrayRef, index: int) -> str | None:

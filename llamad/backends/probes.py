@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from llamad.common.clock import utcnow
+from llamad.common.looplag import LagWatch
 from llamad.lifecycle.states import Knobs
 
 if TYPE_CHECKING:
@@ -29,6 +30,10 @@ Phase = Literal["loading", "ready", "live"]
 READY_LATENESS = 0.05
 READY_MIN_DELAY = 0.02
 READY_MAX_DELAY = 0.5
+# A probe that timed out while our own loop was this late (a fraction of its timeout, at
+# least LATE_MIN_S) is not held against the server: its answer may have sat unread.
+LATE_FRACTION = 0.1
+LATE_MIN_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class Health:
     # The probe failed on our side (EMFILE, ENOBUFS): it says nothing about the server.
     local: bool = False
     fatal: bool = False  # the server says it cannot recover: restart without more probes
+    loop_lag: float | None = None  # set when timed out while our loop was this late (s)
 
     def to_dict(self) -> dict[str, object]:
         """The `health` object of the status document."""
@@ -121,13 +127,17 @@ class Prober:
             headers=headers,
             extensions={"timeout": httpx.Timeout(timeout).as_dict()},
         )
+        lag = LagWatch(max(LATE_MIN_S, timeout * LATE_FRACTION) / 2)
         try:
-            resp = await self.transport.handle_async_request(request)
-            try:
-                await resp.aread()
-            finally:
-                await resp.aclose()
+            with lag:
+                resp = await self.transport.handle_async_request(request)
+                try:
+                    await resp.aread()
+                finally:
+                    await resp.aclose()
         except httpx.TimeoutException:
+            if lag.worst >= max(LATE_MIN_S, timeout * LATE_FRACTION):
+                return loop_late(t0, lag.worst)
             return self._result(False, None, t0, f"no answer within {timeout:g}s")
         except httpx.HTTPError as exc:
             if (cause := local_cause(exc)) is not None:
@@ -168,6 +178,13 @@ def local_failure(t0: float, cause: OSError) -> Health:
     return Health(False, None, (time.perf_counter() - t0) * 1000, utcnow(), error, local=True)
 
 
+def loop_late(t0: float, lag: float) -> Health:
+    """A probe that timed out while llamad's own loop was `lag` seconds late."""
+    error = f"probe timed out while llamad's event loop was {lag:.2f}s late"
+    took = (time.perf_counter() - t0) * 1000
+    return Health(False, None, took, utcnow(), error, local=True, loop_lag=lag)
+
+
 def _short(exc: httpx.HTTPError) -> str:
     import httpx
 
@@ -201,4 +218,8 @@ async def watch_health(
     while True:
         tick = max(tick + knobs().health_interval, loop.time())
         await asyncio.sleep(tick - loop.time())
-        report(await probe(knobs().health_timeout), "live")
+        health = await probe(knobs().health_timeout)
+        while health.loop_lag is not None:  # our lateness, not the server's: ask again
+            report(health, "live")
+            health = await probe(knobs().health_timeout)
+        report(health, "live")

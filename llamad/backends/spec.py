@@ -37,6 +37,7 @@ class InstanceSpec:
     on_demand: bool = False  # started by the first request, not at boot
     idle_timeout: float = 600.0  # an on-demand instance stops this long after its last request
     aliases: tuple[str, ...] = ()  # more model names the gateway routes here
+    max_body: int | None = None  # bytes of request body the gateway admits; None: its own
 
     @property
     def launch(self) -> tuple[object, ...]:

@@ -71,6 +71,15 @@ def _top(args: argparse.Namespace) -> int:
     return top(args)
 
 
+def _library(name: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        from llamad.cli import library  # only for these commands
+
+        return int(getattr(library, name)(args))
+
+    return run
+
+
 def build_parser(service: bool) -> argparse.ArgumentParser:
     """The llamactl parser; `service` pulls in llamad.service's sub-commands (may raise)."""
     parser = argparse.ArgumentParser(prog="llamactl", description=DESCRIPTION, epilog=exits.EPILOG)
@@ -113,6 +122,11 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="print one snapshot and exit")
     p.add_argument("--interval", type=float, default=1.0, metavar="S", help="redraw every S s")
     p.set_defaults(kind=exits.STATUS)  # a view: no daemon is exit 4, as for status
+    p = add("models", _library("models"), "list the model library: name, source, size, quant")
+    p.add_argument("--json", action="store_true", help="print the library as JSON")
+    text = "download a model into the library (hf.co/USER/REPO:QUANT, USER/REPO:QUANT, llama3.2)"
+    p = add("pull", _library("pull"), text)
+    p.add_argument("ref", metavar="REF")
     add("validate", commands.validate, "check a config file; needs no running llamad", config_only)
     add("version", commands.version, "print llamactl's version, and llamad's if it is running")
     _fleet(sub, common)

@@ -173,9 +173,11 @@ class Client:
         return doc
 
     @contextmanager
-    def stream(self, path: str, timeout: float | None = None) -> Iterator[Iterator[bytes]]:
-        """GET `path` and yield an iterator over the body's chunks; error replies raise."""
-        conn, resp = self._send("GET", path, None, timeout)
+    def stream(
+        self, path: str, timeout: float | None = None, method: str = "GET", body: Any = None
+    ) -> Iterator[Iterator[bytes]]:
+        """Request `path` and yield an iterator over the body's chunks; error replies raise."""
+        conn, resp = self._send(method, path, body, timeout)
         try:
             if resp.status != 200:
                 try:

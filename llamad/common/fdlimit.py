@@ -18,6 +18,9 @@ RESERVE = 64
 # Per listener; enough for llamactl polling, log followers and a dashboard or two.
 MAX_CONNECTIONS = 128
 MIN_CONNECTIONS = 8
+# The gateway's cap follows the descriptor limit up to here: an idle connection costs a
+# few KB, and past a few thousand clients one llamad is the wrong tool anyway.
+MAX_GATEWAY_CONNECTIONS = 4096
 # macOS refuses a soft limit above OPEN_MAX even when the hard limit is unlimited.
 _DARWIN_OPEN_MAX = 10240
 
@@ -44,3 +47,13 @@ def connection_cap(listeners: int = 2) -> int:
         return MAX_CONNECTIONS
     share = (soft - RESERVE) // max(listeners, 1)
     return max(MIN_CONNECTIONS, min(MAX_CONNECTIONS, share))
+
+
+def gateway_cap(control_listeners: int = 2) -> int:
+    """How many client connections the gateway may hold: what the control listeners and
+    the reserve leave, halved, since a relayed request holds a connection upstream too."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_GATEWAY_CONNECTIONS
+    left = soft - RESERVE - control_listeners * connection_cap()
+    return max(MIN_CONNECTIONS, min(MAX_GATEWAY_CONNECTIONS, left // 2))

@@ -42,6 +42,22 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * scale)
 
 
+# Admits any real chat: a 128k-token conversation is ~0.5 MB of JSON, and a dozen
+# full-size photos as base64 (a third larger than the files) fit several times over.
+DEFAULT_MAX_BODY = "32MiB"
+
+
+def body_size(value: str) -> int:
+    """A `max_body` value in bytes; ValueError (the message for the config line) if not a size."""
+    try:
+        size = parse_size(value)
+    except ValueError:
+        raise ValueError(f'must be a size like "32MiB" (got {value!r})') from None
+    if size <= 0:
+        raise ValueError(f"must be more than 0 bytes (got {value!r})")
+    return size
+
+
 class GatewaySettings(BaseModel):
     """`[gateway]` as written in the file."""
 
@@ -56,6 +72,15 @@ class GatewaySettings(BaseModel):
     fleet: bool = False  # also route to models that `[fleet]` peers serve
     keys: dict[str, KeySettings] = {}  # [gateway.keys.NAME]
     activity_size: PositiveInt = 1000  # requests kept for /v1/activity
+    max_body: str = DEFAULT_MAX_BODY  # an instance's own `max_body` may raise it
+    request_timeout: PositiveFloat = 60.0  # head and body, from the head's first byte
+    trust_loopback: bool = False  # loopback clients are exempt from the per-address share
+
+    @field_validator("max_body")
+    @classmethod
+    def _max_body(cls, value: str) -> str:
+        body_size(value)
+        return value
 
     @field_validator("listen")
     @classmethod
@@ -86,6 +111,9 @@ class Gateway:
     fleet: bool = False
     keys: tuple[NamedKey, ...] = field(default=(), repr=False)  # api_key_file's, named ones
     activity_size: int = 1000
+    max_body: int = 32 * 1024 * 1024
+    request_timeout: float = 60.0
+    trust_loopback: bool = False
 
 
 Problem = Callable[[tuple[str, ...], str], None]
@@ -120,6 +148,9 @@ def resolve_gateway(
         fleet=settings.fleet,
         keys=keys,
         activity_size=settings.activity_size,
+        max_body=body_size(settings.max_body),
+        request_timeout=settings.request_timeout,
+        trust_loopback=settings.trust_loopback,
     )
 
 

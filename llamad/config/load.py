@@ -14,13 +14,17 @@ from llamad.backends.spec import InstanceSpec
 from llamad.common import paths
 from llamad.common.hosts import same_address
 from llamad.common.unixsock import MAX_SOCKET_PATH
+from llamad.config.fleet_tables import split_listen
 from llamad.config.gateway_table import Gateway, resolve_gateway
+from llamad.config.library_specs import check_defaults, library_specs, link_configured, settings_of
+from llamad.config.library_specs import find as find_library
 from llamad.config.readfile import read_partial
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.config.resolve import Resolver
 from llamad.config.schema import ConfigError, ConfigFile
 from llamad.config.tomlpos import where_is
 from llamad.fleet.table import Fleet, Peer
+from llamad.library.listing import Library
 
 __all__ = ["ConfigError", "Daemon", "InstanceSpec", "Resolved", "check", "load", "resolve"]
 
@@ -52,6 +56,7 @@ class Resolved:
     fleet: Fleet = field(
         default_factory=Fleet
     )  # [fleet] itself: defaults, Tailscale and mDNS for the gateway
+    library: Library | None = None  # [library], when it is on: what its scan found
 
     @property
     def llama_server(self) -> Tool | None:
@@ -66,11 +71,12 @@ class Resolved:
         return tool.version if tool else ""
 
 
-def load(path: Path) -> Resolved:
-    """Read, validate and resolve `path`; raises ConfigError with one line per problem."""
+def load(path: Path, previous: Resolved | None = None) -> Resolved:
+    """Read, validate and resolve `path`; raises ConfigError with one line per problem.
+    `previous` (a reload's) keeps each library model on the port it had."""
     path = path.expanduser().absolute()
     cfg, text, problems = read_partial(path)
-    return resolve(cfg, path, text, problems)
+    return resolve(cfg, path, text, problems, previous.library if previous else None)
 
 
 def check(path: Path) -> list[str]:
@@ -91,7 +97,11 @@ def _inspect(backend: Backend, path: Path) -> Tool:
 
 
 def resolve(
-    cfg: ConfigFile, path: Path, text: str, structural: list[str] | None = None
+    cfg: ConfigFile,
+    path: Path,
+    text: str,
+    structural: list[str] | None = None,
+    previous: Library | None = None,
 ) -> Resolved:
     """Turn the parsed file into specs, collecting every problem before failing.
 
@@ -117,9 +127,26 @@ def resolve(
             f"{where_is(path, text, ('daemon', 'socket'))}: daemon.socket: path is longer than "
             f"{MAX_SOCKET_PATH} bytes, the AF_UNIX limit: {daemon.socket}"
         )
+    lib_settings = settings_of(cfg)
+    scanned = find_library(lib_settings, base) if lib_settings else None
+    linked: dict[str, str] = {}
+    if scanned is not None:
+        cfg, linked = link_configured(cfg, scanned[1], base)
     resolver = Resolver(cfg, path, text)
-    tools = resolver.tools(_inspect)
+    tools = resolver.tools(_inspect, frozenset([LLAMA_SERVER]) if scanned else frozenset())
     instances = resolver.all(tools)
+    library = None
+    if lib_settings and scanned and LLAMA_SERVER in tools:
+        check_defaults(
+            tools[LLAMA_SERVER].details,
+            lib_settings.defaults,
+            resolver.problem_at("library", "defaults"),
+        )
+        taken = {s.port for s in instances.values()} | _listener_ports(cfg, daemon)
+        more, library = library_specs(
+            cfg, path, text, tools, instances, taken, lib_settings, scanned, linked, previous
+        )
+        instances = {**instances, **more}
     if daemon.remote is not None:
         host = daemon.remote.host
         listen = f"[{host}]:{daemon.remote.port}" if ":" in host else f"{host}:{daemon.remote.port}"
@@ -138,7 +165,15 @@ def resolve(
     problems.extend(resolver.problems)
     if problems:
         raise ConfigError(problems)
-    return Resolved(path, daemon, instances, tools, _peers(cfg), gateway, cfg.fleet)
+    return Resolved(path, daemon, instances, tools, _peers(cfg), gateway, cfg.fleet, library)
+
+
+def _listener_ports(cfg: ConfigFile, daemon: Daemon) -> set[int]:
+    """llamad's own ports, which no library model may take."""
+    ports = {daemon.remote.port} if daemon.remote else set()
+    if cfg.gateway.listen:
+        ports.add(split_listen(cfg.gateway.listen)[1])
+    return ports
 
 
 def _peers(cfg: ConfigFile) -> dict[str, Peer]:

@@ -14,6 +14,7 @@ from pydantic_core import ErrorDetails
 from llamad.common.redact import any_secret, scrub, shown
 from llamad.config.fleet_tables import RemoteSettings
 from llamad.config.gateway_table import GatewaySettings
+from llamad.config.library_table import LibrarySettings
 from llamad.config.schema import ConfigFile, DaemonSettings, SuperviseSettings
 from llamad.config.tomlpos import where_is
 
@@ -74,6 +75,7 @@ def _suggest(loc: tuple[Any, ...]) -> str | None:
         "daemon.remote": RemoteSettings.model_fields,
         "supervise": SuperviseSettings.model_fields,
         "gateway": GatewaySettings.model_fields,
+        "library": LibrarySettings.model_fields,
         None: ConfigFile.model_fields,
     }.get(section, {})
     match = difflib.get_close_matches(str(loc[-1]), list(fields), n=1)

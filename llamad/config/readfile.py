@@ -70,7 +70,7 @@ def _set_aside(data: dict[str, Any], loc: tuple[Any, ...]) -> None:
     # key itself goes and its default applies.
     if not loc or loc[0] == "fleet":
         return  # parsed apart (fleet_of), its problems already reported
-    keep = 2 if loc and loc[0] in ("instances", "daemon", "supervise", "defaults") else 1
+    keep = 2 if loc and loc[0] in ("instances", "daemon", "supervise", "defaults", "library") else 1
     parent: Any = data
     for part in loc[: keep - 1]:
         parent = parent.get(part) if isinstance(parent, dict) else None

@@ -16,6 +16,7 @@ from llamad.backends.registry import BACKENDS, DEFAULT_KIND
 from llamad.backends.spec import InstanceSpec
 from llamad.common.hosts import same_address
 from llamad.common.paths import anchored
+from llamad.config.gateway_table import body_size
 from llamad.config.messages import describe
 from llamad.config.schema import ConfigFile, InstanceTable, SuperviseSettings
 from llamad.config.tomlpos import where_is
@@ -38,11 +39,13 @@ class Resolver:
 
         return report
 
-    def tools(self, inspect: Callable[[Backend, Path], Tool]) -> dict[str, Tool]:
-        """The executable of every kind the file uses, and only those: a config of
-        rpc-workers alone needs no llama-server."""
+    def tools(
+        self, inspect: Callable[[Backend, Path], Tool], also: frozenset[str] = frozenset()
+    ) -> dict[str, Tool]:
+        """The executable of every kind the file uses (and the kinds in `also`: the
+        library's), and only those: a config of rpc-workers alone needs no llama-server."""
         tools: dict[str, Tool] = {}
-        used = {t.kind for t in self.cfg.instances.values()}
+        used = {t.kind for t in self.cfg.instances.values()} | also
         if self.cfg.defaults:
             used.add(DEFAULT_KIND)  # `[defaults]` holds llama-server keys to check
         for kind in sorted(used & set(BACKENDS)):
@@ -110,6 +113,7 @@ class Resolver:
             on_demand=table.on_demand,
             idle_timeout=table.idle_timeout,
             aliases=tuple(table.aliases),
+            max_body=body_size(table.max_body) if table.max_body else None,
         )
         spec = backend.resolve(base, dict(table.model_extra or {}), ctx, problem)
         if len(self.problems) > before or knobs is None:

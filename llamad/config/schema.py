@@ -20,6 +20,7 @@ from pydantic import (
     NonNegativeFloat,
     NonNegativeInt,
     PositiveInt,
+    field_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -30,7 +31,8 @@ from pydantic_settings import (
 
 from llamad.backends.registry import DEFAULT_KIND
 from llamad.config.fleet_tables import RemoteSettings
-from llamad.config.gateway_table import GatewaySettings
+from llamad.config.gateway_table import GatewaySettings, body_size
+from llamad.config.library_table import LibrarySettings
 from llamad.config.tomlpos import where_is
 from llamad.fleet.table import Fleet, parse_fleet
 
@@ -105,6 +107,14 @@ class InstanceTable(BaseModel):
     on_demand: bool = False
     idle_timeout: NonNegativeFloat = 600.0
     aliases: list[str] = []
+    max_body: str | None = None  # the gateway's [gateway] max_body, for this model
+
+    @field_validator("max_body")
+    @classmethod
+    def _max_body(cls, value: str | None) -> str | None:
+        if value is not None:
+            body_size(value)
+        return value
 
 
 class ConfigFile(BaseSettings):
@@ -120,6 +130,7 @@ class ConfigFile(BaseSettings):
     # Peers also serve RPC heads.
     fleet: Fleet = Fleet()
     gateway: GatewaySettings = GatewaySettings()
+    library: LibrarySettings | None = None  # None: on when the gateway listens
 
     @classmethod
     def settings_customise_sources(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 
 import structlog
@@ -10,6 +11,8 @@ from starlette.routing import BaseRoute
 
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_tcp
+from llamad.common.fdlimit import gateway_cap
+from llamad.common.limits import Refusals
 from llamad.common.retrying import retrying
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.daemon.guard import ServiceGuard
@@ -18,10 +21,12 @@ from llamad.gateway.core import Gateway
 from llamad.gateway.events_stream import activity_routes
 from llamad.gateway.fleet import FleetModels, Identity
 from llamad.gateway.fleet_hosts import FleetHosts
+from llamad.gateway.limits import BodyLimit, GatewayLimits, gateway_shape
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.page import BrowserRoot, page_routes
 from llamad.gateway.pool import Pool
+from llamad.library.pulls import Pulls
 from llamad.supervise.state import DaemonState
 
 log = structlog.get_logger("llamad.gateway")
@@ -37,6 +42,7 @@ def start_gateway(
     metrics: Metrics,
     stop: asyncio.Event,
     me: Identity | None = None,
+    pulls: Pulls | None = None,
 ) -> Gateway:
     """Start the gateway under `guard`; its settings follow reloads (the address needs a
     restart), and a config without `[gateway]` leaves the last one in force. `me` is this
@@ -58,7 +64,10 @@ def start_gateway(
     gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
     state.supervisor.draining = gateway.draining
     page = _page(gateway, state)
-    guard.start("gateway", lambda: _serve(gateway, hosts, first, stop, page), retry=True)
+    bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)
+    refused = Refusals("gateway", metrics.count_refused)
+    serve = functools.partial(_serve, gateway, hosts, first, stop, bounds, refused, page, pulls)
+    guard.start("gateway", serve, retry=True)
     return gateway
 
 
@@ -80,7 +89,10 @@ async def _serve(
     hosts: FleetHosts,
     cfg: Settings,
     stop: asyncio.Event,
+    bounds: GatewayLimits,
+    refused: Refusals,
     page: list[BaseRoute],
+    pulls: Pulls | None = None,
 ) -> None:
     pool = Pool()  # the relay's and Ollama's requests to instances and peers alike
     # The idle ticker and the fleet refresher: one that raises is logged and runs again
@@ -96,10 +108,20 @@ async def _serve(
             extra = [
                 *activity_routes(gateway, stop),
                 *page,
-                *ollama_routes(gateway, pool, gateway.activity),
+                *ollama_routes(gateway, pool, pulls, gateway.activity),
             ]
             app = BrowserRoot(build_app(gateway, extra, pool=pool))
-            await serve_tcp(app, cfg.host, cfg.port, stop, lambda: _bound(listen))
+            await serve_tcp(
+                BodyLimit(app, bounds, refused),
+                cfg.host,
+                cfg.port,
+                stop,
+                lambda: _bound(listen),
+                cap=gateway_cap(),
+                limits=bounds,
+                shape=gateway_shape,
+                refused=refused,
+            )
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))
     finally:

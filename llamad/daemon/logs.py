@@ -26,7 +26,13 @@ _DOTTED = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+")
 
 # Our own events that can repeat as fast as something outside hammers us.
 RATE_LIMITED = frozenset(
-    {"probe.not_made", "daemon.loop_error", "instance.internal_error", "control.connection_capped"}
+    {
+        "probe.not_made",
+        "probe.loop_late",
+        "daemon.loop_error",
+        "instance.internal_error",
+        "connection.refused",
+    }
 )
 REPEAT_INTERVAL_S = 10.0
 
@@ -132,7 +138,9 @@ def _kind(record: logging.LogRecord) -> tuple[str, str] | None:
     msg: Any = record.msg
     if isinstance(msg, dict):  # a structlog event
         event = str(msg.get("event", ""))
-        return (event, str(msg.get("instance", ""))) if event in RATE_LIMITED else None
+        # Per instance, or per reason of a refusal (a flood of one kind hides no other).
+        which = str(msg.get("instance", msg.get("reason", "")))
+        return (event, which) if event in RATE_LIMITED else None
     if record.levelno < logging.WARNING:
         return None
     return (record.name, str(msg))

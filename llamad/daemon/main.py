@@ -30,6 +30,7 @@ from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.lock import AlreadyRunning, DaemonLock
 from llamad.daemon.notify import Notifier
 from llamad.fleet.remote_workers import RemoteWorkers
+from llamad.library.listing import log_changes
 from llamad.supervise.hooks import ProbeFeed
 from llamad.supervise.orphans import ChildRegistry
 from llamad.supervise.process import bind_error
@@ -84,6 +85,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
         async with asyncio.TaskGroup() as group:
             guard = ServiceGuard(group, services_stop, trigger)
             group.create_task(supervisor.run(), name="supervisor")
+            log_changes(None, resolved.library)
             await supervisor.apply(resolved.instances)
             # The web stack loads after the first readiness polls (a small model is
             # ready by then) and in a thread, so probes keep running meanwhile.

@@ -12,13 +12,16 @@ import socket
 
 from llamad.api.app import create_app
 from llamad.api.controller import DaemonController
+from llamad.api.library import library_routes
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_remote
 from llamad.api.uds import serve_unix
 from llamad.backends.probes import Prober, make_client
+from llamad.common.limits import Refusals
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.fleet.peers import identity
+from llamad.library.pulls import Pulls
 from llamad.supervise.reload import Reloader
 from llamad.supervise.state import DaemonState
 from llamad.supervise.supervisor import Supervisor
@@ -40,27 +43,37 @@ async def start(
     metrics = Metrics(state)
     state.probes.listen(metrics.observe_probe)
     controller = DaemonController(state, reloader.reload, lambda: metrics.render(client))
-    app = create_app(controller, shutdown=stop)
+    pulls = Pulls(lambda: state.resolved.library, reloader.reload)
+    app = create_app(controller, shutdown=stop, extra_routes=library_routes(state, pulls))
     bound = asyncio.Event()
     # Without its control socket the daemon cannot be managed: that failure ends it.
     control = guard.start(
         "control",
-        lambda: serve_unix(app, d.socket, stop, on_bound=bound.set, sock=control_socket),
+        lambda: serve_unix(
+            app,
+            d.socket,
+            stop,
+            on_bound=bound.set,
+            sock=control_socket,
+            refused=Refusals("control", metrics.count_refused),
+        ),
         retry=False,
     )
     waiter = asyncio.ensure_future(bound.wait())
     await asyncio.wait({waiter, control}, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
     guard.start("reload", lambda: reloader.run(stop), retry=True)
+    guard.start("pulls", lambda: pulls.run(stop), retry=True)
     if (remote := d.remote) is not None:  # fleet: the same app on TCP with tokens, and mDNS
         version = resolved.llama_server_version
-        guard.start("remote", lambda: serve_remote(app, remote, stop, version), retry=True)
+        refused = Refusals("remote", metrics.count_refused)
+        guard.start("remote", lambda: serve_remote(app, remote, stop, version, refused), retry=True)
     if resolved.gateway is not None:
         # Only a daemon with a gateway pays for its modules (memory, and start time).
         from llamad.daemon.gateway import start_gateway
 
         me = identity(controller.status())
-        controller.gateway = start_gateway(guard, resolved.gateway, state, metrics, stop, me)
+        controller.gateway = start_gateway(guard, resolved.gateway, state, metrics, stop, me, pulls)
     guard.start("watchdog", lambda: watchdog_loop(notifier, stop), retry=True)
     if notifier.enabled:
         guard.start("sd-status", lambda: _report_counts(notifier, supervisor, stop), retry=True)

@@ -71,7 +71,7 @@ def _vocab() -> tuple[list[str], list[float], list[int]]:
     return tokens, [0.0] * len(tokens), types
 
 
-def write_tiny_model(path: Path, seed: int = 0, shape: Shape = TINY) -> Path:
+def write_tiny_model(path: Path, seed: int = 0, shape: Shape = TINY, split: int = 0) -> Path:
     """Write a tiny random llama GGUF (about 470 KB) to ``path`` and return ``path``.
 
     A larger ``shape`` gives a model that generates at a real model's pace (the
@@ -79,7 +79,9 @@ def write_tiny_model(path: Path, seed: int = 0, shape: Shape = TINY) -> Path:
 
     The file appears atomically: it is written to a temporary sibling and renamed over
     ``path``, so a concurrent reader (or a crash midway) never sees a half-written model.
-    Same ``seed``, same bytes.
+    Same ``seed``, same bytes. With ``split``, at most that many tensors go in each file
+    (``NAME-00001-of-0000N.gguf`` beside ``path``), as llama.cpp's gguf-split writes them;
+    the first file's path is returned.
     """
     try:
         import gguf
@@ -103,8 +105,10 @@ def write_tiny_model(path: Path, seed: int = 0, shape: Shape = TINY) -> Path:
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     tmp = Path(tmp_name)
+    shards = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.")) if split else None
     try:
-        w = gguf.GGUFWriter(tmp, "llama")
+        out = shards / path.name if shards else tmp
+        w = gguf.GGUFWriter(out, "llama", split_max_tensors=split)
         w.add_name("llamad tiny random llama")
         w.add_basename("llamad-tiny")
         w.add_file_type(1 if shape.f16 else 0)  # MOSTLY_F16 or ALL_F32
@@ -155,6 +159,8 @@ def write_tiny_model(path: Path, seed: int = 0, shape: Shape = TINY) -> Path:
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
         w.close()
+        if shards is not None:
+            return _place_shards(shards, path.parent)
         # Flush to disk before the rename so a power cut cannot leave an empty model behind.
         with tmp.open("rb") as f:
             os.fsync(f.fileno())
@@ -164,7 +170,20 @@ def write_tiny_model(path: Path, seed: int = 0, shape: Shape = TINY) -> Path:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+    finally:
+        if shards is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                shards.rmdir()
     return path
+
+
+def _place_shards(shards: Path, folder: Path) -> Path:
+    names = sorted(p.name for p in shards.iterdir())
+    for name in names:
+        (shards / name).chmod(0o644)
+        os.replace(shards / name, folder / name)
+    return folder / names[0]
 
 
 def demo_model_path() -> Path:

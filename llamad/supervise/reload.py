@@ -18,8 +18,10 @@ import watchfiles
 from llamad.backends.registry import backend_for
 from llamad.common.retrying import run_retrying
 from llamad.config.load import ConfigError, load
+from llamad.library.listing import log_changes
 from llamad.lifecycle.states import State
 from llamad.supervise.instance import Instance
+from llamad.supervise.library_watch import watch_library
 from llamad.supervise.state import DaemonState
 
 log = structlog.get_logger("llamad.reload")
@@ -67,7 +69,7 @@ class Reloader:
             # still news to the watcher, not mistaken for what we just applied.
             before = self._snapshot()
             try:
-                new = await asyncio.to_thread(load, old.path)
+                new = await asyncio.to_thread(load, old.path, old)
             except Exception as exc:  # a ConfigError; nothing must crash a running daemon
                 lines = getattr(exc, "lines", None) or [f"{old.path}: {exc}"]
                 self.state.rejected(lines)
@@ -84,6 +86,7 @@ class Reloader:
             changes = await self.supervisor.apply(new.instances)
             old_dirs = self._dirs()
             self.state.accepted(new)
+            log_changes(old.library, new.library)
             self._files = self._watched()
             self._ids = {p: before[p] if p in before else file_id(p) for p in self._files}
             if self._dirs() != old_dirs:
@@ -135,6 +138,7 @@ class Reloader:
                 self._group = group
                 group.create_task(self._serve_requests(stop))
                 group.create_task(self._watch(stop))
+                group.create_task(watch_library(self._library_places, self.request, stop))
                 if self._unrolled is not None:
                     self._start_rolling(self._unrolled)
                 await stop.wait()
@@ -172,6 +176,10 @@ class Reloader:
             for path in backend_for(spec.kind).watched(spec):
                 files.setdefault(path, "model")
         return files
+
+    def _library_places(self) -> list[Path]:
+        lib = self.state.resolved.library
+        return [*lib.places, lib.pull_dir] if lib else []
 
     def _dirs(self) -> list[str]:
         return sorted({str(p.parent) for p in self._files if p.parent.is_dir()})

@@ -6,6 +6,7 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from llamad.backends.base import Tool
 from llamad.backends.probes import Health, Prober
@@ -34,8 +35,8 @@ class Runtime:
     remote: RemoteWorkers = field(default_factory=RemoteWorkers)
 
     def open_log(self, spec: InstanceSpec) -> ChildLog:
-        """The instance's output file, `log_dir/NAME.log`."""
-        path = self.log_dir / f"{spec.name}.log"
+        """The instance's output file, `log_dir/NAME.log` (a library model's `/` escaped)."""
+        path = self.log_dir / f"{quote(spec.name, safe=':+')}.log"
         return ChildLog(path, self.log_max_bytes, self.log_backups, spec.secrets, spec.name)
 
     async def launch(

@@ -76,9 +76,14 @@ async def watch(inst: Watched, child: Child, remote: Found) -> None:
 def report(inst: Watched, pid: int, health: Health, phase: Phase) -> None:
     """Turn one probe result into the instance's event, if it is news."""
     if health.local:
-        # Out of descriptors or buffers here: the server may be perfectly fine, and
-        # killing it for our shortage would turn a hiccup into an outage.
-        log.warning("probe.not_made", instance=inst.spec.name, error=health.error)
+        # Out of descriptors or buffers here, or our loop too busy to read the answer in
+        # time: the server may be perfectly fine, and killing it for our shortage would
+        # turn a hiccup into an outage.
+        inst.hooks.observe_probe(inst.spec.name, health)
+        if health.loop_lag is not None:
+            log.warning("probe.loop_late", instance=inst.spec.name, lag_s=round(health.loop_lag, 3))
+        else:
+            log.warning("probe.not_made", instance=inst.spec.name, error=health.error)
         return
     inst.health = health
     inst.hooks.observe_probe(inst.spec.name, health)

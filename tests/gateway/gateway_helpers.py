@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -53,9 +53,12 @@ def gateway(
     instances: dict[str, dict[str, Any]],
     env: dict[str, str] | None = None,
     daemon: dict[str, Any] | None = None,
+    supervise: dict[str, Any] | None = None,
+    preexec_fn: Callable[[], None] | None = None,
     **settings: Any,
 ) -> Iterator[Gw]:
-    """Run llamad with `instances` (llamad picks ports) and `[gateway]` `settings`."""
+    """Run llamad with `instances` (llamad picks ports) and `[gateway]` `settings`
+    (`preexec_fn` runs in the daemon's process before it starts: a low ulimit, say)."""
     d = short_dir()
     port = free_port()
     tables = {n: {"model": model, "port": free_port(), **keys} for n, keys in instances.items()}
@@ -63,10 +66,10 @@ def gateway(
         d / "llamad.toml",
         tables,
         daemon={"state_dir": str(d / "state"), **(daemon or {})},
-        supervise={"health_interval": 0.5},
+        supervise={"health_interval": 0.5, **(supervise or {})},
         gateway={"listen": f"127.0.0.1:{port}", **settings},
     )
-    with Llamad(cfg, env) as ld:
+    with Llamad(cfg, env, preexec_fn) as ld:
         ld.wait_ready()
         ld.wait_event("gateway.listening")
         for name, keys in instances.items():

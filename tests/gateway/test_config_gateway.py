@@ -71,11 +71,28 @@ def test_gateway_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
             "llamad.toml:3: gateway.listen: must be HOST:PORT",
         ),
         (
+            ("max_queue = 8", 'max_queue = 8\nmax_body = "big"'),
+            'llamad.toml:8: gateway.max_body: must be a size like "32MiB"',
+        ),
+        (
+            ("idle_timeout = 60.0", 'idle_timeout = 60.0\nmax_body = "0"'),
+            "llamad.toml:19: instances.b.max_body: must be more than 0 bytes",
+        ),
+        (
             ("max_queue = 8", "max_queu = 8"),
             "llamad.toml:7: gateway: unknown key 'max_queu' (did you mean max_queue?)",
         ),
     ],
-    ids=["alias is an instance", "alias taken twice", "listen clash", "budget", "listen", "typo"],
+    ids=[
+        "alias is an instance",
+        "alias taken twice",
+        "listen clash",
+        "budget",
+        "listen",
+        "max_body",
+        "instance max_body",
+        "typo",
+    ],
 )
 def test_gateway_config_errors_are_one_line(
     tmp_path: Path, tiny_model: Path, change: tuple[str, str], expected: str
@@ -95,3 +112,20 @@ def test_sizes() -> None:
     assert parse_size("1000") == 1000
     with pytest.raises(ValueError, match="like"):
         parse_size("many")
+
+
+def test_body_limits_resolve(tmp_path: Path, tiny_model: Path) -> None:
+    """`max_body` defaults to 32 MiB; an instance's own is in bytes; neither restarts it."""
+    path = tmp_path / "llamad.toml"
+    text = GOOD.replace("{m}", str(tiny_model)).replace(
+        "idle_timeout = 60.0", 'idle_timeout = 60.0\nmax_body = "64MiB"'
+    )
+    path.write_text(text)
+    resolved = load(path)
+    assert resolved.gateway is not None
+    assert resolved.gateway.max_body == 32 * 2**20
+    assert resolved.gateway.request_timeout == 60.0
+    assert resolved.gateway.trust_loopback is False
+    b = resolved.instances["b"]
+    assert (resolved.instances["a"].max_body, b.max_body) == (None, 64 * 2**20)
+    assert b.launch == b.__class__(**{**b.__dict__, "max_body": None}).launch

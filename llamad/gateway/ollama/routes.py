@@ -18,9 +18,11 @@ from llamad.gateway.ollama.embed import dimensions, embed_inputs, embeddings
 from llamad.gateway.ollama.endpoint import Endpoint, Handler
 from llamad.gateway.ollama.errors import error_response, field, model_name, read_body
 from llamad.gateway.ollama.port import Gateway
+from llamad.gateway.ollama.pull import downloading, pull_endpoint
 from llamad.gateway.ollama.requests import chat_plan, generate_plan
 from llamad.gateway.ollama.upstream import resolve
 from llamad.gateway.pool import Pool
+from llamad.library.pulls import Pulls
 
 log = structlog.get_logger("llamad.gateway.ollama")
 
@@ -28,19 +30,26 @@ log = structlog.get_logger("llamad.gateway.ollama")
 # turn on thinking and tool support by version.
 OLLAMA_VERSION = "0.12.0"
 
-_STORE_ROUTES = ("pull", "push", "create", "copy", "delete", "blobs")
+_STORE_ROUTES = ("push", "create", "copy", "delete", "blobs")
 _STORE_MESSAGE = (
-    "llamad serves the models in its config file; it has no Ollama model store. "
-    "Add a model as an [instances.NAME] table in llamad.toml and reload (llamactl reload)."
+    "llamad serves the models in its config file and its library; it has no Ollama model "
+    "store. Pull a model (/api/pull), or add an [instances.NAME] table to llamad.toml."
 )
 
 
 class OllamaAPI:
     """The endpoints, over one gateway and the pool of connections to its llama-servers."""
 
-    def __init__(self, gateway: Gateway, pool: Pool, activity: Activity | None = None) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        pool: Pool,
+        pulls: Pulls | None = None,
+        activity: Activity | None = None,
+    ) -> None:
         self.gateway = gateway
         self.pool = pool
+        self.pulls = pulls  # None: no library, /api/pull answers 501
         self.activity = activity
 
     async def root(self, request: Request, leases: AsyncExitStack) -> Response:
@@ -77,6 +86,7 @@ class OllamaAPI:
         stream = field(body, "stream", bool, True)
         messages = field(body, "messages", list, [])
         keep_alive = parse_keep_alive(body.get("keep_alive"))
+        downloading(self.pulls, name)
         view = resolve(self.gateway, name)
         render = chat_renderer(name)
         if not messages:
@@ -100,6 +110,7 @@ class OllamaAPI:
         stream = field(body, "stream", bool, True)
         prompt = field(body, "prompt", str, "")
         keep_alive = parse_keep_alive(body.get("keep_alive"))
+        downloading(self.pulls, name)
         view = resolve(self.gateway, name)
         render = generate_renderer(name)
         if not prompt and not field(body, "suffix", str):
@@ -155,6 +166,12 @@ class OllamaAPI:
         """pull, push, create, copy, delete, blobs: 501, never a pretended success."""
         return error_response(501, f"{request.url.path} is not supported: {_STORE_MESSAGE}")
 
+    async def pull(self, request: Request, leases: AsyncExitStack) -> Response:
+        """POST /api/pull: from Hugging Face or Ollama's registry into the library."""
+        if self.pulls is None:
+            return await self.store(request, leases)
+        return await pull_endpoint(self.pulls, request)
+
     def routes(self) -> list[BaseRoute]:
         """The Starlette routes, each guarded so errors leave in Ollama's shape."""
         table: list[tuple[str, Handler, list[str]]] = [
@@ -167,6 +184,7 @@ class OllamaAPI:
             ("/api/generate", self.generate, ["POST"]),
             ("/api/embed", self.embed, ["POST"]),
             ("/api/embeddings", self.embeddings_legacy, ["POST"]),
+            ("/api/pull", self.pull, ["POST"]),
         ]
         routes: list[BaseRoute] = [
             Route(path, Endpoint(fn, self.activity), methods=methods) for path, fn, methods in table
@@ -179,9 +197,9 @@ class OllamaAPI:
 
 
 def ollama_routes(
-    gateway: Gateway, pool: Pool, activity: Activity | None = None
+    gateway: Gateway, pool: Pool, pulls: Pulls | None = None, activity: Activity | None = None
 ) -> list[BaseRoute]:
     """Ollama's API over `gateway`; upstream requests go through `pool`, which the caller
-    owns (the relay's: no read timeout, generations may take long). Requests that asked
-    for a model are recorded in `activity`."""
-    return OllamaAPI(gateway, pool, activity).routes()
+    owns (the relay's: no read timeout, generations may take long). `pulls` serves
+    /api/pull; requests that asked for a model are recorded in `activity`."""
+    return OllamaAPI(gateway, pool, pulls, activity).routes()

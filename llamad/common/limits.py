@@ -1,0 +1,131 @@
+"""What a listener admits from a stranger, and how it says no.
+
+Each listener (the control socket, the remote control port, the gateway) holds its
+limits in a `Limits`; its guarded protocol (`connguard.py`) applies them before the app,
+and so before any key is checked. A refusal is an HTTP answer in the API family's shape
+(`Shape`), a line in the log and a count in the metrics (`Refusals`), never the body.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+log = structlog.get_logger("llamad.listener")
+
+# nginx's large_client_header_buffers, Node's --max-http-header-size and h11 sit near here.
+MAX_HEAD = 64 * 1024
+MAX_HEADERS = 100
+HEAD_TIMEOUT_S = 5.0
+# Whole request, head and body; a big image over a slow link is the case to fit.
+REQUEST_TIMEOUT_S = 60.0
+SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class Limits:
+    """One listener's limits; read again for every connection and request (reloads)."""
+
+    max_head: int = MAX_HEAD  # bytes of request line and headers
+    max_headers: int = MAX_HEADERS
+    head_timeout: float = HEAD_TIMEOUT_S  # for a request head, and for an idle connection
+    request_timeout: float = REQUEST_TIMEOUT_S  # head and body, from the head's first byte
+    max_body: int | None = None  # bytes; None: unbounded here (the app bounds it)
+    share: float = SHARE  # of the connection cap, per client address
+    trust_loopback: bool = False  # loopback clients may take more than their share
+
+
+# The control API's bodies are a few hundred bytes at most.
+CONTROL = Limits(max_body=1024 * 1024, request_timeout=10.0)
+
+# (path, status, code, message) -> the JSON body of a refusal.
+Shape = Callable[[str, int, str, str], bytes]
+# (reason, client address) -> None: logs and counts one refusal.
+Refused = Callable[[str, str | None], None]
+
+
+def control_shape(path: str, status: int, code: str, message: str) -> bytes:
+    """The control API's error shape, `{"error": {"code", "message"}}`."""
+    return json.dumps({"error": {"code": code, "message": message}}).encode()
+
+
+def answer(status: int, phrase: str, body: bytes) -> bytes:
+    """A whole HTTP/1.1 answer that closes the connection."""
+    head = (
+        f"HTTP/1.1 {status} {phrase}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class Refusal(Exception):
+    """A request refused before it reaches the app: `status`, `reason` (the metric's
+    label and the event's), and the message for the client."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.reason, self.message = status, reason, message
+
+
+def head_too_large(limits: Limits) -> Refusal:
+    """431: the head is past `max_head` bytes or `max_headers` lines."""
+    message = f"the request head is over {limits.max_head} bytes or {limits.max_headers} lines"
+    return Refusal(431, "head_too_large", message)
+
+
+def body_too_large(cap: int) -> Refusal:
+    """413: the body is (or says it will be) past `cap` bytes."""
+    return Refusal(413, "body_too_large", f"the request body is over the limit of {cap} bytes")
+
+
+def content_length(headers: list[tuple[bytes, bytes]]) -> int:
+    """The Content-Length among lower-cased `headers`, 0 when there is none."""
+    # llhttp has refused a malformed or repeated Content-Length before this is read.
+    value = next((v for k, v in headers if k == b"content-length"), b"0")
+    return int(value) if value.strip().isdigit() else 0
+
+
+def _ip(host: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """`host` as an address (an IPv4-mapped IPv6 one as IPv4); None if it is not one."""
+    try:
+        ip = ipaddress.ip_address((host or "").split("%")[0])
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def client_key(host: str | None) -> str | None:
+    """The address a share is counted for: the IP, an IPv6 client's /64 (one host
+    usually holds a whole /64); None for a Unix socket."""
+    ip = _ip(host)
+    if ip is None:
+        return host or None
+    if isinstance(ip, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+def is_loopback(host: str | None) -> bool:
+    """`host` is a loopback address (127/8, ::1, or v4-mapped loopback)."""
+    ip = _ip(host)
+    return ip is not None and ip.is_loopback
+
+
+class Refusals:
+    """Logs and counts a listener's refusals: `connection.refused` with the reason and
+    the client's address; `count(listener, reason)` is the metrics' hook."""
+
+    def __init__(self, listener: str, count: Callable[[str, str], None] | None = None) -> None:
+        self.listener = listener
+        self.count = count
+
+    def __call__(self, reason: str, client: str | None) -> None:
+        log.warning("connection.refused", listener=self.listener, reason=reason, client=client)
+        if self.count is not None:
+            self.count(self.listener, reason)

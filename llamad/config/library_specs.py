@@ -1,0 +1,216 @@
+"""The library's models as on-demand instances, beside the configured ones.
+
+Configured `[instances]` always win: a model whose name (or an alias) is taken, or whose
+file a configured instance already serves, is skipped with a note. A configured instance
+may name a library model as its `model`. A model that cannot be served (its file, or its
+settings) is listed with the reason and never becomes an instance; nothing about one
+model can make the config invalid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from llamad.backends.base import Tool
+from llamad.backends.catalog import Catalog, render
+from llamad.backends.llama_server import KIND as LLAMA_SERVER
+from llamad.backends.spec import InstanceSpec
+from llamad.common.paths import anchored
+from llamad.config.library_table import LibrarySettings
+from llamad.config.resolve import Resolver
+from llamad.config.schema import ConfigFile, InstanceTable
+from llamad.library.listing import Library
+from llamad.library.model import Found, LibraryModel
+from llamad.library.ports import assign, parse_range
+from llamad.library.pulled import pulled_repos
+from llamad.library.scan import Place, default_places, scan
+
+# Ollama's and LM Studio's default context: a model's trained context (128k and more)
+# would reserve gigabytes of KV cache for a chat.
+DEFAULT_CTX = 4096
+# Keys every library model sets itself.
+_OWN = {"LLAMA_ARG_MODEL", "LLAMA_ARG_PORT", "LLAMA_ARG_MMPROJ", "LLAMA_ARG_HF_REPO"}
+
+Report = Callable[[tuple[str, ...], str], None]
+
+
+def settings_of(cfg: ConfigFile) -> LibrarySettings | None:
+    """`[library]` when it is on: as written, or by default when the gateway listens."""
+    if cfg.library is None:
+        return LibrarySettings() if cfg.gateway.listen else None
+    return cfg.library if cfg.library.enabled else None
+
+
+def find(settings: LibrarySettings, base: Path) -> tuple[Library, Found]:
+    """Scan the library's folders (no instances yet)."""
+    places = (
+        [Place(anchored(d, base)) for d in settings.dirs]
+        if settings.dirs is not None
+        else default_places()
+    )
+    pull_dir = anchored(settings.pull_dir, base)
+    found = scan(places, pull_dir, pulled_repos(pull_dir))
+    lib = Library(tuple(p.path for p in places), pull_dir, settings.ollama_registry)
+    return lib, found
+
+
+def link_configured(cfg: ConfigFile, found: Found, base: Path) -> tuple[ConfigFile, dict[str, str]]:
+    """Configured instances whose `model` names a library model get its file and
+    projector, and its name as an alias; returns the config and {model: instance}."""
+    tables, linked = dict(cfg.instances), {}
+    names = {n for n, t in tables.items() for n in (n, *t.aliases)}
+    for name, table in cfg.instances.items():
+        extra = dict(table.model_extra or {})
+        ref = extra.get("model")
+        if not isinstance(ref, str) or anchored(ref, base).exists():
+            continue
+        model = _lookup(found.models, ref)
+        if model is None or model.problem:
+            continue
+        extra["model"] = str(model.path)
+        if model.mmproj and not any("mmproj" in k.lower() for k in extra):
+            extra["mmproj"] = str(model.mmproj)
+        aliases = list(table.aliases)
+        if model.name not in names:
+            aliases.append(model.name)
+            names.add(model.name)
+        own = table.model_dump(exclude=set(table.model_extra or {}))
+        tables[name] = InstanceTable.model_validate({**own, **extra, "aliases": aliases})
+        linked[model.name] = name
+    return cfg.model_copy(update={"instances": tables}), linked
+
+
+def check_defaults(catalog: Catalog, values: Mapping[str, Any], report: Report) -> None:
+    """`[library.defaults]`: llama-server keys, minus those each model sets itself."""
+    for key, value in values.items():
+        look = catalog.lookup(key)
+        if look is None:
+            hint = catalog.suggest(key)
+            report((key,), f"unknown key {key!r}" + (f" (did you mean {hint}?)" if hint else ""))
+        elif look.env in _OWN:
+            report((key,), "is set for each library model by llamad")
+        else:
+            try:
+                render(look, value)
+            except ValueError as exc:
+                report((key,), f"{exc} (got {value!r})")
+
+
+def library_specs(
+    cfg: ConfigFile,
+    path: Path,
+    text: str,
+    tools: dict[str, Tool],
+    configured: dict[str, InstanceSpec],
+    taken: set[int],
+    settings: LibrarySettings,
+    scanned: tuple[Library, Found],
+    linked: dict[str, str],
+    previous: Library | None,
+) -> tuple[dict[str, InstanceSpec], Library]:
+    """One on-demand instance per servable library model, and the library to show."""
+    lib, found = scanned
+    notes = list(found.warnings)
+    served = dict(linked)
+    owner = {n: s.name for s in configured.values() for n in (s.name, *s.aliases)}
+    by_file = {s.model: s.name for s in configured.values() if s.model is not None}
+    wanted: list[LibraryModel] = []
+    for m in found.models:
+        clash = next((n for n in (m.name, *m.aliases) if n in owner), None)
+        if m.name in served or m.problem:
+            continue
+        if m.path in by_file:
+            served[m.name] = by_file[m.path]
+        elif clash is not None:
+            notes.append(f"{m.name}: name {clash!r} is taken by instances.{owner[clash]}; skipped")
+        else:
+            wanted.append(m)
+    ports, full = assign(
+        [m.name for m in wanted],
+        taken,
+        previous.ports if previous else {},
+        parse_range(settings.ports),
+    )
+    specs: dict[str, InstanceSpec] = {}
+    problems: dict[str, str] = {n: f"no free port left in {settings.ports}" for n in full}
+    base = _base_keys(tools, cfg, settings)
+    for m in wanted:
+        if m.name in ports:
+            spec, problem = _resolve(cfg, path, text, tools, m, ports[m.name], settings, base)
+            if spec is not None:
+                specs[m.name], served[m.name] = spec, m.name
+            else:
+                problems[m.name] = problem
+    models = tuple(
+        dataclasses.replace(m, problem=problems[m.name]) if m.name in problems else m
+        for m in found.models
+    )
+    kept = {n: p for n, p in ports.items() if n in specs}
+    return specs, dataclasses.replace(
+        lib, models=models, served=served, ports=kept, notes=tuple(notes)
+    )
+
+
+def _base_keys(
+    tools: dict[str, Tool], cfg: ConfigFile, settings: LibrarySettings
+) -> dict[str, Any]:
+    catalog: Catalog = tools[LLAMA_SERVER].details
+    given = {*cfg.defaults, *settings.defaults}
+    if any((look := catalog.lookup(k)) and look.env == "LLAMA_ARG_CTX_SIZE" for k in given):
+        return {}
+    return {"ctx_size": DEFAULT_CTX}
+
+
+def _resolve(
+    cfg: ConfigFile,
+    path: Path,
+    text: str,
+    tools: dict[str, Tool],
+    m: LibraryModel,
+    port: int,
+    settings: LibrarySettings,
+    base: dict[str, Any],
+) -> tuple[InstanceSpec | None, str]:
+    catalog: Catalog = tools[LLAMA_SERVER].details
+    own, args = _store_settings(catalog, m.settings)
+    keys: dict[str, Any] = {**base, **own, **settings.defaults}
+    keys |= {"model": str(m.path), "port": port}
+    if m.mmproj is not None:
+        keys["mmproj"] = str(m.mmproj)
+    table = InstanceTable.model_validate(
+        {
+            **keys,
+            "args": args,
+            "on_demand": True,
+            "idle_timeout": settings.idle_timeout,
+            "aliases": list(m.aliases),
+        }
+    )
+    resolver = Resolver(cfg.model_copy(update={"instances": {m.name: table}}), path, text)
+    spec = resolver.all(tools).get(m.name)
+    prefix = f"instances.{m.name}."
+    lines = [ln.split(prefix, 1)[-1] for ln in resolver.problems]
+    return spec, "; ".join(lines) or "cannot be resolved"
+
+
+def _store_settings(
+    catalog: Catalog, values: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """A store's settings (Ollama's params) as keys where llama-server reads them from
+    the environment, as flags where it has only a flag (`--temp`), dropped otherwise."""
+    keys: dict[str, Any] = {}
+    args: list[str] = []
+    for key, value in values.items():
+        if catalog.lookup(key) is not None:
+            keys[key] = value
+        elif catalog.flag(flag := "--" + key.replace("_", "-")) is not None:
+            args += [flag, str(value)]
+    return keys, args
+
+
+def _lookup(models: list[LibraryModel], ref: str) -> LibraryModel | None:
+    bare = ref.removesuffix(":latest")
+    return next((m for m in models if ref in (m.name, *m.aliases) or bare == m.name), None)

@@ -1,0 +1,130 @@
+"""Pulling a GGUF from Hugging Face with `huggingface_hub`: into its standard cache,
+resumable, honouring HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE; each file checked against
+the sha256 the hub gives, and the space it needs checked before it starts."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any, cast
+
+from llamad.library.digest import file_sha256
+from llamad.library.names import is_projector_name, quant_of, split_part
+from llamad.library.progress import FileProgress, PullError, Report, bar_class, status
+from llamad.library.refs import DEFAULT_QUANT, HfRef
+
+
+def pull_hf(ref: HfRef, report: Report) -> list[Path]:
+    """Download the files of `ref` (model parts and a projector); returns their paths."""
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError
+
+    status(report, "pulling manifest")
+    try:
+        info = HfApi().model_info(ref.repo, files_metadata=True)
+    except RepositoryNotFoundError:
+        raise PullError(
+            f"{ref.repo}: no such repository on Hugging Face (or it is private: set HF_TOKEN)"
+        ) from None
+    except OfflineModeIsEnabled:
+        raise PullError(f"{ref.repo}: HF_HUB_OFFLINE is set; nothing can be pulled") from None
+    except (HfHubHTTPError, OSError) as exc:
+        raise PullError(f"{ref.repo}: {_first_line(exc)}") from None
+    siblings = [s for s in info.siblings or [] if s.rfilename.lower().endswith(".gguf")]
+    files = _pick(ref, siblings)
+    cache = Path(constants.HF_HUB_CACHE)
+    _check_space(cache, files)
+    paths = []
+    for sib in files:
+        paths.append(_download(ref.repo, info.sha or "main", sib, report))
+    return paths
+
+
+def _pick(ref: HfRef, siblings: list[Any]) -> list[Any]:
+    models = [s for s in siblings if not is_projector_name(Path(s.rfilename).name)]
+    projectors = [s for s in siblings if is_projector_name(Path(s.rfilename).name)]
+    if ref.file is not None:
+        chosen = [s for s in siblings if s.rfilename == ref.file]
+        if not chosen:
+            raise PullError(
+                f"{ref.repo}: no file {ref.file}; it has: {_names(siblings, lambda s: s.rfilename)}"
+            )
+    else:
+        want = (ref.quant or DEFAULT_QUANT).lower()
+        chosen = [s for s in models if (quant_of(_stem(s.rfilename)) or "").lower() == want]
+        if not chosen and ref.quant is None and len(models) == 1:
+            chosen = models
+        if not chosen:
+            have = _names(models, lambda s: quant_of(_stem(s.rfilename)) or s.rfilename)
+            raise PullError(
+                f"{ref.repo}: no GGUF with quantisation {want.upper()}; "
+                f"it has: {have or 'no GGUF files'}"
+            )
+    first = split_part(_stem(chosen[0].rfilename))
+    if first is not None:  # every part of a split model
+        chosen = [s for s in models if (p := split_part(_stem(s.rfilename))) and p[0] == first[0]]
+    if projectors:  # vision: the projector comes first, so the model is complete when it lands
+        f16 = [s for s in projectors if "f16" in s.rfilename.lower()]
+        chosen = [(f16 or projectors)[0], *chosen]
+    return chosen
+
+
+def _check_space(cache: Path, files: list[Any]) -> None:
+    need = sum((s.lfs.size if s.lfs else s.size) or 0 for s in files)
+    probe = cache
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if need > free:
+        raise PullError(f"not enough disk space in {cache}: {need} bytes needed, {free} free")
+
+
+def _download(repo: str, revision: str, sib: Any, report: Report) -> Path:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    sha = sib.lfs.sha256 if sib.lfs else None
+    size = (sib.lfs.size if sib.lfs else sib.size) or 0
+    digest = f"sha256:{sha}" if sha else f"git:{sib.blob_id}"
+    progress = FileProgress(report, digest, size)
+    try:
+        path = Path(
+            hf_hub_download(
+                repo, sib.rfilename, revision=revision, tqdm_class=cast(Any, bar_class(progress))
+            )
+        )
+    except (HfHubHTTPError, OSError, ValueError) as exc:
+        raise PullError(f"{repo}/{sib.rfilename}: {_first_line(exc)}") from None
+    progress.set(size, force=True)
+    if sha is not None:
+        status(report, "verifying sha256 digest")
+        got = file_sha256(path)
+        if got != sha:
+            _remove(path)
+            raise PullError(
+                f"{repo}/{sib.rfilename}: sha256 mismatch (got {got}, the hub says {sha}); removed"
+            )
+    return path
+
+
+def _remove(link: Path) -> None:
+    """A refused file goes: the snapshot's link and the blob it points at."""
+    blob = Path(os.path.realpath(link))
+    for path in (link, blob):
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _names(items: list[Any], key: Any) -> str:
+    return ", ".join(sorted({str(key(s)) for s in items}))
+
+
+def _stem(filename: str) -> str:
+    name = Path(filename).name
+    return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

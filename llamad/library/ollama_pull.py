@@ -1,0 +1,146 @@
+"""Pulling a model from Ollama's registry into llamad's own Ollama-layout store: the
+manifest, then each blob (resumed from a `-partial` file, verified by digest, renamed into
+place), the manifest written last, so a model is never seen half-pulled."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from llamad.library.digest import file_sha256
+from llamad.library.ollama_store import DEFAULT_HOST, MODEL, PARAMS, PROJECTOR, blob_path
+from llamad.library.progress import FileProgress, PullError, Report, status
+from llamad.library.refs import OllamaRef
+
+_ACCEPT = "application/vnd.docker.distribution.manifest.v2+json"
+_USABLE = {MODEL, PROJECTOR, PARAMS} | {
+    f"application/vnd.ollama.image.{t}" for t in ("template", "system", "license", "messages")
+}
+_CHUNK = 1 << 20
+# A cut download resumes where it stopped, this many times, before the pull fails.
+_ATTEMPTS = 3
+
+
+def pull_ollama(ref: OllamaRef, registry: str, store: Path, report: Report) -> Path:
+    """Pull `ref` from `registry` into `store`; returns the manifest's path."""
+    base = f"{registry}/v2/{ref.namespace}/{ref.model}"
+    with httpx.Client(timeout=httpx.Timeout(30, read=60), follow_redirects=True) as client:
+        status(report, "pulling manifest")
+        manifest, raw = _manifest(client, f"{base}/manifests/{ref.tag}", ref)
+        layers = (
+            [manifest["config"], *manifest["layers"]]
+            if "config" in manifest
+            else manifest["layers"]
+        )
+        kinds = {str(x.get("mediaType")) for x in manifest["layers"]}
+        if MODEL not in kinds or kinds - _USABLE:
+            odd = ", ".join(sorted(kinds - _USABLE)) or "no model layer"
+            raise PullError(f"{ref.name}: llama-server cannot load this model ({odd})")
+        _check_space(store, layers)
+        for layer in layers:
+            _blob(client, base, store, layer, report)
+    status(report, "writing manifest")
+    target = store / "manifests" / DEFAULT_HOST / ref.namespace / ref.model / ref.tag
+    _write_atomic(target, raw)
+    return target
+
+
+def _manifest(client: httpx.Client, url: str, ref: OllamaRef) -> tuple[dict[str, Any], bytes]:
+    try:
+        resp = client.get(url, headers={"Accept": _ACCEPT})
+    except httpx.HTTPError as exc:
+        raise PullError(f"{ref.name}: cannot reach the registry: {exc}") from None
+    if resp.status_code == 404:
+        raise PullError(
+            f"{ref.name}: no such model in Ollama's registry "
+            "(pull model manifest: file does not exist)"
+        )
+    if resp.status_code != 200:
+        raise PullError(f"{ref.name}: the registry answered {resp.status_code}")
+    try:
+        doc = resp.json()
+    except ValueError:
+        raise PullError(f"{ref.name}: the registry's manifest is not JSON") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("layers"), list):
+        raise PullError(f"{ref.name}: the registry's manifest has no layers")
+    for layer in [doc.get("config", {}), *doc["layers"]]:
+        if not isinstance(layer, dict) or blob_path(Path("."), str(layer.get("digest"))) is None:
+            raise PullError(f"{ref.name}: the manifest names a malformed digest")
+    return doc, resp.content
+
+
+def _check_space(store: Path, layers: list[dict[str, Any]]) -> None:
+    store.mkdir(parents=True, exist_ok=True)
+    need = sum(int(x.get("size") or 0) for x in layers if not _present(store, x))
+    free = shutil.disk_usage(store).free
+    if need > free:
+        raise PullError(f"not enough disk space in {store}: {need} bytes needed, {free} free")
+
+
+def _present(store: Path, layer: dict[str, Any]) -> bool:
+    path = blob_path(store, str(layer["digest"]))
+    return (
+        path is not None and path.is_file() and path.stat().st_size == int(layer.get("size") or -1)
+    )
+
+
+def _blob(
+    client: httpx.Client, base: str, store: Path, layer: dict[str, Any], report: Report
+) -> None:
+    digest, size = str(layer["digest"]), int(layer.get("size") or 0)
+    final = blob_path(store, digest)
+    assert final is not None  # checked with the manifest
+    progress = FileProgress(report, digest, size)
+    if _present(store, layer):
+        progress.set(size, force=True)
+        return
+    final.parent.mkdir(parents=True, exist_ok=True)
+    partial = final.with_name(final.name + "-partial")
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            _fetch(client, f"{base}/blobs/{digest}", partial, size, progress)
+            break
+        except httpx.HTTPError as exc:
+            if attempt == _ATTEMPTS:
+                raise PullError(f"{digest}: download cut ({exc}); pull again to resume") from None
+    status(report, "verifying sha256 digest")
+    got = "sha256:" + file_sha256(partial)
+    if got != digest:
+        partial.unlink()
+        raise PullError(f"{digest}: sha256 mismatch (got {got}); the partial file was removed")
+    os.replace(partial, final)
+
+
+def _fetch(
+    client: httpx.Client, url: str, partial: Path, size: int, progress: FileProgress
+) -> None:
+    """Download into `partial`, from where an earlier attempt stopped."""
+    have = partial.stat().st_size if partial.exists() else 0
+    if have > size:
+        partial.unlink()
+        have = 0
+    headers = {"Range": f"bytes={have}-"} if have else {}
+    progress.set(have, force=True)
+    with client.stream("GET", url, headers=headers) as resp:
+        if resp.status_code not in (200, 206):
+            raise PullError(f"{url}: the registry answered {resp.status_code}")
+        mode = "ab" if resp.status_code == 206 else "wb"  # 200: the server started over
+        done = have if mode == "ab" else 0
+        with partial.open(mode) as f:
+            for chunk in resp.iter_bytes(_CHUNK):
+                f.write(chunk)
+                done += len(chunk)
+                progress.set(done)
+
+
+def _write_atomic(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, target)

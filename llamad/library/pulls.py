@@ -1,0 +1,148 @@
+"""Pulls under way: one per model name (a second request for it follows the first), each
+run in the daemon's own task group, its progress relayed to every follower, and the
+library reloaded when it ends, so the model is routable before `success` is said."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from llamad.library.hf_pull import pull_hf
+from llamad.library.listing import Library
+from llamad.library.ollama_pull import pull_ollama
+from llamad.library.progress import PullError
+from llamad.library.pulled import remember
+from llamad.library.refs import HfRef, OllamaRef, parse
+from llamad.library.scan import OLLAMA_PULLS
+
+log = structlog.get_logger("llamad.library")
+
+Event = dict[str, Any]
+
+
+class Pull:
+    """One pull: its events so far (followers replay them) and whether it has ended."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.events: list[Event] = []
+        self.done = False
+        self._wake = asyncio.Event()
+
+    @property
+    def last(self) -> Event | None:
+        """The latest progress line, for a 503 `downloading` answer."""
+        return self.events[-1] if self.events else None
+
+    def publish(self, event: Event, end: bool = False) -> None:
+        """Add a line for every follower (on the loop's thread)."""
+        self.events.append(event)
+        self.done = self.done or end
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+    async def follow(self) -> AsyncIterator[Event]:
+        """Every line from the first, until the last (`success` or `error`)."""
+        seen = 0
+        while True:
+            wake = self._wake
+            fresh = self.events[seen:]
+            seen += len(fresh)
+            for event in fresh:
+                yield event
+            if self.done and seen == len(self.events):
+                return
+            if not fresh:
+                await wake.wait()
+
+
+class Pulls:
+    """Starts pulls and keeps them until they end; `run()` holds their tasks."""
+
+    def __init__(
+        self, library: Callable[[], Library | None], reload: Callable[[], Awaitable[object]]
+    ) -> None:
+        self.library, self.reload = library, reload
+        self.active: dict[str, Pull] = {}
+        self._group: asyncio.TaskGroup | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Hold the pulls' task group until `stop`; pulls under way are then cancelled
+        (their partial files stay, and the next pull resumes them)."""
+        async with asyncio.TaskGroup() as group:
+            self._group = group
+            try:
+                await stop.wait()
+            finally:
+                self._group = None
+                for task in self._tasks:
+                    task.cancel()
+
+    def start(self, ref: str) -> Pull:
+        """The pull of `ref`, started now or already under way. Raises RefError for a
+        name that is no model reference, PullError when pulls cannot run."""
+        source = parse(ref)
+        lib = self.library()
+        if lib is None:
+            raise PullError("the library is off ([library] enabled = false, or no [gateway])")
+        if self._group is None:
+            raise PullError("llamad is starting or stopping; pull again in a moment")
+        if (pull := self.active.get(source.name)) is not None:
+            return pull
+        pull = self.active[source.name] = Pull(source.name)
+        task = self._group.create_task(self._pull(pull, source, lib), name=f"pull-{source.name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return pull
+
+    def downloading(self, name: str) -> Pull | None:
+        """The pull under way for model `name`, if any."""
+        pull = self.active.get(name.removesuffix(":latest"))
+        return pull if pull is not None and not pull.done else None
+
+    async def _pull(self, pull: Pull, source: HfRef | OllamaRef, lib: Library) -> None:
+        loop = asyncio.get_running_loop()
+
+        def report(event: Event) -> None:  # from the download's thread
+            loop.call_soon_threadsafe(pull.publish, event)
+
+        try:
+            log.info("library.pull_started", model=pull.name)
+            await asyncio.to_thread(_download, source, lib, report)
+            await asyncio.sleep(0)  # the download's last lines go first
+            await self.reload()
+            if (found := self._served(pull.name)) is not None:
+                raise PullError(found)
+            log.info("library.pulled", model=pull.name)
+            pull.publish({"status": "success"}, end=True)
+        except (PullError, OSError, ValueError) as exc:
+            log.warning("library.pull_failed", model=pull.name, error=str(exc))
+            pull.publish({"error": str(exc)}, end=True)
+        except Exception as exc:  # a pull must end, and say why, whatever went wrong
+            log.exception("library.pull_failed", model=pull.name)
+            pull.publish({"error": f"pull failed: {type(exc).__name__}: {exc}"}, end=True)
+        finally:
+            self.active.pop(pull.name, None)
+
+    def _served(self, name: str) -> str | None:
+        """None when `name` is routable now, else why not."""
+        lib = self.library()
+        model = lib.find(name) if lib else None
+        if model is None:
+            return f"{name}: pulled, but the library does not list it (see llamad's log)"
+        if model.problem:
+            return f"{name}: pulled, but it cannot be served: {model.problem}"
+        return None
+
+
+def _download(source: HfRef | OllamaRef, lib: Library, report: Callable[[Event], None]) -> None:
+    if isinstance(source, HfRef):
+        pull_hf(source, report)
+        remember(lib.pull_dir, source.repo)
+    else:
+        pull_ollama(source, lib.registry, Path(lib.pull_dir) / OLLAMA_PULLS, report)
