@@ -52,7 +52,9 @@ class Gateway:
         self.fleet = fleet
         self.router = Router(supervisor)
         self.bus = EventBus()
-        self.sched = Scheduler(supervisor, settings, metrics, BusNotes(self.bus))
+        self.progress = LoadProgress()
+        notes = BusNotes(self.bus, self.progress, lambda name: self.sched.size(name))
+        self.sched = Scheduler(supervisor, settings, metrics, notes)
         self.idle = IdleTimers(self.sched)
         self.metrics = self.sched.metrics
         self.metrics.watch(self.sched.counts)
@@ -65,7 +67,6 @@ class Gateway:
             self._announce,
         ]
         self.activity = Activity(lambda: self.settings().activity_size, listeners)
-        self.progress = LoadProgress()
         self.watch = StateWatch(supervisor, self.bus, self.progress, self.sched.size)
 
     def draining(self, removed: list[str], changed: list[str]) -> AbstractAsyncContextManager[None]:
@@ -207,6 +208,10 @@ class Gateway:
 
     def load_progress(self, name: str) -> dict[str, Any] | None:
         """How far `name`'s load is (`progress.LoadProgress.of`), while it loads."""
+        facts = self.router.find(name)
+        # The watcher looks every tick; the state itself says at once that a load ended.
+        if facts is None or facts.state is not State.STARTING:
+            return None
         return self.progress.of(name, self.sched.size(name), time.monotonic())
 
     def status_of(self, name: str) -> dict[str, Any]:

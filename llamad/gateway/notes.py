@@ -6,7 +6,10 @@ publishes each one on the event bus.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llamad.gateway.bus import EventBus
+from llamad.gateway.progress import LoadProgress
 
 
 class Notes:
@@ -26,15 +29,19 @@ class Notes:
 
 
 class BusNotes(Notes):
-    """Each note as an event on `bus`: `load` (with `phase`) or `stop` (with `reason`)."""
+    """Each note as an event on `bus`: `load` (with `phase`) or `stop` (with `reason`);
+    a load's duration also teaches `progress` (the watcher may miss a short run)."""
 
-    def __init__(self, bus: EventBus) -> None:
-        self.bus = bus
+    def __init__(
+        self, bus: EventBus, progress: LoadProgress, size: Callable[[str], int | None]
+    ) -> None:
+        self.bus, self.progress, self.size = bus, progress, size
 
     def load_requested(self, model: str, waiting: int) -> None:
         self.bus.publish("load", {"model": model, "phase": "requested", "waiting": waiting})
 
     def loaded(self, model: str, seconds: float) -> None:
+        self.progress.learned(model, seconds, self.size(model))
         self.bus.publish("load", {"model": model, "phase": "loaded", "seconds": round(seconds, 3)})
 
     def load_failed(self, model: str, reason: str) -> None:

@@ -37,8 +37,10 @@ class LoadProgress:
             self._per_gb.setdefault(name, deque(maxlen=KEEP)).append((now - t0) / gb)
 
     def learned(self, name: str, seconds: float, size: int | None) -> None:
-        """A load's duration measured elsewhere (tests, and loads seen only at their end)."""
-        gb = max((size or GB) / GB, 0.001)
+        """A load's duration measured by the gateway's own load, which knows it exactly;
+        the watcher then learns nothing more from it."""
+        began = self._began.pop(name, None)
+        gb = max(((began and began[1]) or size or GB) / GB, 0.001)
         self._per_gb.setdefault(name, deque(maxlen=KEEP)).append(seconds / gb)
 
     def of(self, name: str, size: int | None, now: float) -> dict[str, Any] | None:
