@@ -114,7 +114,9 @@ def top(args: argparse.Namespace) -> int:
     if args.once or not tty:
         print(render(client.call("GET", "/v1/status"), colour=_colour()))
         return exits.OK
-    return _live(lambda: render(client.call("GET", "/v1/status"), colour=_colour()), args.interval)
+    # A redraw costs the daemon a status document: no faster than ten a second.
+    interval = max(0.1, args.interval)
+    return _live(lambda: render(client.call("GET", "/v1/status"), colour=_colour()), interval)
 
 
 def _colour() -> bool:
