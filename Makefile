@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # virtualenv of their own: their pins would change the test environment's packages.
 PEERS ?= .venv-bench-peers
 
-.PHONY: demo test lint bench bench-peers clean
+.PHONY: demo test lint bench bench-peers clean screenshots
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ lint: $(BIN)/.installed
 
 test: lint
 	$(BIN)/pytest
+
+# The docs' pictures of the page and of `llamactl top`, taken by their tests from a real run.
+screenshots: $(BIN)/.installed
+	LLAMAD_SCREENSHOTS=docs $(BIN)/pytest -q tests/gateway/test_page.py tests/gateway/test_top.py
 
 $(PEERS)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(PEERS)

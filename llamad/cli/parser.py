@@ -65,6 +65,12 @@ def _fleet_status(args: argparse.Namespace) -> int:
     return fleet_status(args)
 
 
+def _top(args: argparse.Namespace) -> int:
+    from llamad.cli.top import top  # termios and the screen: only for this command
+
+    return top(args)
+
+
 def _library(name: str) -> Any:
     def run(args: argparse.Namespace) -> int:
         from llamad.cli import library  # only for these commands
@@ -112,6 +118,10 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME")
     p.add_argument("-n", "--lines", type=int, default=100, metavar="N", help="last N lines (100)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    p = add("top", _top, "the gateway's models live: state, load, speed, memory, usage by key")
+    p.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    p.add_argument("--interval", type=float, default=1.0, metavar="S", help="redraw every S s")
+    p.set_defaults(kind=exits.STATUS)  # a view: no daemon is exit 4, as for status
     p = add("models", _library("models"), "list the model library: name, source, size, quant")
     p.add_argument("--json", action="store_true", help="print the library as JSON")
     text = "download a model into the library (hf.co/USER/REPO:QUANT, USER/REPO:QUANT, llama3.2)"

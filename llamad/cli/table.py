@@ -177,7 +177,20 @@ def gateway_lines(doc: dict[str, Any]) -> list[str]:
             f"used {size(gw.get('used_bytes'))}, left {size(gw.get('left_bytes'))}"
         )
     )
-    return ["", f"gateway on {gw.get('listen')}: {memory}{limit}", *grid(rows, 2)]
+    loading = [
+        f"{inst.get('name')}: {progress(p)}"
+        for inst in doc.get("instances") or []
+        if (p := (inst.get("gateway") or {}).get("load_progress"))
+    ]
+    return ["", f"gateway on {gw.get('listen')}: {memory}{limit}", *grid(rows, 2), *loading]
+
+
+def progress(p: dict[str, Any]) -> str:
+    """A load's progress: `loading 42% (3s of ~7s)`, or how long it has been going."""
+    elapsed, expected, fraction = p.get("elapsed_s"), p.get("expected_s"), p.get("fraction")
+    if fraction is None or expected is None:
+        return f"loading for {elapsed:.1f}s (no earlier load to estimate from)"
+    return f"loading {fraction:.0%} ({elapsed:.1f}s of ~{expected:.1f}s, from {p.get('basis')})"
 
 
 def outcome(verb: str, doc: dict[str, Any]) -> tuple[bool, str] | None:

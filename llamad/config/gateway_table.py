@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 from pydantic import (
@@ -24,9 +23,9 @@ from pydantic import (
 
 from llamad.backends.spec import InstanceSpec
 from llamad.common.hosts import is_loopback, same_address
-from llamad.common.tokenfile import MIN_TOKEN_CHARS, TokenFileError, read_token
 from llamad.config.fleet_tables import split_listen
 from llamad.config.gateway_access import host_entry, origin_entry
+from llamad.config.gateway_keys import KeySettings, NamedKey, resolve_keys
 
 Budget = int | Literal["auto"] | None  # bytes, "auto" (free memory, measured live), None: off
 
@@ -72,6 +71,8 @@ class GatewaySettings(BaseModel):
     queue_timeout: PositiveFloat = 120.0
     max_queue: PositiveInt = 64
     fleet: bool = False  # also route to models that `[fleet]` peers serve
+    keys: dict[str, KeySettings] = {}  # [gateway.keys.NAME]
+    activity_size: PositiveInt = 1000  # requests kept for /v1/activity
     max_body: str = DEFAULT_MAX_BODY  # an instance's own `max_body` may raise it
     request_timeout: PositiveFloat = 60.0  # head and body, from the head's first byte
     trust_loopback: bool = False  # loopback clients are exempt from the per-address share
@@ -118,12 +119,14 @@ class Gateway:
 
     host: str
     port: int
-    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    api_keys: tuple[str, ...] = field(default=(), repr=False)  # every key's secret
     max_loaded: int = 0
     memory_budget: Budget = "auto"
     queue_timeout: float = 120.0
     max_queue: int = 64
     fleet: bool = False
+    keys: tuple[NamedKey, ...] = field(default=(), repr=False)  # api_key_file's, named ones
+    activity_size: int = 1000
     max_body: int = 32 * 1024 * 1024
     request_timeout: float = 60.0
     trust_loopback: bool = False
@@ -147,19 +150,12 @@ def resolve_gateway(
     for spec in specs.values():
         if spec.port == port and same_address(spec.host, host):
             problem(("gateway", "listen"), f"port {port} is already used by instances.{spec.name}")
-    keys: tuple[str, ...] = ()
-    if settings.api_key_file:
-        try:
-            path = Path(settings.api_key_file).expanduser().absolute()
-            # As the remote control API's tokens: a short key falls to guessing.
-            keys = (read_token(path, MIN_TOKEN_CHARS),)
-        except TokenFileError as exc:
-            problem(("gateway", "api_key_file"), str(exc))
-    elif not is_loopback(host) and not settings.allow_keyless_remote:
+    keys = resolve_keys(settings.api_key_file, settings.keys, _owners(specs), problem)
+    if not keys and not is_loopback(host) and not settings.allow_keyless_remote:
         problem(
             ("gateway", "listen"),
             f"{settings.listen} is reachable beyond this machine and the gateway has no "
-            "api_key_file: set one, or allow_keyless_remote = true",
+            "key: set api_key_file, or allow_keyless_remote = true",
         )
     budget: Budget = None
     if settings.memory_budget == "auto":
@@ -169,12 +165,14 @@ def resolve_gateway(
     return Gateway(
         host=host,
         port=port,
-        api_keys=keys,
+        api_keys=tuple(k.secret for k in keys),
         max_loaded=settings.max_loaded,
         memory_budget=budget,
         queue_timeout=settings.queue_timeout,
         max_queue=settings.max_queue,
         fleet=settings.fleet,
+        keys=keys,
+        activity_size=settings.activity_size,
         max_body=body_size(settings.max_body),
         request_timeout=settings.request_timeout,
         trust_loopback=settings.trust_loopback,
@@ -182,6 +180,10 @@ def resolve_gateway(
         allowed_hosts=frozenset(settings.allowed_hosts),
         list_aliases=settings.list_aliases,
     )
+
+
+def _owners(specs: Mapping[str, InstanceSpec]) -> dict[str, str]:
+    return {n: s.name for s in specs.values() for n in (s.name, *s.aliases)}
 
 
 def check_names(specs: Mapping[str, InstanceSpec], problem: Problem) -> None:

@@ -59,9 +59,11 @@ def what_to_try() -> str:
         [
             f"llamad demo: tiny-1 on :{DEMO_PORTS[0]}, tiny-2 on :{DEMO_PORTS[1]}, tiny-lazy "
             f"started on demand; the gateway on {GATEWAY}. Try:",
+            f"  open http://{GATEWAY}/ui  (the page: load tiny-lazy, chat with it)",
             f"  curl {GATEWAY}/v1/models",
             f"  curl {GATEWAY}/v1/chat/completions -d '{chat}'",
             f"  llamactl status    (finds the demo's socket, {paths.demo_state()}/llamad.sock)",
+            "  llamactl top       (the models live; q quits)",
             "  Ctrl-C stops everything.",
         ]
     )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from pathlib import Path
 
 import structlog
+from starlette.routing import BaseRoute
 
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_tcp
@@ -18,12 +20,14 @@ from llamad.daemon.library_unload import unload_for_removal
 from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
 from llamad.gateway.downloads import downloading
+from llamad.gateway.events_stream import activity_routes
 from llamad.gateway.fleet import FleetModels, Identity
 from llamad.gateway.fleet_hosts import FleetHosts
 from llamad.gateway.limits import BodyLimit, GatewayLimits, gateway_shape
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.origin import OriginGuard
+from llamad.gateway.page import BrowserRoot, page_routes
 from llamad.gateway.pool import Pool
 from llamad.library.pulls import Pulls
 from llamad.supervise.state import DaemonState
@@ -65,11 +69,25 @@ def start_gateway(
     if pulls is not None:  # `rm` unloads a model before its files go
         pulls.unload = functools.partial(unload_for_removal, gateway, state)
         gateway.pending = functools.partial(downloading, pulls)
+    page = _page(gateway, state)
     bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)
     refused = Refusals("gateway", metrics.count_refused)
-    serve = functools.partial(_serve, gateway, hosts, first, stop, bounds, refused, pulls)
+    serve = functools.partial(_serve, gateway, hosts, first, stop, bounds, refused, page, pulls)
     guard.start("gateway", serve, retry=True)
     return gateway
+
+
+def _page(gateway: Gateway, state: DaemonState) -> list[BaseRoute]:
+    async def restart(name: str) -> None:
+        inst = state.supervisor.instances.get(name)
+        if inst is not None:
+            await state.supervisor.restart(inst)
+
+    def log_path(name: str) -> Path | None:
+        inst = state.supervisor.instances.get(name)
+        return None if inst is None else inst.log.path
+
+    return page_routes(gateway, restart, log_path)
 
 
 async def _serve(
@@ -79,17 +97,27 @@ async def _serve(
     stop: asyncio.Event,
     bounds: GatewayLimits,
     refused: Refusals,
+    page: list[BaseRoute],
     pulls: Pulls | None = None,
 ) -> None:
     pool = Pool()  # the relay's and Ollama's requests to instances and peers alike
     # The idle ticker and the fleet refresher: one that raises is logged and runs again
     # (idle stops must not end for good), and neither can keep the cleanup below from running.
-    background = {"gateway-idle": gateway.run, "gateway-fleet": lambda: _fleet(gateway, hosts)}
+    background = {
+        "gateway-idle": gateway.run,
+        "gateway-fleet": lambda: _fleet(gateway, hosts),
+        "gateway-watch": gateway.watch.run,
+    }
     listen = f"{cfg.host}:{cfg.port}"
     try:
         async with retrying(background, stop, initial=TASK_RETRY_S, event="gateway.task_failed"):
             aliases = lambda: gateway.settings().list_aliases  # noqa: E731 (follows reloads)
-            app = build_app(gateway, ollama_routes(gateway, pool, pulls, aliases), pool=pool)
+            extra = [
+                *activity_routes(gateway, stop),
+                *page,
+                *ollama_routes(gateway, pool, pulls, aliases, gateway.activity),
+            ]
+            app = BrowserRoot(build_app(gateway, extra, pool=pool))
             await serve_tcp(
                 OriginGuard(BodyLimit(app, bounds, refused), gateway.settings, refused),
                 cfg.host,

@@ -6,7 +6,6 @@ such as an Ollama facade, are mounted beside them with `build_app(..., extra_rou
 
 from __future__ import annotations
 
-import hmac
 import json
 import math
 from collections.abc import Sequence
@@ -19,10 +18,12 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llamad.gateway import listing
+from llamad.gateway.activity import CURRENT, begin
 from llamad.gateway.core import Gateway
 from llamad.gateway.families import gateway_shape
 from llamad.gateway.jsonmode import enforce
 from llamad.gateway.keyguard import KeyGuard
+from llamad.gateway.keys import CALLER, given, lookup, needs_key
 from llamad.gateway.naming import renamer
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import GatewayError, UnknownModel
@@ -31,7 +32,6 @@ from llamad.gateway.proxy import (
     ClientGone,
     Relay,
     guard,
-    header,
     now,
     read_body,
 )
@@ -44,8 +44,6 @@ BODY_ROUTED = (
     "/v1/messages", "/v1/messages/count_tokens", "/v1/rerank", "/rerank", "/infill",
     "/completion", "/tokenize", "/detokenize",
 )  # fmt: skip
-OPEN_PATHS = {"/health"}
-OPEN_PROBES = {"/", "/api/version"}
 
 
 async def send_error(send: Send, exc: GatewayError, path: str = "/v1") -> None:
@@ -72,11 +70,14 @@ class Proxied:
         except ClientGone:
             return
         model, status = "", 0
+        tally = begin(scope, t0)
+        token = CURRENT.set(tally)
 
         def first_byte(code: int) -> None:
             nonlocal status
-            status = code
-            self.gateway.metrics.ttfb.labels(model).observe(now() - t0)
+            status = tally.status = code
+            tally.ttfb = now()
+            self.gateway.metrics.ttfb.labels(model).observe(tally.ttfb - t0)
 
         async def work() -> None:
             nonlocal model, status
@@ -96,19 +97,24 @@ class Proxied:
                             up.adapt(sent),
                             first_byte,
                             renamer(up.model, asked, path),
+                            tally,
                         ),
                     )
             except GatewayError as exc:
-                status = exc.status
+                status = tally.status = exc.status
                 await send_error(send, exc, scope["path"])
 
         try:
             await guard(receive, work())
         finally:
+            CURRENT.reset(token)
+            end = now()
             label = model if self.gateway.find(model) else "-"
             # 499, as nginx logs it: the client closed the connection first.
             self.gateway.metrics.requests.labels(label, str(status or 499)).inc()
-            self.gateway.metrics.latency.labels(label).observe(now() - t0)
+            self.gateway.metrics.latency.labels(label).observe(end - t0)
+            tally.model = tally.model or model
+            self.gateway.activity.add(tally.record(end))
 
     def _target(self, scope: Scope, body: bytes) -> tuple[str, str]:
         if self.by == "path":  # /upstream/{model}/{path}
@@ -140,38 +146,36 @@ def _query(scope: Scope) -> dict[str, str]:
 
 
 class KeyCheck:
-    """Bearer or x-api-key against the gateway's keys; /health stays open, and so do the
-    probes Ollama apps send before they know of any key (GET or HEAD of / and
-    /api/version, which say nothing but the version). Wrong keys are counted per address
-    by `guard`, which answers 429 to an address past its limit."""
+    """Bearer or x-api-key against the gateway's keys (`keys.py`); /health, the page's
+    files and the probes Ollama apps send before they know of any key (GET or HEAD of /
+    and /api/version, which say nothing but the version) stay open. The key found serves
+    the request as `keys.CALLER`. Wrong keys are counted per address by `guard`, which
+    answers 429 to an address past its limit."""
 
     def __init__(self, app: ASGIApp, gateway: Gateway, guard: KeyGuard | None = None) -> None:
         self.app, self.gateway, self.guard = app, gateway, guard or KeyGuard()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        keys = self.gateway.settings().api_keys
-        if scope["type"] == "http" and keys and not _open(scope):
+        keys = self.gateway.settings().keys
+        if scope["type"] == "http" and keys and needs_key(scope):
             path = scope["path"]
             if (wait := self.guard.blocked(scope)) is not None:
                 await refuse(send, path, 429, "rate_limited", "too many wrong keys; wait", wait)
                 return
-            auth = header(scope, b"authorization") or ""
-            given = header(scope, b"x-api-key") or auth.removeprefix("Bearer ").strip()
-            ok = False
-            for k in keys:  # every key compared, in constant time: no timing says which
-                ok |= hmac.compare_digest(given.encode(), k.encode())
-            if not ok:
-                self.guard.failed(scope, bool(given))
+            secret = given(scope)
+            key = lookup(keys, secret)  # every key compared in constant time: none revealed
+            if key is None:
+                self.guard.failed(scope, bool(secret))
                 message = "a valid API key is required (Bearer or x-api-key)"
                 await refuse(send, path, 401, "invalid_api_key", message)
                 return
+            token = CALLER.set(key)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                CALLER.reset(token)
+            return
         await self.app(scope, receive, send)
-
-
-def _open(scope: Scope) -> bool:
-    if scope["path"] in OPEN_PATHS:
-        return True
-    return scope["path"] in OPEN_PROBES and scope["method"] in ("GET", "HEAD")
 
 
 def build_app(

@@ -13,13 +13,19 @@ import structlog
 from llamad.backends.probes import server_url
 from llamad.backends.registry import backend_for
 from llamad.config.gateway_table import Gateway as Settings
-from llamad.gateway import memory
+from llamad.gateway import keys, memory
+from llamad.gateway.activity import Activity, Listener, Record
+from llamad.gateway.activity import current as current_tally
+from llamad.gateway.activity_metrics import ActivityMetrics
+from llamad.gateway.activity_stats import KeyTotals, model_rates
+from llamad.gateway.bus import EventBus
 from llamad.gateway.drain import drain
 from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
 from llamad.gateway.idle import IdleTimers
 from llamad.gateway.instance_auth import instance_auth
 from llamad.gateway.loads import LIVE
 from llamad.gateway.metrics import GatewayMetrics
+from llamad.gateway.notes import BusNotes
 from llamad.gateway.port import (
     GatewayError,
     ModelView,
@@ -28,8 +34,10 @@ from llamad.gateway.port import (
     Upstream,
     UpstreamError,
 )
+from llamad.gateway.progress import LoadProgress
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
+from llamad.gateway.state_watch import StateWatch
 from llamad.gateway.view import SupervisorView
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
@@ -50,7 +58,10 @@ class Gateway:
         self.settings = settings
         self.fleet = fleet
         self.router = Router(supervisor)
-        self.sched = Scheduler(supervisor, settings, metrics)
+        self.bus = EventBus()
+        self.progress = LoadProgress()
+        notes = BusNotes(self.bus, self.progress, lambda name: self.sched.size(name))
+        self.sched = Scheduler(supervisor, settings, metrics, notes)
         self.idle = IdleTimers(self.sched)
         self.metrics = self.sched.metrics
         self.metrics.watch(self.sched.counts)
@@ -58,6 +69,15 @@ class Gateway:
         # Why a name no model answers to is not served yet (a pull under way), else None:
         # asked only on that miss path, never for a routed request.
         self.pending: Callable[[str], GatewayError | None] | None = None
+        # Per-request activity: the ring, the live stream, Prometheus and usage per key.
+        self.key_totals = KeyTotals()
+        listeners: list[Listener] = [
+            ActivityMetrics(self.metrics.registry),
+            self.key_totals,
+            self._announce,
+        ]
+        self.activity = Activity(lambda: self.settings().activity_size, listeners)
+        self.watch = StateWatch(supervisor, self.bus, self.progress, self.sched.size)
 
     def draining(self, removed: list[str], changed: list[str]) -> AbstractAsyncContextManager[None]:
         """The drain around a reload's or a restart's stops and starts
@@ -69,14 +89,23 @@ class Gateway:
         await self.idle.run()
 
     async def close(self) -> None:
-        """Cancel loads and stops under way."""
+        """Cancel loads and stops under way; end the live streams."""
+        self.bus.close()
         await self.sched.close()
+
+    def _announce(self, record: Record) -> None:
+        if self.bus.subscribers:  # no dict to build when nobody reads
+            self.bus.publish("request", record.to_dict())
 
     # The port --------------------------------------------------------------------
 
     def models(self) -> list[ModelView]:
         """Every routable model, never waiting on a load: this host's, then the fleet's
         that no local name shadows."""
+        # A named key limited to some models lists only those.
+        return [v for v in self._all_models() if keys.may_use(v.name)]
+
+    def _all_models(self) -> list[ModelView]:
         local = [self._view(f) for f in self.router.routable()]
         names = {n for v in local for n in (v.name, *v.aliases)}
         remote = [remote_view(e, m) for e, m in self._fleet_models() if m.name not in names]
@@ -87,18 +116,26 @@ class Gateway:
         facts = self.router.find(name)
         if facts is not None:
             return self._view(facts)
-        return next((v for v in self.models() if name in (v.name, *v.aliases)), None)
+        return next((v for v in self._all_models() if name in (v.name, *v.aliases)), None)
 
     @asynccontextmanager
     async def lease(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[Upstream]:
         """Load `name` if needed and count it in flight while the context is open; a
         model only a `[fleet]` peer serves goes to that peer's gateway."""
         facts = self.router.find(name)
+        tally = current_tally()
+        if tally is not None:
+            tally.model = name
         if facts is None:
             async with self._remote_lease(name) as upstream:
                 yield upstream
             return
+        keys.check(facts.name)
+        serving, t0 = facts.state is State.RUNNING, time.perf_counter()
         slot, facts = await self.sched.admit(facts, keep_alive)
+        if tally is not None:
+            tally.instance = facts.name
+            tally.waited(time.perf_counter() - t0, loading=not serving)
         try:
             yield self._upstream(facts)
         finally:
@@ -153,6 +190,9 @@ class Gateway:
             raise self._unknown(name, known)
         entry, model = picked
         assert entry.gateway_url is not None
+        keys.check(model.name)
+        if (tally := current_tally()) is not None:
+            tally.instance, tally.host = model.name, entry.peer.name
         key = entry.key()
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         try:
@@ -186,7 +226,16 @@ class Gateway:
             ctx_size=int(ctx) if ctx and ctx.isdigit() else None,
             mmproj=serving.vision,
             serving=serving,
+            load_progress=self.load_progress(facts.name),
         )
+
+    def load_progress(self, name: str) -> dict[str, Any] | None:
+        """How far `name`'s load is (`progress.LoadProgress.of`), while it loads."""
+        facts = self.router.find(name)
+        # The watcher looks every tick; the state itself says at once that a load ended.
+        if facts is None or facts.state is not State.STARTING:
+            return None
+        return self.progress.of(name, self.sched.size(name), time.monotonic())
 
     def status_of(self, name: str) -> dict[str, Any]:
         """The `gateway` object of an instance in the status document."""
@@ -203,7 +252,13 @@ class Gateway:
             "queued": slot.waiting,
             "estimate_bytes": memory.estimate(facts.spec) if facts else None,
             "footprint_bytes": slot.measured,
+            "load_progress": self.load_progress(name),
+            **self._rates.get(name, {}),
         }
+
+    @property
+    def _rates(self) -> dict[str, dict[str, Any]]:
+        return model_rates(self.activity)
 
     def status(self) -> dict[str, Any]:
         """The daemon-wide `gateway` object: where it listens and the memory budget."""
@@ -220,6 +275,7 @@ class Gateway:
             "budget_bytes": budget,
             "used_bytes": used,
             "left_bytes": None if budget is None else budget - used,
+            "keys": self.key_totals.to_dict(),
         }
 
 

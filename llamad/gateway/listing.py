@@ -47,6 +47,7 @@ def model_entry(
             "idle_timeout": view.idle_timeout,
             "expires_at": view.expires_at,
             "size_bytes": view.size_bytes,
+            "load_progress": view.load_progress,
         },
     }
 

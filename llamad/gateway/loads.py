@@ -36,6 +36,7 @@ class Loads(Slots):
         then wait for the drain and load again. Raises LoadFailed."""
         t0, drained = time.monotonic(), slot.drained
         log.info("gateway.load_requested", model=name, waiting=slot.waiting)
+        self.notes.load_requested(name, slot.waiting)
         try:
             slot.deciding = True
             async with self._room:
@@ -51,6 +52,7 @@ class Loads(Slots):
                 self.metrics.loads.labels(name, "ok").inc()
                 self.metrics.load_seconds.labels(name).observe(time.monotonic() - t0)
                 log.info("gateway.loaded", model=name, seconds=round(time.monotonic() - t0, 3))
+                self.notes.loaded(name, time.monotonic() - t0)
                 return
             if slot.drained != drained:
                 log.info("gateway.load_interrupted", model=name)
@@ -64,6 +66,7 @@ class Loads(Slots):
                 knobs = facts.spec.knobs
                 slot.load_failed(time.monotonic(), reason, knobs.backoff_initial, knobs.backoff_max)
             log.warning("gateway.load_failed", model=name, reason=reason)
+            self.notes.load_failed(name, reason)
             self.metrics.loads.labels(name, "failed").inc()
             raise LoadFailed(name, reason, slot.refused(time.monotonic()) or None)
         except asyncio.CancelledError:
@@ -130,6 +133,7 @@ class Loads(Slots):
             if why is StopWhy.EVICT:
                 log.info("gateway.evicted", instance=name, model=name, size_bytes=size)
                 self.metrics.evictions.labels(name).inc()
+                self.notes.stopped(name, "evict", size)
             else:  # its idle timer, or a client's unload (Ollama's keep_alive 0)
                 reason = "unload" if why is StopWhy.UNLOAD else "idle_timeout"
                 log.info(
@@ -137,6 +141,7 @@ class Loads(Slots):
                     reason=reason,
                 )  # fmt: skip
                 self.metrics.idle_stops.labels(name).inc()
+                self.notes.stopped(name, reason, size)
             await self.sup.command(name, Stop(idle=True))
             timeout = facts.spec.knobs.stop_timeout + 5
             return await self.sup.wait_for(name, *DOWN, timeout=timeout)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from llamad.backends.serving import Serving
 
@@ -35,6 +35,7 @@ class ModelView:
     # How its server serves it (answer name, capabilities, context per request); a
     # fleet peer's is unknown here (its own gateway answers by the name asked).
     serving: Serving = field(default_factory=Serving)
+    load_progress: Mapping[str, Any] | None = None  # while it loads (progress.LoadProgress)
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,14 @@ from urllib.parse import quote
 
 from starlette.types import Receive, Scope, Send
 
+from llamad.gateway.activity import Tally
 from llamad.gateway.answer import Answer
 from llamad.gateway.families import family, gateway_shape
 from llamad.gateway.naming import Renamer
 from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError, Upstream
 from llamad.gateway.upstream_errors import refit
+from llamad.gateway.usage import from_chunks
 
 # Hop-by-hop headers, our own framing, and the client's credentials for the gateway.
 _DROP_UP = {
@@ -100,10 +102,12 @@ class Relay:
         body: bytes,
         first_byte: Callable[[int], None],
         rename: Renamer | None = None,
+        tally: Tally | None = None,
     ) -> None:
         """Send the request to `upstream` at `path` and stream the answer back, with
         `rename` applied to each chunk (naming.py) and an error answer refitted to the
-        route's family (upstream_errors.py).
+        route's family (upstream_errors.py); `tally` gets the time of the body's first
+        byte and the usage its end reports.
 
         Upstream timeouts: 10 s to connect, none after, so a long generation is never cut.
         """
@@ -120,7 +124,7 @@ class Relay:
             if answer.status >= 400:
                 await _error(send, scope["path"], answer, first_byte)
             else:
-                await self._answer(send, upstream, answer, first_byte, rename, scope["path"])
+                await self._answer(send, upstream, answer, first_byte, rename, scope["path"], tally)
         finally:
             answer.close()
 
@@ -132,6 +136,7 @@ class Relay:
         first_byte: Callable[[int], None],
         rename: Renamer | None,
         path: str,
+        tally: Tally | None,
     ) -> None:
         drop = _DROP_DOWN if rename is None else _DROP_DOWN | {b"content-length"}
         out = [(k, v) for k, v in answer.headers if k.lower() not in drop]
@@ -141,13 +146,20 @@ class Relay:
             out.append((b"x-accel-buffering", b"no"))
         await send({"type": "http.response.start", "status": answer.status, "headers": out})
         first_byte(answer.status)
+        # Only the last two chunks are kept (no copy, no parsing on the way): usage and
+        # timings end the answer, and are read from them once it is over.
+        prev = last = b""
         try:
             async for chunk in answer.chunks():
+                if not last and tally is not None:
+                    tally.ttft = now()
                 if rename is not None:
                     chunk = rename(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                prev, last = last, chunk
             if rename is not None and (held := rename.flush()):
                 await send({"type": "http.response.body", "body": held, "more_body": True})
+                prev, last = last, held
         except OSError as exc:
             # The instance (or a fleet peer) broke off. A stream ends with an error
             # event, so a client can tell it from a finished answer.
@@ -155,6 +167,8 @@ class Relay:
                 error = _sse_error(upstream, exc, path)
                 await send({"type": "http.response.body", "body": error, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if tally is not None and last:
+            tally.usage = from_chunks(prev, last)
 
 
 async def _error(send: Send, path: str, answer: Answer, first_byte: Callable[[int], None]) -> None:

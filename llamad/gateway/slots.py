@@ -13,6 +13,7 @@ import structlog
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.gateway.admission import Slot
 from llamad.gateway.metrics import GatewayMetrics
+from llamad.gateway.notes import Notes
 from llamad.gateway.port import GatewayError
 from llamad.gateway.view import SupervisorView
 
@@ -29,8 +30,10 @@ class Slots:
         supervisor: SupervisorView,
         settings: Callable[[], Settings],
         metrics: GatewayMetrics | None = None,
+        notes: Notes | None = None,
     ) -> None:
         self.sup = supervisor
+        self.notes = notes or Notes()
         self.settings = settings
         self.metrics = metrics or GatewayMetrics()
         self.slots: dict[str, Slot] = {}

@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from llamad.gateway.activity import current
 from llamad.gateway.ollama.durations import done_fields, rfc3339
 from llamad.gateway.ollama.errors import OllamaError
 from llamad.gateway.ollama.port import Gateway, ModelView
@@ -18,6 +19,7 @@ from llamad.gateway.ollama.requests import Plan
 from llamad.gateway.ollama.stream import Events, Piece, stream_error
 from llamad.gateway.ollama.upstream import Exchange, read_all, sse_events
 from llamad.gateway.pool import Pool
+from llamad.gateway.usage import from_fields
 
 log = structlog.get_logger("llamad.gateway.ollama")
 
@@ -68,6 +70,8 @@ def _line(obj: dict[str, Any]) -> bytes:
 
 
 def _final(render: Render, piece: Piece, events: Events, ex: Exchange) -> dict[str, Any]:
+    if (tally := current()) is not None:
+        tally.usage = from_fields(events.timings, events.usage)
     return render(piece, True) | done_fields(
         reason=events.reason,
         timings=events.timings,

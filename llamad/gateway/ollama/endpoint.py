@@ -18,8 +18,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from llamad.gateway.activity import CURRENT, Activity, Tally, begin
 from llamad.gateway.ollama.errors import OllamaError, error_response
-from llamad.gateway.proxy import ClientGone, guard, read_body
+from llamad.gateway.proxy import ClientGone, guard, now, read_body
 
 log = structlog.get_logger("llamad.gateway.ollama")
 
@@ -28,12 +29,15 @@ Handler = Callable[[Request, AsyncExitStack], Awaitable[Response]]
 
 
 class Endpoint:
-    """`handler` served as ASGI, errors in Ollama's shape."""
+    """`handler` served as ASGI, errors in Ollama's shape; a request that asked for a
+    model is recorded in `activity`."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, activity: Activity | None = None) -> None:
         self.handler = handler
+        self.activity = activity
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        t0 = now()
         try:
             body = await read_body(receive)
         except ClientGone:
@@ -41,8 +45,15 @@ class Endpoint:
         # The guard owns the client's receive from here on: what the request and the
         # response see is the body, then nothing until they are done.
         request = Request(scope, _replay(body))
-        async with AsyncExitStack() as leases:
-            await guard(receive, self._answer(request, leases, send))
+        tally = begin(scope, t0)
+        token = CURRENT.set(tally)
+        try:
+            async with AsyncExitStack() as leases:
+                await guard(receive, self._answer(request, leases, watched(send, tally)))
+        finally:
+            CURRENT.reset(token)
+            if self.activity is not None and tally.model:
+                self.activity.add(tally.record(now()))
 
     async def _answer(self, request: Request, leases: AsyncExitStack, send: Send) -> None:
         try:
@@ -58,6 +69,19 @@ class Endpoint:
             log.exception("ollama.request_failed", method=request.method, path=path, error=error)
             response = error_response(500, "internal error in llamad's Ollama API; see its log")
         await response(request.scope, _replay(b""), send)
+
+
+def watched(send: Send, tally: Tally) -> Send:
+    """`send`, noting the response's status, its start and its body's first bytes."""
+
+    async def send_and_note(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            tally.status, tally.ttfb = message["status"], now()
+        elif tally.ttft is None and message.get("body"):
+            tally.ttft = now()
+        await send(message)
+
+    return send_and_note
 
 
 def _replay(body: bytes) -> Receive:

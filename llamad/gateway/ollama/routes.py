@@ -13,6 +13,7 @@ from starlette.routing import BaseRoute, Route
 
 from llamad.backends.gguf_meta import GGUFMeta
 from llamad.gateway import listing
+from llamad.gateway.activity import Activity
 from llamad.gateway.context import ContextSizes
 from llamad.gateway.ollama import metadata
 from llamad.gateway.ollama.answer import answer, chat_renderer, generate_renderer, load_only
@@ -50,12 +51,18 @@ class OllamaAPI:
     """The endpoints, over one gateway and the pool of connections to its llama-servers."""
 
     def __init__(
-        self, gateway: Gateway, pool: Pool, pulls: Pulls | None, list_aliases: Callable[[], bool]
+        self,
+        gateway: Gateway,
+        pool: Pool,
+        pulls: Pulls | None,
+        list_aliases: Callable[[], bool],
+        activity: Activity | None = None,
     ) -> None:
         self.gateway = gateway
         self.pool = pool
         self.pulls = pulls  # None: no library, /api/pull answers 501
         self.list_aliases = list_aliases
+        self.activity = activity
         self.contexts = ContextSizes(gateway, pool)
 
     def _resolve(self, name: str) -> ModelView:
@@ -216,7 +223,7 @@ class OllamaAPI:
             ("/api/delete", self.delete, ["DELETE"]),
         ]
         routes: list[BaseRoute] = [
-            Route(path, Endpoint(fn), methods=methods) for path, fn, methods in table
+            Route(path, Endpoint(fn, self.activity), methods=methods) for path, fn, methods in table
         ]
         for name in _STORE_ROUTES:
             methods = ["GET", "HEAD", "POST", "PUT", "DELETE"]
@@ -230,9 +237,11 @@ def ollama_routes(
     pool: Pool,
     pulls: Pulls | None = None,
     list_aliases: Callable[[], bool] = lambda: True,
+    activity: Activity | None = None,
 ) -> list[BaseRoute]:
     """Ollama's API over `gateway`; upstream requests go through `pool`, which the caller
     owns (the relay's: no read timeout, generations may take long). `pulls` serves
     /api/pull; `list_aliases` says whether /api/tags lists aliases as models of their own
-    (`[gateway] list_aliases`)."""
-    return OllamaAPI(gateway, pool, pulls, list_aliases).routes()
+    (`[gateway] list_aliases`); requests that asked for a model are recorded in
+    `activity`."""
+    return OllamaAPI(gateway, pool, pulls, list_aliases, activity).routes()

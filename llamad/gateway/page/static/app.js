@@ -1,0 +1,318 @@
+// llamad's page: models, memory, live activity, playground. No build step, no network
+// beyond this gateway. The key (when the gateway has one) stays in this tab's session.
+"use strict";
+const $ = (sel) => document.querySelector(sel);
+const COLOURS = ["#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d"];
+const colourOf = {};
+let key = sessionStorage.getItem("llamad-key") || "";
+let records = [];
+let refreshing = null;
+
+function colour(model) {
+  if (!(model in colourOf)) colourOf[model] = COLOURS[Object.keys(colourOf).length % COLOURS.length];
+  return colourOf[model];
+}
+
+function headers(extra) {
+  const h = Object.assign({}, extra || {});
+  if (key) h["Authorization"] = "Bearer " + key;
+  return h;
+}
+
+class NeedKey extends Error {}
+
+async function api(path, options) {
+  const opts = Object.assign({}, options || {});
+  opts.headers = headers(opts.headers);
+  const r = await fetch(path, opts);
+  if (r.status === 401) throw new NeedKey();
+  return r;
+}
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
+}
+
+function size(n) {
+  if (n === null || n === undefined) return "-";
+  const units = ["B", "K", "M", "G", "T"];
+  let v = n, i = 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return (v < 10 && i >= 3 ? v.toFixed(1) : Math.round(v)) + units[i];
+}
+
+function secs(s) {
+  if (s === null || s === undefined) return "-";
+  if (s < 1) return Math.round(s * 1000) + "ms";
+  if (s < 120) return s.toFixed(1) + "s";
+  const t = Math.round(s);
+  return Math.floor(t / 60) + "m" + String(t % 60).padStart(2, "0") + "s";
+}
+
+function num(v, digits) { return v === null || v === undefined ? "-" : v.toFixed(digits); }
+
+function stateText(m) {
+  const p = m.llamad.load_progress;
+  if (!p) return m.llamad.state;
+  if (p.fraction === null) return "loading " + secs(p.elapsed_s);
+  return "loading " + Math.round(p.fraction * 100) + "%";
+}
+
+function renderModels(models) {
+  const body = $("#models tbody");
+  body.replaceChildren();
+  for (const m of models) {
+    const g = m.gateway || {};
+    const tr = el("tr");
+    tr.dataset.model = m.id;
+    tr.append(el("td", m.id + (m.llamad.host ? " @" + m.llamad.host : "")));
+    tr.append(el("td", stateText(m), "state " + m.llamad.state));
+    tr.append(el("td", m.llamad.on_demand ? "on demand" : "always on"));
+    tr.append(el("td", (m.llamad.aliases || []).join(", ") || "-"));
+    tr.append(el("td", size(g.footprint_bytes || g.estimate_bytes || m.llamad.size_bytes)));
+    tr.append(el("td", g.idle_left_s === null || g.idle_left_s === undefined ? "-" : secs(g.idle_left_s)));
+    tr.append(el("td", g.in_flight ?? "-"));
+    tr.append(el("td", g.queued ?? "-"));
+    tr.append(el("td", g.requests_per_min ?? "-"));
+    tr.append(el("td", num(g.tokens_per_s, 1)));
+    tr.append(el("td", g.ttft_p50_s === undefined ? "-" : secs(g.ttft_p50_s)));
+    const actions = el("td");
+    if (!m.llamad.host) {
+      for (const verb of ["load", "unload", "restart"]) {
+        const b = el("button", verb);
+        b.type = "button";
+        b.dataset.verb = verb;
+        b.addEventListener("click", () => act(m.id, verb, b));
+        actions.append(b, " ");
+      }
+    }
+    tr.append(actions);
+    body.append(tr);
+  }
+}
+
+function renderMemory(gw, models) {
+  const bar = $("#memory");
+  bar.replaceChildren();
+  const budget = gw.budget_bytes;
+  const live = models.filter((m) => m.gateway && ["starting", "running", "stopping"].includes(m.llamad.state));
+  const total = budget || live.reduce((a, m) => a + (m.gateway.footprint_bytes || m.gateway.estimate_bytes || 0), 0) || 1;
+  for (const m of live) {
+    const bytes = m.gateway.footprint_bytes || m.gateway.estimate_bytes || 0;
+    const part = el("span", m.id + " " + size(bytes));
+    part.style.width = Math.max(0.5, (100 * bytes) / total) + "%";
+    part.style.background = colour(m.id);
+    part.title = m.id + ": " + size(bytes);
+    bar.append(part);
+  }
+  $("#memory-text").textContent = budget === null || budget === undefined
+    ? "no memory budget; models hold " + size(gw.used_bytes)
+    : "budget " + size(budget) + " (" + gw.memory_budget + "), used " + size(gw.used_bytes) + ", left " + size(gw.left_bytes);
+}
+
+function renderKeys(keys) {
+  const body = $("#keys tbody");
+  body.replaceChildren();
+  for (const [name, u] of Object.entries(keys || {})) {
+    const tr = el("tr");
+    for (const v of [name === "-" ? "(no key)" : name, u.requests, u.errors, u.prompt_tokens, u.completion_tokens]) tr.append(el("td", v));
+    body.append(tr);
+  }
+}
+
+function fillSelect(sel, names) {
+  const keep = sel.value;
+  if ([...sel.options].map((o) => o.value).join() === names.join()) return;
+  sel.replaceChildren(...names.map((n) => { const o = el("option", n); o.value = n; return o; }));
+  if (names.includes(keep)) sel.value = keep;
+}
+
+async function refresh() {
+  const doc = await (await api("/ui/api/status")).json();
+  $("#listen").textContent = "on " + doc.gateway.listen;
+  renderModels(doc.models);
+  renderMemory(doc.gateway, doc.models);
+  renderKeys(doc.gateway.keys);
+  fillSelect($("#play-model"), doc.models.map((m) => m.id));
+  fillSelect($("#log-model"), doc.models.filter((m) => !m.llamad.host).map((m) => m.id));
+}
+
+function soon() {
+  if (refreshing) return;
+  refreshing = setTimeout(() => { refreshing = null; refresh().catch(() => {}); }, 150);
+}
+
+async function act(model, verb, button) {
+  $("#action-error").textContent = "";
+  button.disabled = true;
+  try {
+    const r = await api("/ui/api/models/" + encodeURIComponent(model) + "/" + verb, { method: "POST" });
+    if (!r.ok) $("#action-error").textContent = model + ": " + ((await r.json()).error || {}).message;
+  } catch (e) {
+    $("#action-error").textContent = model + ": " + e.message;
+  } finally {
+    button.disabled = false;
+    soon();
+  }
+}
+
+function activityRow(r) {
+  const tr = el("tr");
+  tr.dataset.model = r.instance || r.model;
+  const t = new Date(r.time * 1000).toLocaleTimeString();
+  const tokens = (r.prompt_tokens ?? "-") + " / " + (r.completion_tokens ?? "-");
+  const cells = [t, r.model + (r.peer ? " @" + r.host : ""), r.route, r.status, r.key || "-", r.client || "-",
+    secs(r.queue_s + r.load_s), secs(r.ttft_s), secs(r.duration_s), tokens, num(r.tokens_per_s, 1)];
+  cells.forEach((c, i) => tr.append(el("td", c, i === 3 && r.status >= 400 ? "err" : "")));
+  return tr;
+}
+
+function addRecord(r) {
+  records.unshift(r);
+  records = records.slice(0, 200);
+  const body = $("#activity tbody");
+  body.prepend(activityRow(r));
+  while (body.children.length > 50) body.lastChild.remove();
+  draw();
+}
+
+function plot(canvas, field) {
+  const ctx = canvas.getContext("2d");
+  const w = canvas.width, h = canvas.height, pad = 24;
+  ctx.clearRect(0, 0, w, h);
+  const pts = records.filter((r) => r[field] !== null && r[field] !== undefined && r.status < 400).reverse();
+  ctx.fillStyle = "#6b7280";
+  ctx.font = "11px system-ui";
+  if (!pts.length) { ctx.fillText("no requests yet", pad, h / 2); return; }
+  const max = Math.max(...pts.map((r) => r[field])) * 1.1 || 1;
+  const t0 = pts[0].time, span = Math.max(1, pts[pts.length - 1].time - t0);
+  ctx.fillText(max.toFixed(max < 10 ? 2 : 0), 2, 12);
+  ctx.fillText("0", 2, h - 4);
+  const byModel = {};
+  for (const r of pts) (byModel[r.instance || r.model] ||= []).push(r);
+  for (const [model, rs] of Object.entries(byModel)) {
+    ctx.strokeStyle = ctx.fillStyle = colour(model);
+    ctx.beginPath();
+    rs.forEach((r, i) => {
+      const x = pad + ((w - 2 * pad) * (r.time - t0)) / span;
+      const y = h - pad / 2 - ((h - pad) * r[field]) / max;
+      i ? ctx.lineTo(x, y) : ctx.moveTo(x, y);
+      ctx.fillRect(x - 2, y - 2, 4, 4);
+    });
+    ctx.stroke();
+  }
+  let x = pad + 48;  // after the scale's label
+  for (const model of Object.keys(byModel)) {
+    ctx.fillStyle = colour(model);
+    ctx.fillText(model, x, 12);
+    x += ctx.measureText(model).width + 12;
+  }
+}
+
+function draw() { plot($("#speed"), "tokens_per_s"); plot($("#ttft"), "ttft_s"); }
+
+async function loadActivity() {
+  const doc = await (await api("/v1/activity?limit=200")).json();
+  records = [];
+  $("#activity tbody").replaceChildren();
+  for (const r of doc.data.slice().reverse()) addRecord(r);
+}
+
+async function* sse(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+      if (data) yield data;
+    }
+  }
+}
+
+async function follow() {
+  for (;;) {
+    try {
+      const r = await api("/v1/events");
+      $("#live").classList.add("on");
+      for await (const data of sse(r)) {
+        const ev = JSON.parse(data);
+        if (ev.type === "request") addRecord(ev);
+        soon();
+      }
+    } catch (e) {
+      if (e instanceof NeedKey) return showLogin("the key was refused");
+    }
+    $("#live").classList.remove("on");
+    await new Promise((ok) => setTimeout(ok, 2000));
+  }
+}
+
+async function play() {
+  const out = $("#play-out");
+  out.textContent = "";
+  const body = { model: $("#play-model").value, stream: true, max_tokens: 256,
+    messages: [{ role: "user", content: $("#play-input").value }] };
+  $("#play-send").disabled = true;
+  try {
+    const r = await api("/v1/chat/completions", { method: "POST", body: JSON.stringify(body),
+      headers: { "Content-Type": "application/json" } });
+    if (!r.ok) { out.textContent = ((await r.json()).error || {}).message; return; }
+    for await (const data of sse(r)) {
+      if (data === "[DONE]") break;
+      const chunk = JSON.parse(data);
+      if (chunk.error) { out.textContent += "\n[" + chunk.error.message + "]"; break; }
+      for (const c of chunk.choices || []) out.textContent += (c.delta && c.delta.content) || "";
+    }
+  } finally {
+    $("#play-send").disabled = false;
+  }
+}
+
+async function showLog() {
+  const name = $("#log-model").value;
+  if (!name) return;
+  const doc = await (await api("/ui/api/models/" + encodeURIComponent(name) + "/logs")).json();
+  $("#log").textContent = (doc.lines || []).join("\n");
+  $("#log").scrollTop = $("#log").scrollHeight;
+}
+
+function showLogin(message) {
+  $("#main").hidden = true;
+  $("#login").hidden = false;
+  $("#login-error").textContent = message || "";
+  $("#key").focus();
+}
+
+async function start() {
+  try {
+    await refresh();
+  } catch (e) {
+    if (e instanceof NeedKey) return showLogin(key ? "the key was refused" : "");
+    throw e;
+  }
+  $("#login").hidden = true;
+  $("#main").hidden = false;
+  await loadActivity();
+  follow();
+  setInterval(() => refresh().catch(() => {}), 2000);
+}
+
+$("#login").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  key = $("#key").value.trim();
+  sessionStorage.setItem("llamad-key", key);
+  start();
+});
+$("#play-send").addEventListener("click", () => play().catch((e) => { $("#play-out").textContent = e.message; }));
+$("#log-show").addEventListener("click", () => showLog().catch(() => {}));
+start();

@@ -1,0 +1,119 @@
+"""Per-request activity against real llama-servers: /v1/activity, /v1/events, metrics."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from gateway_helpers import TINY, chat, gateway
+from helpers import wait_for
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _activity(base: str, query: str = "") -> list[dict[str, Any]]:
+    return list(httpx.get(f"{base}/v1/activity{query}", timeout=5).json()["data"])
+
+
+def _sse_usage(base: str, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The usage and timings of a streamed answer's last chunk, read as a client would."""
+    usage: dict[str, Any] = {}
+    timings: dict[str, Any] = {}
+    with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=10) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                doc = json.loads(line[6:])
+                usage = doc.get("usage") or usage
+                timings = doc.get("timings") or timings
+    return usage, timings
+
+
+def test_activity_matches_the_usage_llama_server_returned(tiny_model: Path) -> None:
+    with gateway(tiny_model, {"tiny": TINY, "other": TINY}) as gw:
+        doc = httpx.post(f"{gw.base}/v1/chat/completions", json=chat("tiny", 4), timeout=10).json()
+        body = {**chat("tiny", 5, stream=True), "stream_options": {"include_usage": True}}
+        usage, timings = _sse_usage(gw.base, body)
+        httpx.post(f"{gw.base}/v1/completions", json={"model": "other", "prompt": "a"}, timeout=10)
+        records = wait_for(lambda: len(_activity(gw.base)) >= 3 and _activity(gw.base), 5)
+        streamed, whole = records[1], records[2]  # newest first
+        assert whole["prompt_tokens"] == doc["usage"]["prompt_tokens"]
+        assert whole["completion_tokens"] == doc["usage"]["completion_tokens"] == 4
+        assert whole["tokens_per_s"] == round(doc["timings"]["predicted_per_second"], 2)
+        assert streamed["prompt_tokens"] == usage["prompt_tokens"]
+        assert streamed["completion_tokens"] == usage["completion_tokens"] == 5
+        assert streamed["tokens_per_s"] == round(timings["predicted_per_second"], 2)
+        for r in (streamed, whole):
+            assert r["model"] == r["instance"] == "tiny"
+            assert r["status"] == 200
+            assert r["client"] == "127.0.0.1"
+            assert r["key"] is None
+            assert r["peer"] is False
+            assert 0 < r["ttfb_s"] <= r["ttft_s"] <= r["duration_s"]
+            assert "messages" not in json.dumps(r)
+            assert "hi" not in r.values()
+        assert [r["instance"] for r in _activity(gw.base, "?model=other")] == ["other"]
+        text = _metrics(gw)
+        assert 'llamad_gateway_tokens_per_second_count{model="tiny"} 2.0' in text
+        assert 'llamad_gateway_ttft_seconds_count{model="tiny"} 2.0' in text
+        assert 'llamad_gateway_key_tokens_total{key="-",kind="completion",model="tiny"} 9.0' in text
+
+
+def _metrics(gw: Any) -> str:
+    from llamad.client.http import Client
+
+    with Client(gw.ld.socket).stream("/metrics", timeout=5) as chunks:
+        return b"".join(chunks).decode()
+
+
+def test_events_stream_loads_states_and_requests(tiny_model: Path) -> None:
+    lazy = {**TINY, "on_demand": True}
+    with gateway(tiny_model, {"lazy": lazy}) as gw:
+        seen: list[dict[str, Any]] = []
+        opened = threading.Event()
+
+        def read() -> None:
+            with httpx.stream("GET", f"{gw.base}/v1/events", timeout=10) as r:
+                assert r.headers["content-type"].startswith("text/event-stream")
+                for line in r.iter_lines():
+                    opened.set()
+                    if line.startswith("data: "):
+                        seen.append(json.loads(line[6:]))
+                        kinds = {(e["type"], e.get("to")) for e in seen}
+                        # The state is looked at every 0.25 s: it may come after the request.
+                        if {("request", None), ("state", "running")} <= kinds:
+                            return
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        wait_for(opened.is_set, 5, "the stream open")
+        httpx.post(f"{gw.base}/v1/chat/completions", json=chat("lazy", 2), timeout=20)
+        reader.join(15)
+        kinds = [(e["type"], e.get("phase") or e.get("to")) for e in seen]
+        assert ("load", "requested") in kinds
+        assert ("load", "loaded") in kinds
+        assert ("state", "running") in kinds
+        request = next(e for e in seen if e["type"] == "request")
+        assert request["model"] == "lazy"
+        assert request["status"] == 200
+        assert request["load_s"] > 0
+        assert request["completion_tokens"] == 2
+
+
+def test_ollama_requests_are_recorded(tiny_model: Path) -> None:
+    with gateway(tiny_model, {"tiny": TINY}) as gw:
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+        body["options"] = {"num_predict": 3}
+        lines = httpx.post(f"{gw.base}/api/chat", json=body, timeout=10).text.splitlines()
+        last = json.loads(lines[-1])
+        httpx.get(f"{gw.base}/api/tags", timeout=5)  # asks for no model: not recorded
+        (r,) = wait_for(lambda: _activity(gw.base), 5)
+        assert r["route"] == "/api/chat"
+        assert r["model"] == "tiny"
+        assert r["status"] == 200
+        assert r["completion_tokens"] == last["eval_count"] == 3
+        assert r["prompt_tokens"] == last["prompt_eval_count"]
+        assert r["ttft_s"] is not None

@@ -1,0 +1,109 @@
+"""The activity ring, the usage read from an answer's end, and the event bus, alone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from llamad.gateway.activity import Activity, Tally
+from llamad.gateway.activity_stats import KeyTotals, model_rates
+from llamad.gateway.bus import EventBus
+from llamad.gateway.usage import from_chunks, from_fields, from_tail
+
+pytestmark = pytest.mark.timeout(20)
+
+FINAL = (
+    b'data: {"choices":[{"finish_reason":"length","index":0,"delta":{}}],"object":'
+    b'"chat.completion.chunk","usage":{"completion_tokens":3,"prompt_tokens":53,'
+    b'"total_tokens":56,"prompt_tokens_details":{"cached_tokens":52}},"timings":{"cache_n":52,'
+    b'"prompt_n":1,"prompt_ms":0.6,"predicted_n":3,"predicted_ms":0.2,'
+    b'"predicted_per_second":15000.0}}\n\ndata: [DONE]\n\n'
+)
+
+
+def _record(i: int, model: str = "m", key: str | None = None) -> Tally:
+    t = Tally(route="/v1/chat/completions", client="127.0.0.1", key=key, began=0.0, wall=i)
+    t.model = t.instance = model
+    t.status = 200
+    t.usage = from_fields(
+        {"predicted_per_second": 10.0 + i}, {"prompt_tokens": 2, "completion_tokens": 3}
+    )
+    return t
+
+
+def test_the_ring_stays_bounded_and_lists_newest_first() -> None:
+    activity = Activity(lambda: 1000)
+    for i in range(10_000):
+        activity.add(_record(i, "a" if i % 2 else "b").record(1.0))
+    assert len(activity) == 1000
+    recent = activity.recent()
+    assert recent[0].time == 9999
+    assert recent[-1].time == 9000
+    assert {r.model for r in activity.recent("a")} == {"a"}
+    assert len(activity.recent(limit=5)) == 5
+
+
+def test_a_smaller_size_on_reload_keeps_the_newest() -> None:
+    size = [10]
+    activity = Activity(lambda: size[0])
+    for i in range(10):
+        activity.add(_record(i).record(1.0))
+    size[0] = 3
+    activity.add(_record(10).record(1.0))
+    assert [r.time for r in activity.recent()] == [10, 9, 8]
+
+
+def test_usage_is_read_from_the_last_chunks_even_when_split() -> None:
+    cut = len(FINAL) // 2
+    usage = from_tail(FINAL[:cut] + FINAL[cut:])
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.tokens_per_s) == (53, 3, 15000.0)
+    # A stream without include_usage: the timings count, cached prompt tokens included.
+    only_timings = FINAL.replace(b'"usage"', b'"other"')
+    assert from_tail(only_timings).prompt_tokens == 53
+    assert from_tail(b"data: [DONE]\n\n").completion_tokens is None
+    # A long answer: only its end is looked at, however the chunks fell.
+    long = b'{"content": "' + b"x" * 100_000 + b'",' + FINAL[FINAL.index(b'"usage"') :]
+    assert from_chunks(long[:50_000], long[50_000:]).completion_tokens == 3
+    assert from_chunks(long[:-100], long[-100:]).completion_tokens == 3
+    assert from_tail(b'{"text": "the word \\"usage\\": {"}').prompt_tokens is None
+
+
+def test_key_totals_and_rates() -> None:
+    totals = KeyTotals()
+    activity = Activity(lambda: 100, [totals])
+    for i in range(3):
+        activity.add(_record(1000 + i, key="alice").record(1.0))
+    assert totals.to_dict()["alice"] == {
+        "requests": 3, "errors": 0, "prompt_tokens": 6, "completion_tokens": 9,
+    }  # fmt: skip
+    rates = model_rates(activity, now=1030)
+    assert rates["m"]["requests_per_min"] == 3
+    assert rates["m"]["tokens_per_s"] == 1011.0
+
+
+async def test_a_slow_subscriber_is_dropped_and_never_blocks() -> None:
+    bus = EventBus(backlog=4)
+    slow, fast = bus.subscribe(), bus.subscribe()
+    for i in range(10):
+        bus.publish("request", {"i": i})
+        fast.pending.clear()  # a reader that keeps up
+    assert slow.dropped
+    assert bus.dropped == 1
+    assert bus.subscribers == 1
+    await asyncio.wait_for(slow.wait(5), 1)  # woken at once, to say goodbye
+    event = fast.pending or [b""]
+    bus.publish("state", {"model": "m"})
+    data = fast.pending[-1].split(b"data: ")[1]
+    assert json.loads(data)["model"] == "m"
+    assert event is not None
+
+
+def test_a_limited_subscriber_gets_only_its_models_events() -> None:
+    bus = EventBus()
+    sub = bus.subscribe(frozenset({"a"}))
+    bus.publish("state", {"model": "b", "to": "running"})
+    bus.publish("request", {"model": "alias-of-a", "instance": "a"})
+    bus.publish("notice", {})
+    assert [json.loads(e.split(b"data: ")[1])["type"] for e in sub.pending] == ["request", "notice"]

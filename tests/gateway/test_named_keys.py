@@ -1,0 +1,141 @@
+"""Named gateway keys: config errors, 403s in each API family's shape, usage by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from gateway_helpers import TINY, chat, gateway
+from helpers import wait_for
+
+from llamad.config.load import check, load
+
+pytestmark = pytest.mark.timeout(60)
+
+CONFIG = """
+[gateway]
+listen = "127.0.0.1:18999"
+api_key_file = "{d}/main.key"
+
+[gateway.keys.alice]
+key_file = "{d}/alice.key"
+models = ["a2"]
+
+[gateway.keys.bob]
+key_file = "{d}/bob.key"
+
+[instances.a]
+model = "{m}"
+port = 18998
+aliases = ["a2"]
+
+[instances.b]
+model = "{m}"
+port = 18997
+"""
+
+
+def _keys(d: Path) -> None:
+    for name in ("main", "alice", "bob"):
+        (d / f"{name}.key").write_text(f"{name}-secret-0123456789\n")
+        (d / f"{name}.key").chmod(0o600)
+
+
+def _config(d: Path, model: Path, *change: str) -> Path:
+    _keys(d)
+    text = CONFIG.replace("{d}", str(d)).replace("{m}", str(model))
+    path = d / "llamad.toml"
+    path.write_text(text.replace(*change) if change else text)
+    return path
+
+
+def test_named_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
+    gw = load(_config(tmp_path, tiny_model)).gateway
+    assert gw is not None
+    named = {k.name: k.models for k in gw.keys}
+    assert named == {"default": None, "alice": frozenset({"a"}), "bob": None}
+    assert "secret" not in repr(gw)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            ('models = ["a2"]', 'models = ["nope"]'),
+            "gateway.keys.alice.models: no model named 'nope'",
+        ),
+        (("alice.key", "missing.key"), "gateway.keys.alice.key_file: cannot read"),
+        (("bob.key", "alice.key"), "gateway.keys.bob.key_file: "),
+        (("[gateway.keys.bob]", "[gateway.keys.default]"), "gateway.keys.default: 'default' is"),
+    ],
+    ids=["unknown model", "missing file", "same key twice", "default taken"],
+)
+def test_key_config_errors_are_one_line(
+    tmp_path: Path, tiny_model: Path, change: tuple[str, str], expected: str
+) -> None:
+    found = check(_config(tmp_path, tiny_model, *change))
+    assert len(found) == 1, found
+    assert str(tmp_path) in found[0], found[0]
+    assert expected in found[0], found[0]
+
+
+def test_a_key_limited_to_some_models(tiny_model: Path, tmp_path: Path) -> None:
+    _keys(tmp_path)
+    keys = {
+        "alice": {"key_file": str(tmp_path / "alice.key"), "models": ["a"]},
+        "bob": {"key_file": str(tmp_path / "bob.key")},
+    }
+    with gateway(
+        tiny_model, {"a": TINY, "b": TINY}, api_key_file=str(tmp_path / "main.key"), keys=keys
+    ) as gw:
+        alice = {"Authorization": "Bearer alice-secret-0123456789"}
+        client = openai.OpenAI(base_url=f"{gw.base}/v1", api_key="alice-secret-0123456789")
+        assert client.chat.completions.create(**chat("a", 2)).usage is not None
+        with pytest.raises(openai.PermissionDeniedError) as refused:
+            client.chat.completions.create(**chat("b", 2))
+        assert refused.value.code == "model_not_allowed"
+        ollama = httpx.post(
+            f"{gw.base}/api/chat",
+            json={"model": "b", "messages": [{"role": "user", "content": "hi"}], "stream": False},
+            headers=alice,
+            timeout=10,
+        )
+        assert ollama.status_code == 403
+        assert "may not use model 'b'" in ollama.json()["error"]
+        listed = httpx.get(f"{gw.base}/v1/models", headers=alice, timeout=5).json()["data"]
+        assert [m["id"] for m in listed] == ["a"]
+        tags = httpx.get(f"{gw.base}/api/tags", headers=alice, timeout=5).json()["models"]
+        assert [m["name"] for m in tags] == ["a:latest"]
+        # The single api_key_file still works, as the key named "default".
+        main = {"x-api-key": "main-secret-0123456789"}
+        assert (
+            httpx.post(
+                f"{gw.base}/v1/chat/completions", json=chat("b", 2), headers=main
+            ).status_code
+            == 200
+        )
+        assert httpx.get(f"{gw.base}/v1/models", timeout=5).status_code == 401
+        records = wait_for(
+            lambda: (
+                (r := httpx.get(f"{gw.base}/v1/activity", headers=main).json()["data"])
+                and len(r) >= 4
+                and r
+            ),
+            5,
+        )
+        assert [(r["key"], r["status"]) for r in records] == [
+            ("default", 200), ("alice", 403), ("alice", 403), ("alice", 200),
+        ]  # fmt: skip
+        mine = httpx.get(f"{gw.base}/v1/activity", headers=alice, timeout=5).json()["data"]
+        assert [r["instance"] for r in mine] == ["a"]
+        page = httpx.get(f"{gw.base}/ui/api/status", headers=alice, timeout=5).json()
+        assert list(page["gateway"]["keys"]) == ["alice"]
+        assert [m["id"] for m in page["models"]] == ["a"]
+        usage = gw.ld.status()["gateway"]["keys"]
+        assert usage["alice"] == {
+            "requests": 3, "errors": 2, "prompt_tokens": records[-1]["prompt_tokens"],
+            "completion_tokens": 2,
+        }  # fmt: skip
+        assert "secret" not in str(gw.ld.status())

@@ -1,0 +1,141 @@
+"""The page at /ui in a real headless Chromium (Debian's chromium and chromium-driver),
+against a real llamad with the tiny models."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from gateway_helpers import TINY, chat, gateway
+from helpers import wait_for
+
+CHROMIUM = shutil.which("chromium")
+DRIVER = shutil.which("chromedriver")
+pytestmark = [
+    pytest.mark.skipif(
+        not (CHROMIUM and DRIVER),
+        reason="no headless browser: apt-get install chromium chromium-driver",
+    ),
+    pytest.mark.timeout(120),
+]
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.webdriver.common.by import By  # noqa: E402
+
+# Where to keep the screenshot for the docs (`make screenshots`); else the test's tmp_path.
+SHOTS = os.environ.get("LLAMAD_SCREENSHOTS")
+
+
+@contextmanager
+def browser() -> Iterator[Any]:
+    """Headless Chromium driven by chromedriver, both Debian's: nothing is downloaded."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1400,1300", "--no-first-run"):  # fmt: skip
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(str(DRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+# The page redraws its tables as events arrive: read and click in one script each, so no
+# element goes stale between finding it and using it.
+def _rows(driver: Any, table: str) -> list[list[str]]:
+    script = (
+        "return [...document.querySelectorAll(arguments[0])]"
+        ".map(tr => [...tr.children].map(td => td.textContent))"
+    )
+    return list(driver.execute_script(script, f"#{table} tbody tr"))
+
+
+def _state(driver: Any, model: str) -> str:
+    script = "const c = document.querySelector(arguments[0]); return c ? c.textContent : ''"
+    return str(driver.execute_script(script, f'#models tr[data-model="{model}"] td.state'))
+
+
+def _click(driver: Any, selector: str) -> None:
+    driver.execute_script("document.querySelector(arguments[0]).click()", selector)
+
+
+def _ctl_state(gw: Any, model: str) -> str:
+    out = gw.ld.ctl("status", "--json", model)
+    return str(__import__("json").loads(out.stdout)["instances"][0]["state"])
+
+
+def test_the_page_lists_models_shows_activity_acts_and_chats(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    lazy = {**TINY, "on_demand": True}
+    models = {"tiny": TINY, "tiny-embed": TINY, "tiny-lazy": lazy}
+    with gateway(tiny_model, models) as gw, browser() as driver:
+        # A browser asking for / is sent to the page; Ollama's probe still gets its text.
+        assert httpx.get(gw.base + "/", timeout=5).text == "Ollama is running"
+        driver.get(gw.base + "/")
+        wait_for(lambda: len(_rows(driver, "models")) == 3, 10, "three models listed")
+        assert driver.current_url.endswith("/ui")
+        wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "#live.on"), 5, "events live")
+
+        client = openai.OpenAI(base_url=f"{gw.base}/v1", api_key="none")
+        client.chat.completions.create(**chat("tiny", 4))
+        wait_for(lambda: _rows(driver, "activity"), 1.0, "the request in the activity")
+        cells = _rows(driver, "activity")[0]
+        assert cells[1] == "tiny"
+        assert cells[3] == "200"
+        assert cells[9].endswith("/ 4")
+
+        _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="load"]')
+        wait_for(lambda: _ctl_state(gw, "tiny-lazy") == "running", 15, "loaded by the button")
+        wait_for(lambda: _state(driver, "tiny-lazy") == "running", 5, "the page shows it")
+        _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="unload"]')
+        wait_for(lambda: _ctl_state(gw, "tiny-lazy") == "idle", 15, "unloaded by the button")
+
+        driver.execute_script("document.querySelector('#play-model').value = 'tiny-lazy'")
+        driver.find_element(By.ID, "play-send").click()
+        wait_for(lambda: driver.find_element(By.ID, "play-out").text, 20, "a streamed answer")
+        wait_for(lambda: len(_rows(driver, "activity")) >= 2, 20, "the chat in the activity")
+        wait_for(lambda: _state(driver, "tiny-lazy") == "running", 5, "loaded by the chat")
+        driver.find_element(By.ID, "log-show").click()
+        wait_for(lambda: driver.find_element(By.ID, "log").text, 5, "the log tail")
+        wait_for(lambda: _rows(driver, "keys")[0][1] == "2", 5, "usage counts both requests")
+        _screenshot(driver, tmp_path / "page.png")
+
+
+def test_with_a_key_nothing_loads_until_it_is_entered(tiny_model: Path, tmp_path: Path) -> None:
+    key_file = tmp_path / "gateway.key"
+    key_file.write_text("page-secret-0123456789\n")
+    key_file.chmod(0o600)
+    with gateway(tiny_model, {"tiny": TINY}, api_key_file=str(key_file)) as gw, browser() as driver:
+        driver.get(gw.base + "/ui")
+        wait_for(lambda: driver.find_element(By.ID, "login").is_displayed(), 10, "the key form")
+        assert not driver.find_element(By.ID, "main").is_displayed()
+        assert not _rows(driver, "models")
+        # Actions need the key too.
+        action = httpx.post(f"{gw.base}/ui/api/models/tiny/unload", timeout=5)
+        assert action.status_code == 401
+        driver.find_element(By.ID, "key").send_keys("wrong")
+        driver.find_element(By.CSS_SELECTOR, "#login button").click()
+        wait_for(lambda: driver.find_element(By.ID, "login-error").text, 5, "a refusal")
+        box = driver.find_element(By.ID, "key")
+        box.clear()
+        box.send_keys("page-secret-0123456789")
+        driver.find_element(By.CSS_SELECTOR, "#login button").click()
+        wait_for(lambda: len(_rows(driver, "models")) == 1, 10, "the model, with the key")
+        assert _ctl_state(gw, "tiny") == "running"
+
+
+def _screenshot(driver: Any, path: Path) -> None:
+    driver.save_screenshot(str(path))
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(SHOTS) / "page.png")
+    assert subprocess.run(["file", str(path)], capture_output=True, text=True).stdout
