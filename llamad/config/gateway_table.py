@@ -155,7 +155,7 @@ def resolve_gateway(
         problem(
             ("gateway", "listen"),
             f"{settings.listen} is reachable beyond this machine and the gateway has no "
-            "key: set api_key_file, or allow_keyless_remote = true",
+            "api_key_file (nor [gateway.keys]): set one, or allow_keyless_remote = true",
         )
     budget: Budget = None
     if settings.memory_budget == "auto":
