@@ -27,8 +27,9 @@ async def drain(
     router: Router, sched: Scheduler, removed: list[str], changed: list[str]
 ) -> AsyncIterator[None]:
     """Around a reload's (or a restart's) stops and starts (`Supervisor.draining`):
-    entered once the requests in flight to `removed` and `changed` have ended, at most
-    DRAIN_MAX_S; none is admitted to them until it is left."""
+    entered once the requests in flight to `removed` and `changed` (which includes what
+    the reload adds) have ended, at most DRAIN_MAX_S; none is admitted to them until it
+    is left."""
     router.retiring.update(removed)
     slots = [sched.slot(n) for n in (*removed, *changed)]
     for slot in slots:

@@ -95,8 +95,10 @@ class Supervisor(ByName):
             else:
                 changes.unchanged.append(name)
         changes.added = [n for n in specs if n not in self.instances]
-        # The gateway lets requests in flight finish first and holds new ones until the end.
-        async with self.draining(changes.removed, changes.changed):
+        # The gateway lets requests in flight finish first and holds new ones until the end;
+        # an added instance is held the same way until its start is taken in, so a request
+        # never finds it stopped between its arrival and its first start.
+        async with self.draining(changes.removed, changes.changed + changes.added):
             await self._replace(specs, changes)
         return changes
 
