@@ -64,11 +64,11 @@ def start_gateway(
         lambda: state.resolved.daemon.remote,
     )
     fleet = FleetModels(hosts.current, me)
-    gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet)
+    pending = functools.partial(downloading, pulls) if pulls is not None else None
+    gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet, pending)
     state.supervisor.draining = gateway.draining
     if pulls is not None:  # `rm` unloads a model before its files go
         pulls.unload = functools.partial(unload_for_removal, gateway, state)
-        gateway.pending = functools.partial(downloading, pulls)
     page = _page(gateway, state)
     bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)
     refused = Refusals("gateway", metrics.count_refused)

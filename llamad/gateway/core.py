@@ -54,6 +54,7 @@ class Gateway:
         settings: Callable[[], Settings],
         metrics: GatewayMetrics | None = None,
         fleet: FleetModels | None = None,
+        pending: Callable[[str], GatewayError | None] | None = None,
     ) -> None:
         self.settings = settings
         self.fleet = fleet
@@ -68,7 +69,7 @@ class Gateway:
         self.created = int(time.time())
         # Why a name no model answers to is not served yet (a pull under way), else None:
         # asked only on that miss path, never for a routed request.
-        self.pending: Callable[[str], GatewayError | None] | None = None
+        self.pending = pending
         # Per-request activity: the ring, the live stream, Prometheus and usage per key.
         self.key_totals = KeyTotals()
         listeners: list[Listener] = [

@@ -9,6 +9,7 @@ import shutil
 import socket
 import threading
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,20 +136,14 @@ def test_a_replaced_model_file_drains_then_restarts(tiny_model: Path, tmp_path: 
     model = tmp_path / "m.gguf"
     shutil.copy(tiny_model, model)
     with gateway(model, {"x": LONG}) as gw:
-        old_pid = gw.ld.running("x")
-        stream = _Held(gw, "x")
-        stream.start()
-        assert stream.first.wait(30)
-        fresh = tmp_path / "m.new"
-        shutil.copy(tiny_model, fresh)
-        os.replace(fresh, model)  # as a download tool finishes: a new file in its place
-        gw.ld.wait_event("model.changed", instance="x", timeout=10)
-        gw.ld.wait_event("gateway.draining", in_flight={"x": 1}, timeout=10)
-        assert gw.ld.running("x") == old_pid
-        stream.go.set()
-        stream.join(90)
-        assert stream.intact(), stream.lines[-2:]
-        gw.ld.wait_running("x", not_pid=old_pid)
+
+        def replace_file() -> None:
+            fresh = tmp_path / "m.new"
+            shutil.copy(tiny_model, fresh)
+            os.replace(fresh, model)  # as a download tool finishes: a new file in its place
+            gw.ld.wait_event("model.changed", instance="x", timeout=10)
+
+        stream = _restarted_after_its_stream(gw, replace_file)
         after = {"model": "x", "prompt": "hi", "max_tokens": 2}
         assert httpx.post(stream.url, json=after, timeout=30).status_code == 200
 
@@ -160,15 +155,26 @@ def test_a_new_binary_rolls_out_behind_the_drain(
     wrapper = tmp_path / "llama-server"
     stand_in_binary(wrapper, llama_server)
     with gateway(tiny_model, {"x": LONG}, daemon={"llama_server": str(wrapper)}) as gw:
-        old_pid = gw.ld.running("x")
-        stream = _Held(gw, "x")
-        stream.start()
-        assert stream.first.wait(30)
-        stand_in_binary(wrapper, llama_server, note="upgraded")
-        gw.ld.wait_event("binary.changed", timeout=10)
-        gw.ld.wait_event("gateway.draining", in_flight={"x": 1}, timeout=10)
-        assert gw.ld.running("x") == old_pid
-        stream.go.set()
-        stream.join(90)
-        assert stream.intact(), stream.lines[-2:]
-        gw.ld.wait_running("x", not_pid=old_pid)
+
+        def upgrade() -> None:
+            stand_in_binary(wrapper, llama_server, note="upgraded")
+            gw.ld.wait_event("binary.changed", timeout=10)
+
+        _restarted_after_its_stream(gw, upgrade)
+
+
+def _restarted_after_its_stream(gw: Gw, restart: Callable[[], None]) -> _Held:
+    """With a stream to x in flight, `restart` sets a restart of x going: it drains, x
+    keeps its process until the stream has ended intact, then comes back new."""
+    old_pid = gw.ld.running("x")
+    stream = _Held(gw, "x")
+    stream.start()
+    assert stream.first.wait(30)
+    restart()
+    gw.ld.wait_event("gateway.draining", in_flight={"x": 1}, timeout=10)
+    assert gw.ld.running("x") == old_pid
+    stream.go.set()
+    stream.join(90)
+    assert stream.intact(), stream.lines[-2:]
+    gw.ld.wait_running("x", not_pid=old_pid)
+    return stream
