@@ -63,7 +63,9 @@ def test_the_token_is_sent_never_shown_and_the_terminal_gets_a_bar(
     )
 
     def finished() -> str | None:
-        shown = _tmux(sock, "capture-pane", "-p", "-t", "pull")
+        # From the start of its history: tmux may size the pane after the first lines
+        # came, scrolling them out of the visible part.
+        shown = _tmux(sock, "capture-pane", "-p", "-S", "-", "-t", "pull")
         return shown if "success" in shown else None
 
     try:
