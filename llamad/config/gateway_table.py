@@ -114,7 +114,7 @@ class GatewaySettings(BaseModel):
 
 
 @dataclass(frozen=True)
-class Gateway:
+class GatewayConfig:
     """`[gateway]` resolved. Keys stay out of repr(): daemon logs show dataclasses."""
 
     host: str
@@ -140,7 +140,7 @@ Problem = Callable[[tuple[str, ...], str], None]
 
 def resolve_gateway(
     settings: GatewaySettings, specs: Mapping[str, InstanceSpec], problem: Problem
-) -> Gateway | None:
+) -> GatewayConfig | None:
     """The gateway to serve, or None without `listen`; problems go through `problem`
     as (keys, message), keys starting at the top of the file."""
     check_names(specs, problem)
@@ -162,7 +162,7 @@ def resolve_gateway(
         budget = "auto"
     elif settings.memory_budget != "off":
         budget = parse_size(settings.memory_budget)
-    return Gateway(
+    return GatewayConfig(
         host=host,
         port=port,
         api_keys=tuple(k.secret for k in keys),

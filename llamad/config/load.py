@@ -16,7 +16,7 @@ from llamad.common.hosts import same_address
 from llamad.common.unixsock import MAX_SOCKET_PATH
 from llamad.config.fleet_tables import split_listen
 from llamad.config.gateway_access import bypassed_keys
-from llamad.config.gateway_table import Gateway, resolve_gateway
+from llamad.config.gateway_table import GatewayConfig, resolve_gateway
 from llamad.config.library_specs import check_defaults, library_specs, link_configured, settings_of
 from llamad.config.library_specs import find as find_library
 from llamad.config.readfile import read_partial
@@ -53,7 +53,7 @@ class Resolved:
     instances: dict[str, InstanceSpec]
     tools: dict[str, Tool] = field(default_factory=dict)  # kind -> executable, kinds in use
     peers: dict[str, Peer] = field(default_factory=dict)  # [fleet] peers, for rpc
-    gateway: Gateway | None = None  # [gateway], when it has `listen`
+    gateway: GatewayConfig | None = None  # [gateway], when it has `listen`
     fleet: Fleet = field(
         default_factory=Fleet
     )  # [fleet] itself: defaults, Tailscale and mDNS for the gateway

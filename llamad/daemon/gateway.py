@@ -14,7 +14,7 @@ from llamad.api.tcp import serve_tcp
 from llamad.common.fdlimit import gateway_cap
 from llamad.common.limits import Refusals
 from llamad.common.retrying import retrying
-from llamad.config.gateway_table import Gateway as Settings
+from llamad.config.gateway_table import GatewayConfig as Settings
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.library_unload import unload_for_removal
 from llamad.gateway.app import build_app

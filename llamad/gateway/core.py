@@ -12,7 +12,7 @@ import structlog
 
 from llamad.backends.probes import server_url
 from llamad.backends.registry import backend_for
-from llamad.config.gateway_table import Gateway as Settings
+from llamad.config.gateway_table import GatewayConfig as Settings
 from llamad.gateway import keys, memory
 from llamad.gateway.activity import Activity, Listener, Record
 from llamad.gateway.activity import current as current_tally

@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from llamad.backends.spec import InstanceSpec
 from llamad.common.limits import Limits, Refused, body_too_large
-from llamad.config.gateway_table import Gateway as Settings
+from llamad.config.gateway_table import GatewayConfig as Settings
 from llamad.gateway.families import gateway_shape
 
 __all__ = ["BodyLimit", "GatewayLimits", "gateway_shape"]

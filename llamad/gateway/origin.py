@@ -23,7 +23,7 @@ from collections.abc import Callable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from llamad.common.limits import Refused, client_key, is_loopback
-from llamad.config.gateway_table import Gateway as Settings
+from llamad.config.gateway_table import GatewayConfig as Settings
 from llamad.gateway.shapes import refuse
 
 _PREFLIGHT_HEADERS = [

@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from llamad.config.gateway_table import Gateway as Settings
+from llamad.config.gateway_table import GatewayConfig as Settings
 from llamad.gateway.admission import Slot
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.notes import Notes

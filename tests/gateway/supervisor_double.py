@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llamad.backends.spec import InstanceSpec
-from llamad.config.gateway_table import Gateway as Settings
+from llamad.config.gateway_table import GatewayConfig as Settings
 from llamad.gateway.core import Gateway
 from llamad.lifecycle.states import Start, State, Stop
 from llamad.supervise.facts import Facts

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from gateway_helpers import TINY, Gw, chat, gateway
 
-from llamad.config.gateway_table import Gateway as Settings
+from llamad.config.gateway_table import GatewayConfig as Settings
 from llamad.gateway.origin import Policy
 
 PORT = 8080
