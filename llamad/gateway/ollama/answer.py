@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from llamad.gateway.activity import current
 from llamad.gateway.ollama.durations import done_fields, rfc3339
 from llamad.gateway.ollama.errors import OllamaError
-from llamad.gateway.ollama.port import Gateway, ModelView
+from llamad.gateway.ollama.port import GatewayPort, ModelView
 from llamad.gateway.ollama.requests import Plan
 from llamad.gateway.ollama.stream import Events, Piece, stream_error
 from llamad.gateway.ollama.upstream import Exchange, read_all, sse_events
@@ -83,7 +83,7 @@ def _final(render: Render, piece: Piece, events: Events, ex: Exchange) -> dict[s
 
 async def answer(
     *,
-    gateway: Gateway,
+    gateway: GatewayPort,
     pool: Pool,
     leases: AsyncExitStack,
     view: ModelView,
@@ -137,7 +137,7 @@ async def answer(
 
 
 async def load_only(
-    gateway: Gateway,
+    gateway: GatewayPort,
     view: ModelView,
     keep_alive: float | None,
     render: Render,

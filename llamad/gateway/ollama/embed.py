@@ -7,13 +7,13 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from llamad.gateway.ollama.errors import OllamaError
-from llamad.gateway.ollama.port import Gateway, ModelView
+from llamad.gateway.ollama.port import GatewayPort, ModelView
 from llamad.gateway.ollama.upstream import Exchange, read_all
 from llamad.gateway.pool import Pool
 
 
 async def embeddings(
-    gateway: Gateway,
+    gateway: GatewayPort,
     pool: Pool,
     view: ModelView,
     keep_alive: float | None,

@@ -27,7 +27,7 @@ from llamad.gateway.ollama.errors import (
     model_name,
     read_body,
 )
-from llamad.gateway.ollama.port import Gateway, ModelView
+from llamad.gateway.ollama.port import GatewayPort, ModelView
 from llamad.gateway.ollama.pull import delete_endpoint, downloading, pull_endpoint
 from llamad.gateway.ollama.requests import chat_plan, generate_plan
 from llamad.gateway.ollama.upstream import resolve
@@ -52,7 +52,7 @@ class OllamaAPI:
 
     def __init__(
         self,
-        gateway: Gateway,
+        gateway: GatewayPort,
         pool: Pool,
         pulls: Pulls | None,
         list_aliases: Callable[[], bool],
@@ -233,7 +233,7 @@ class OllamaAPI:
 
 
 def ollama_routes(
-    gateway: Gateway,
+    gateway: GatewayPort,
     pool: Pool,
     pulls: Pulls | None = None,
     list_aliases: Callable[[], bool] = lambda: True,

@@ -18,14 +18,14 @@ from typing import Any
 from llamad.gateway.answer import Answer
 from llamad.gateway.connection import Broken
 from llamad.gateway.ollama.errors import OllamaError, from_gateway, not_found
-from llamad.gateway.ollama.port import Gateway, ModelView, Upstream
+from llamad.gateway.ollama.port import GatewayPort, ModelView, Upstream
 from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError, UpstreamError
 from llamad.gateway.resend import answered
 from llamad.gateway.upstream_errors import honest_status, parse
 
 
-def resolve(gateway: Gateway, name: str) -> ModelView:
+def resolve(gateway: GatewayPort, name: str) -> ModelView:
     """The model for an Ollama name: the name itself, an alias, or either with `:latest`."""
     view = gateway.find(name)
     if view is None and name.endswith(":latest"):
@@ -47,12 +47,14 @@ class Exchange:
     load_seconds: float = 0.0
     stack: AsyncExitStack = field(default_factory=AsyncExitStack)
     upstream: Upstream | None = None
-    gateway: Gateway | None = None
+    gateway: GatewayPort | None = None
 
     def __post_init__(self) -> None:
         self.leases.push_async_callback(self.close)
 
-    async def lease(self, gateway: Gateway, view: ModelView, keep_alive: float | None) -> Upstream:
+    async def lease(
+        self, gateway: GatewayPort, view: ModelView, keep_alive: float | None
+    ) -> Upstream:
         """Lease the model (loading it if needed); gateway refusals become OllamaErrors."""
         began = time.monotonic()
         try:
