@@ -14,8 +14,8 @@ from llamad.api.status import ProcessFacts, instance_doc
 from llamad.common.clock import utcnow
 from llamad.config.load import ConfigError
 from llamad.lifecycle.states import Event, Restart, Start, State, Stop
+from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.instance import Instance, InstanceClosed
-from llamad.supervise.state import DaemonState
 
 if TYPE_CHECKING:  # the gateway's modules load only when one is configured
     from llamad.gateway.core import Gateway

@@ -17,7 +17,7 @@ from llamad.library.pulls import Pull, Pulls
 from llamad.library.refs import RefError
 from llamad.library.remove import RemoveError
 from llamad.lifecycle.states import State
-from llamad.supervise.state import DaemonState
+from llamad.supervise.daemon_state import DaemonState
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 

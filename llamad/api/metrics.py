@@ -36,7 +36,7 @@ from llamad import __version__
 from llamad.api.reexport import relabel
 from llamad.backends.probes import Health, server_url
 from llamad.lifecycle.states import State
-from llamad.supervise.state import DaemonState
+from llamad.supervise.daemon_state import DaemonState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LABEL = "name"

@@ -30,7 +30,7 @@ from llamad.gateway.origin import OriginGuard
 from llamad.gateway.page import BrowserRoot, page_routes
 from llamad.gateway.pool import Pool
 from llamad.library.pulls import Pulls
-from llamad.supervise.state import DaemonState
+from llamad.supervise.daemon_state import DaemonState
 
 log = structlog.get_logger("llamad.gateway")
 

@@ -8,7 +8,7 @@ from llamad.gateway.core import Gateway
 from llamad.gateway.port import GatewayError
 from llamad.library.remove import Busy
 from llamad.lifecycle.states import State
-from llamad.supervise.state import DaemonState
+from llamad.supervise.daemon_state import DaemonState
 
 # No process runs in these: the files can go.
 DOWN = (State.IDLE, State.STOPPED, State.FAILED)

@@ -31,11 +31,11 @@ from llamad.daemon.lock import AlreadyRunning, DaemonLock
 from llamad.daemon.notify import Notifier
 from llamad.fleet.remote_workers import RemoteWorkers
 from llamad.library.listing import log_changes
+from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.hooks import ProbeFeed
 from llamad.supervise.orphans import ChildRegistry
 from llamad.supervise.process import bind_error
 from llamad.supervise.runtime import Runtime
-from llamad.supervise.state import DaemonState
 from llamad.supervise.supervisor import Supervisor
 
 log = structlog.get_logger("llamad.daemon")

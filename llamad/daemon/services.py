@@ -22,8 +22,8 @@ from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.fleet.peers import identity
 from llamad.library.pulls import Pulls
+from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.reload import Reloader
-from llamad.supervise.state import DaemonState
 from llamad.supervise.supervisor import Supervisor
 
 

@@ -20,9 +20,9 @@ from llamad.common.retrying import run_retrying
 from llamad.config.load import ConfigError, load
 from llamad.library.listing import log_changes
 from llamad.lifecycle.states import State
+from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.instance import Instance
 from llamad.supervise.library_watch import watch_library
-from llamad.supervise.state import DaemonState
 
 log = structlog.get_logger("llamad.reload")
 
