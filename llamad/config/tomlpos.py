@@ -1,8 +1,9 @@
 """Find the line of a dotted key in TOML text, so errors can say `file:line`.
 
 tomllib gives no positions for valid documents. This scanner understands the shapes a
-hand-written llamad.toml uses (table headers, `key = value`, inline tables on one line);
-when it cannot place a key it answers None and the error names just the file.
+hand-written llamad.toml uses (table headers, `key = value`, inline tables on one line,
+multi-line strings, whose lines are never taken for keys or headers); when it cannot
+place a key it answers None and the error names just the file.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ def locate(text: str, keys: tuple[str, ...]) -> int | None:
     best: tuple[int, int] | None = None  # (how many keys matched, line)
     table: tuple[str, ...] = ()
     entries: dict[tuple[str, ...], int] = {}  # `[[x]]` headers seen so far, per x
+    inside: str | None = None  # the delimiter of the multi-line string open, if any
     for number, line in enumerate(text.splitlines(), start=1):
+        opened, inside = inside, _open_after(line, inside)
+        if opened is not None:
+            continue  # a chat template's `[INST]` is text, not a table
         header = _HEADER.match(line)
         if header:
             table = _split_dotted(header.group(1))
@@ -49,6 +54,51 @@ def locate(text: str, keys: tuple[str, ...]) -> int | None:
             matched += 1
         best = _better(best, matched, number)
     return best[1] if best else None
+
+
+def _open_after(line: str, inside: str | None) -> str | None:
+    """The multi-line string delimiter (`\"\"\"` or `'''`) still open at the end of
+    `line`, given the one open at its start."""
+    i, n = 0, len(line)
+    while i < n:
+        if inside is not None:
+            end = _closing(line, i, inside)
+            if end is None:
+                return inside
+            i, inside = end, None
+        elif line.startswith(('"""', "'''"), i):
+            inside, i = line[i : i + 3], i + 3
+        elif line[i] in "\"'":
+            i = _string_end(line, i)
+        elif line[i] == "#":
+            return None
+        else:
+            i += 1
+    return inside
+
+
+def _closing(line: str, i: int, delim: str) -> int | None:
+    """Just past the end of the multi-line string that continues at `line[i]`, or None."""
+    while i < len(line):
+        if delim == '"""' and line[i] == "\\":
+            i += 2  # an escaped character, a quote included
+        elif line.startswith(delim, i):
+            i += 3
+            # Up to two quotes just before the delimiter belong to the string.
+            while i < len(line) and line[i] == delim[0]:
+                i += 1
+            return i
+        else:
+            i += 1
+    return None
+
+
+def _string_end(line: str, i: int) -> int:
+    """Just past the one-line string that starts at `line[i]`."""
+    quote, i = line[i], i + 1
+    while i < len(line) and line[i] != quote:
+        i += 2 if quote == '"' and line[i] == "\\" else 1
+    return i + 1
 
 
 def _prefix(have: tuple[str, ...], want: tuple[str, ...]) -> int:

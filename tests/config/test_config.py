@@ -83,6 +83,16 @@ def test_valid_config_resolves(tmp_path: Path, tiny_model: Path) -> None:
     ("body", "expected"),
     [
         (
+            '[instances.a]\nmodel = "{m}"\nport = 1\nargs = ["--chat-template", """\n'
+            '[INST] {{ messages }} [/INST]\n[INST]\n\\"""\n[/INST]\n"""]\nctx_sise = 1\n',
+            ["llamad.toml:10: instances.a.ctx_sise: unknown key 'ctx_sise'"],
+        ),
+        (
+            "[instances.a]\nmodel = '{m}'\nport = 1\nargs = ['--chat-template', '''\n"
+            '[INST]\n""" [/INST]\n\'\'\', \'x = """\']\nn_gpu_layers = true\n',
+            ["llamad.toml:8: instances.a.n_gpu_layers: expects a value like N"],
+        ),
+        (
             '[instances.qwen]\nmodel = "{m}"\nport = 8089\nctx_sise = 4096\n',
             [
                 "llamad.toml:4: instances.qwen.ctx_sise: unknown key 'ctx_sise' "
@@ -149,6 +159,8 @@ def test_valid_config_resolves(tmp_path: Path, tiny_model: Path) -> None:
         ),
     ],
     ids=[
+        "a key after a multi-line basic string holding table-like lines",
+        "a key after a multi-line literal string holding table-like lines",
         "unknown key with suggestion",
         "duplicate port",
         "bad TOML",
