@@ -7,17 +7,19 @@ across instances and aliases, and a listen address no instance uses.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import (
     BaseModel,
+    ByteSize,
     ConfigDict,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    TypeAdapter,
+    ValidationError,
     field_validator,
 )
 
@@ -29,18 +31,16 @@ from llamad.config.gateway_keys import KeySettings, NamedKey, resolve_keys
 
 Budget = int | Literal["auto"] | None  # bytes, "auto" (free memory, measured live), None: off
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
+_BYTES: TypeAdapter[ByteSize] = TypeAdapter(ByteSize)
 
 
-def parse_size(text: str) -> int:
-    """'24GiB', '24G', '512MB', '1000000' -> bytes; ValueError when it is none of these."""
-    m = _SIZE.match(text)
-    if not m:
-        raise ValueError(f'must be "auto", "off" or a size like "24GiB" (got {text!r})')
-    unit = m.group(2).lower()
-    scale = 1024 ** "bkmgt".index(unit) if m.group(3) and unit else _UNITS[unit]
-    return int(float(m.group(1)) * scale)
+def byte_size(text: str) -> int | None:
+    """'24GiB', '24G', '512MB', '1.5 GiB', '1000' -> bytes, as pydantic's ByteSize reads
+    them; None when `text` is not a size."""
+    try:
+        return int(_BYTES.validate_python(text))
+    except ValidationError:
+        return None
 
 
 # Admits any real chat: a 128k-token conversation is ~0.5 MB of JSON, and a dozen
@@ -50,10 +50,9 @@ DEFAULT_MAX_BODY = "32MiB"
 
 def body_size(value: str) -> int:
     """A `max_body` value in bytes; ValueError (the message for the config line) if not a size."""
-    try:
-        size = parse_size(value)
-    except ValueError:
-        raise ValueError(f'must be a size like "32MiB" (got {value!r})') from None
+    size = byte_size(value)
+    if size is None:
+        raise ValueError(f'must be a size like "32MiB" (got {value!r})')
     if size <= 0:
         raise ValueError(f"must be more than 0 bytes (got {value!r})")
     return size
@@ -108,8 +107,8 @@ class GatewaySettings(BaseModel):
     @field_validator("memory_budget")
     @classmethod
     def _budget(cls, value: str) -> str:
-        if value not in ("auto", "off"):
-            parse_size(value)
+        if value not in ("auto", "off") and byte_size(value) is None:
+            raise ValueError(f'must be "auto", "off" or a size like "24GiB" (got {value!r})')
         return value
 
 
@@ -161,7 +160,7 @@ def resolve_gateway(
     if settings.memory_budget == "auto":
         budget = "auto"
     elif settings.memory_budget != "off":
-        budget = parse_size(settings.memory_budget)
+        budget = byte_size(settings.memory_budget)
     return GatewayConfig(
         host=host,
         port=port,
