@@ -15,6 +15,7 @@ from llamad.common.clock import utcnow
 from llamad.config.load import ConfigError
 from llamad.lifecycle.states import Event, Restart, Start, State, Stop
 from llamad.supervise.daemon_state import DaemonState
+from llamad.supervise.gateway_link import GatewayLink
 from llamad.supervise.instance import Instance, InstanceClosed
 
 if TYPE_CHECKING:  # the gateway's modules load only when one is configured
@@ -32,15 +33,16 @@ class DaemonController:
         state: DaemonState,
         reload: Callable[[], Awaitable[dict[str, Any]]],
         metrics: Callable[[], Awaitable[bytes]],
+        gateway: GatewayLink[Gateway],
     ) -> None:
         self.state = state
+        self._gateway = gateway  # connected when `[gateway] listen` is served
         self._reload = reload
         self._metrics = metrics
         self.supervisor = state.supervisor
         self.started_at = utcnow()
         self._t0 = time.monotonic()
         self._facts = ProcessFacts()
-        self.gateway: Gateway | None = None  # set when `[gateway] listen` is served
 
     # Views ------------------------------------------------------------------------
 
@@ -63,7 +65,7 @@ class DaemonController:
                 "backends": {kind: tool.to_dict() for kind, tool in r.tools.items()},
             },
             "instances": [self._doc(i) for i in insts],
-            **({"gateway": self.gateway.status()} if self.gateway else {}),
+            **({"gateway": gateway.status()} if (gateway := self._gateway.current) else {}),
         }
 
     def _get(self, name: str) -> Instance:
@@ -78,8 +80,9 @@ class DaemonController:
         spec, sup = inst.spec, self.supervisor
         down = sup.not_ready(spec.workers) + sup.runtime.remote.not_running(spec.remote_workers)
         doc = instance_doc(inst, self._facts, down)
-        if self.gateway is not None and self.gateway.router.find(spec.name) is not None:
-            doc["gateway"] = self.gateway.status_of(spec.name)
+        gateway = self._gateway.current
+        if gateway is not None and gateway.router.find(spec.name) is not None:
+            doc["gateway"] = gateway.status_of(spec.name)
         return doc
 
     def instance(self, name: str) -> dict[str, Any]:

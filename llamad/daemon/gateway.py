@@ -16,7 +16,6 @@ from llamad.common.limits import Refusals
 from llamad.common.retrying import retrying
 from llamad.config.gateway_table import GatewayConfig as Settings
 from llamad.daemon.guard import ServiceGuard
-from llamad.daemon.library_unload import unload_for_removal
 from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
 from llamad.gateway.downloads import downloading
@@ -31,6 +30,7 @@ from llamad.gateway.page import BrowserRoot, page_routes
 from llamad.gateway.pool import Pool
 from llamad.library.pulls import Pulls
 from llamad.supervise.daemon_state import DaemonState
+from llamad.supervise.gateway_link import GatewayLink
 
 log = structlog.get_logger("llamad.gateway")
 
@@ -44,12 +44,14 @@ def start_gateway(
     state: DaemonState,
     metrics: Metrics,
     stop: asyncio.Event,
+    link: GatewayLink[Gateway],
     me: Identity | None = None,
     pulls: Pulls | None = None,
-) -> Gateway:
-    """Start the gateway under `guard`; its settings follow reloads (the address needs a
-    restart), and a config without `[gateway]` leaves the last one in force. `me` is this
-    daemon's identity in status documents: its fleet never routes to itself."""
+) -> None:
+    """Start the gateway under `guard` and connect `link` to it; its settings follow
+    reloads (the address needs a restart), and a config without `[gateway]` leaves the last
+    one in force. `me` is this daemon's identity in status documents: its fleet never
+    routes to itself."""
     last = [first]
 
     def settings() -> Settings:
@@ -66,15 +68,12 @@ def start_gateway(
     fleet = FleetModels(hosts.current, me)
     pending = functools.partial(downloading, pulls) if pulls is not None else None
     gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet, pending)
-    state.supervisor.draining = gateway.draining
-    if pulls is not None:  # `rm` unloads a model before its files go
-        pulls.unload = functools.partial(unload_for_removal, gateway, state)
+    link.connect(gateway)
     page = _page(gateway, state)
     bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)
     refused = Refusals("gateway", metrics.count_refused)
     serve = functools.partial(_serve, gateway, hosts, first, stop, bounds, refused, page, pulls)
     guard.start("gateway", serve, retry=True)
-    return gateway
 
 
 def _page(gateway: Gateway, state: DaemonState) -> list[BaseRoute]:

@@ -4,11 +4,15 @@ unload, which stops the process once its requests in flight have ended, then wai
 
 from __future__ import annotations
 
-from llamad.gateway.core import Gateway
-from llamad.gateway.port import GatewayError
+from typing import TYPE_CHECKING
+
 from llamad.library.remove import Busy
 from llamad.lifecycle.states import State
 from llamad.supervise.daemon_state import DaemonState
+from llamad.supervise.gateway_link import GatewayLink
+
+if TYPE_CHECKING:  # the gateway's modules load only when one is configured
+    from llamad.gateway.core import Gateway
 
 # No process runs in these: the files can go.
 DOWN = (State.IDLE, State.STOPPED, State.FAILED)
@@ -17,12 +21,16 @@ WAIT_S = 60.0
 
 
 async def unload_for_removal(
-    gateway: Gateway, state: DaemonState, name: str, wait: float = WAIT_S
+    link: GatewayLink[Gateway], state: DaemonState, name: str, wait: float = WAIT_S
 ) -> None:
-    """Unload instance `name` and wait until it has no process; Busy after `wait`."""
+    """Unload instance `name` and wait until it has no process; Busy after `wait`.
+    Without a gateway serving, nothing routes to it: its files can go as they are."""
+    gateway = link.current
     inst = state.supervisor.instances.get(name)
-    if inst is None or inst.record.state in DOWN:
+    if gateway is None or inst is None or inst.record.state in DOWN:
         return
+    from llamad.gateway.port import GatewayError
+
     try:
         await gateway.unload(name)
     except GatewayError:

@@ -14,7 +14,7 @@ import importlib
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import uvloop
@@ -32,11 +32,15 @@ from llamad.daemon.notify import Notifier
 from llamad.fleet.remote_workers import RemoteWorkers
 from llamad.library.listing import log_changes
 from llamad.supervise.daemon_state import DaemonState
+from llamad.supervise.gateway_link import GatewayLink
 from llamad.supervise.hooks import ProbeFeed
 from llamad.supervise.orphans import ChildRegistry
 from llamad.supervise.process import bind_error
 from llamad.supervise.runtime import Runtime
 from llamad.supervise.supervisor import Supervisor
+
+if TYPE_CHECKING:  # the gateway's modules load only when one is configured
+    from llamad.gateway.core import Gateway
 
 log = structlog.get_logger("llamad.daemon")
 
@@ -78,7 +82,8 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
         remote=RemoteWorkers(resolved.peers),
     )
     probes = ProbeFeed()
-    supervisor = Supervisor(runtime, observe_probe=probes)
+    gateway: GatewayLink[Gateway] = GatewayLink()  # built later, only with [gateway]
+    supervisor = Supervisor(runtime, observe_probe=probes, draining=gateway.draining)
     state = DaemonState(resolved, supervisor, probes)
     signals = _SignalHandlers(trigger, supervisor)
     try:
@@ -93,7 +98,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
             await supervisor.settled(timeout=STARTUP_GRACE_S)
             services = await asyncio.to_thread(importlib.import_module, "llamad.daemon.services")
             reloader = await services.start(
-                guard, state, prober, control_socket, services_stop, notifier
+                guard, state, prober, control_socket, services_stop, notifier, gateway
             )
             signals.on_hangup(reloader.request)
             notifier.ready()

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
+from typing import TYPE_CHECKING
 
 from llamad.api.app import create_app
 from llamad.api.controller import DaemonController
@@ -19,12 +21,17 @@ from llamad.api.uds import serve_unix
 from llamad.backends.probes import Prober, make_client
 from llamad.common.limits import Refusals
 from llamad.daemon.guard import ServiceGuard
+from llamad.daemon.library_unload import unload_for_removal
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.fleet.peers import identity
 from llamad.library.pulls import Pulls
 from llamad.supervise.daemon_state import DaemonState
+from llamad.supervise.gateway_link import GatewayLink
 from llamad.supervise.reload import Reloader
 from llamad.supervise.supervisor import Supervisor
+
+if TYPE_CHECKING:  # the gateway's modules load only when one is configured
+    from llamad.gateway.core import Gateway
 
 
 async def start(
@@ -34,16 +41,20 @@ async def start(
     control_socket: socket.socket,
     stop: asyncio.Event,
     notifier: Notifier,
+    link: GatewayLink[Gateway],
 ) -> Reloader:
-    """Start every service under `guard`; returns once the control socket is served."""
+    """Start every service under `guard`; returns once the control socket is served.
+    `link` is connected to the gateway when the config has one."""
     resolved, supervisor = state.resolved, state.supervisor
     d = resolved.daemon
     client = make_client(prober.transport)  # metrics re-export; the prober closes the pool
     reloader = Reloader(state)
     metrics = Metrics(state)
     state.probes.listen(metrics.observe_probe)
-    controller = DaemonController(state, reloader.reload, lambda: metrics.render(client))
-    pulls = Pulls(lambda: state.resolved.library, reloader.reload)
+    controller = DaemonController(state, reloader.reload, lambda: metrics.render(client), link)
+    # `rm` unloads a model through the gateway before its files go.
+    unload = functools.partial(unload_for_removal, link, state)
+    pulls = Pulls(lambda: state.resolved.library, reloader.reload, unload)
     app = create_app(controller, shutdown=stop, extra_routes=library_routes(state, pulls))
     bound = asyncio.Event()
     # Without its control socket the daemon cannot be managed: that failure ends it.
@@ -73,7 +84,7 @@ async def start(
         from llamad.daemon.gateway import start_gateway
 
         me = identity(controller.status())
-        controller.gateway = start_gateway(guard, resolved.gateway, state, metrics, stop, me, pulls)
+        start_gateway(guard, resolved.gateway, state, metrics, stop, link, me, pulls)
     guard.start("watchdog", lambda: watchdog_loop(notifier, stop), retry=True)
     if notifier.enabled:
         guard.start("sd-status", lambda: _report_counts(notifier, supervisor, stop), retry=True)

@@ -47,6 +47,10 @@ class RemoteWorkers:
         self.seen_running: dict[str, bool] = {}
         self._away: set[str] = set()  # peers in an outage, warned about once
 
+    def follow(self, peers: dict[str, Peer]) -> None:
+        """A reload's peers: asked from the next look on."""
+        self.peers = peers
+
     def not_running(self, pairs: tuple[tuple[str, str], ...]) -> list[str]:
         """Which of `pairs` were not running when last asked (or never asked)."""
         names = [f"{peer}/{worker}" for peer, worker in pairs]

@@ -69,12 +69,15 @@ class Pulls:
     """Starts pulls and keeps them until they end; `run()` holds their tasks."""
 
     def __init__(
-        self, library: Callable[[], Library | None], reload: Callable[[], Awaitable[object]]
+        self,
+        library: Callable[[], Library | None],
+        reload: Callable[[], Awaitable[object]],
+        unload: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.library, self.reload = library, reload
-        # Unloads an instance once its requests in flight have ended (the gateway's
-        # unload); set once the gateway runs, so `remove` never deletes a file in use.
-        self.unload: Callable[[str], Awaitable[None]] | None = None
+        # Unloads an instance once its requests in flight have ended (the gateway's),
+        # so `remove` never deletes a file in use.
+        self.unload = unload
         self.active: dict[str, Pull] = {}
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()

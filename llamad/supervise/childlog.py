@@ -15,8 +15,9 @@ import logging.handlers
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -46,9 +47,13 @@ class ChildLog:
         # delay=True: the file is opened at the first line, so a bad log dir is found by
         # `problem()` before a launch rather than raising out of a constructor.
         self._handler = _QuietHandler(
-            path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8", delay=True
+            self._write_failed,
+            path,
+            maxBytes=max_bytes,
+            backupCount=backups,
+            encoding="utf-8",
+            delay=True,
         )
-        self._handler.on_error = self._write_failed
         self._handler.setFormatter(logging.Formatter("%(message)s"))
         # The file exists from the start (`llamactl logs -f` can follow it at once); if it
         # cannot be made, the launch says why.
@@ -108,9 +113,14 @@ class _QuietHandler(logging.handlers.RotatingFileHandler):
     """The stdlib handler, reporting a failed write to `on_error` instead of printing a
     traceback to stderr for every line."""
 
-    on_error = staticmethod(lambda error: None)
     failed_last = False
     regular = True
+
+    def __init__(
+        self, on_error: Callable[[BaseException | None], None], *args: Any, **kwargs: Any
+    ) -> None:
+        self.on_error = on_error
+        super().__init__(*args, **kwargs)
 
     def emit(self, record: logging.LogRecord) -> None:
         self.failed_last = False

@@ -81,8 +81,7 @@ class Reloader:
                 k for k, t in new.tools.items() if k in old.tools and old.tools[k].path != t.path
             }
             upgraded = upgraded | moved
-            self.supervisor.runtime.tools = new.tools
-            self.supervisor.runtime.remote.peers = new.peers
+            self.supervisor.runtime.reconfigure(new.tools, new.peers)
             changes = await self.supervisor.apply(new.instances)
             old_dirs = self._dirs()
             self.state.accepted(new)

@@ -15,6 +15,7 @@ from llamad.backends.spec import InstanceSpec
 from llamad.common.childenv import child_env
 from llamad.common.modelfile import model_problem
 from llamad.fleet.remote_workers import Found, RemoteWorkers
+from llamad.fleet.table import Peer
 from llamad.lifecycle.states import Knobs
 from llamad.supervise.childlog import ChildLog
 from llamad.supervise.orphans import ChildRegistry
@@ -33,6 +34,11 @@ class Runtime:
     registry: ChildRegistry | None = None
     # Workers on fleet peers.
     remote: RemoteWorkers = field(default_factory=RemoteWorkers)
+
+    def reconfigure(self, tools: dict[str, Tool], peers: dict[str, Peer]) -> None:
+        """A reload's executables and fleet peers: the next launches and looks use them."""
+        self.tools = tools
+        self.remote.follow(peers)
 
     def open_log(self, spec: InstanceSpec) -> ChildLog:
         """The instance's output file, `log_dir/NAME.log` (a library model's `/` escaped)."""

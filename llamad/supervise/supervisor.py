@@ -59,16 +59,17 @@ class Supervisor(ByName):
         self,
         runtime: Runtime,
         observe_probe: Callable[[str, Health], None] = lambda name, health: None,
+        draining: Drain = lambda removed, changed: nullcontext(),
     ) -> None:
         self.runtime = runtime
         self._observe_probe = observe_probe
+        self._draining = draining
         self.instances: dict[str, Instance] = {}
         self._tasks: dict[Instance, asyncio.Task[None]] = {}
         self._group: asyncio.TaskGroup | None = None
         self._started = asyncio.Event()
         self._closed = asyncio.Event()
         self.rollout = Rollout(self.restart)
-        self.draining: Drain = lambda removed, changed: nullcontext()
 
     async def run(self) -> None:
         """Hold every instance task; returns after `shutdown()` once all have ended."""
@@ -98,7 +99,7 @@ class Supervisor(ByName):
         # The gateway lets requests in flight finish first and holds new ones until the end;
         # an added instance is held the same way until its start is taken in, so a request
         # never finds it stopped between its arrival and its first start.
-        async with self.draining(changes.removed, changes.changed + changes.added):
+        async with self._draining(changes.removed, changes.changed + changes.added):
             await self._replace(specs, changes)
         return changes
 
@@ -166,7 +167,7 @@ class Supervisor(ByName):
         """Restart `inst` (start it, when it failed) inside the gateway's drain: its
         requests in flight end first, and new ones wait for the new process. Raises
         InstanceClosed when a reload removed it meanwhile."""
-        async with self.draining([], [inst.spec.name]):
+        async with self._draining([], [inst.spec.name]):
             await inst.send(Start() if inst.record.state is State.FAILED else Restart())
             # The drain holds new requests until the old process is gone, so none of them
             # reaches it, or finds nothing listening between the stop and the start.
