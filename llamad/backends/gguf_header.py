@@ -4,7 +4,7 @@
 vocabulary plus its merges that is over half a million objects, tens of seconds on a busy
 machine, while /api/tags must answer within Raycast's 10 s. This scan keeps the scalars,
 steps over arrays, and notes where each array starts so one entry can be fetched later.
-The value type numbers and the magic come from the `gguf` package.
+The format's numbers are in gguf_types.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gguf
+from llamad.backends.gguf_types import BLOCKS, DEFAULT_ALIGNMENT, MAGIC
+from llamad.backends.gguf_types import ValueType as _T
 
-_T = gguf.GGUFValueType
 # struct codes of the fixed-size value types.
 _FIXED = {
     _T.UINT8: "B", _T.INT8: "b", _T.UINT16: "H", _T.INT16: "h", _T.UINT32: "I",
@@ -91,7 +91,7 @@ def scan(path: Path) -> Header:
 
 def _scan(buf: mmap.mmap) -> Header:
     (magic,) = struct.unpack_from("<I", buf, 0)
-    if magic != gguf.GGUF_MAGIC:
+    if magic != MAGIC:
         raise ValueError("no GGUF magic")
     (version,) = struct.unpack_from("<I", buf, 4)
     # A big-endian file shows its version byte-swapped (llama.cpp writes versions < 65536).
@@ -128,7 +128,7 @@ def _scan(buf: mmap.mmap) -> Header:
             count *= d
         elements.append(count)
         end = max(end, offset + _tensor_bytes(ggml_type, count))
-    align = scalars.get("general.alignment", gguf.GGUF_DEFAULT_ALIGNMENT)
+    align = scalars.get("general.alignment", DEFAULT_ALIGNMENT)
     if not isinstance(align, int) or align <= 0:
         raise ValueError(f"general.alignment: {align!r} is not a positive number")
     data_start = -(-cur.pos // align) * align
@@ -136,10 +136,9 @@ def _scan(buf: mmap.mmap) -> Header:
 
 
 def _tensor_bytes(ggml_type: int, count: int) -> int:
-    try:
-        block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(ggml_type)]
-    except (ValueError, KeyError):
-        raise ValueError(f"unknown tensor type {ggml_type} (a newer llama.cpp's?)") from None
+    if ggml_type not in BLOCKS:
+        raise ValueError(f"unknown tensor type {ggml_type} (a newer llama.cpp's?)")
+    block, size = BLOCKS[ggml_type]
     return count // block * size
 
 

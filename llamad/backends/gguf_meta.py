@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llamad.backends.gguf_header import array_string, scan
+from llamad.backends.gguf_types import file_type_name
+
 # Token ids that mark fill-in-the-middle support, by the role llama-server gives them.
 _FIM_KEYS = ("fim_pre", "fim_suf", "fim_mid")
 
@@ -48,15 +51,7 @@ class GGUFMeta:
     @property
     def quantization(self) -> str:
         """The file type as llama.cpp names it (e.g. "Q4_K_M", "F16"), or "unknown"."""
-        import gguf
-
-        if self.file_type is None:
-            return "unknown"
-        try:
-            name = gguf.LlamaFileType(self.file_type).name
-        except ValueError:
-            return "unknown"
-        return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+        return file_type_name(self.file_type) or "unknown"
 
     @property
     def has_fim(self) -> bool:
@@ -112,9 +107,6 @@ def read_gguf_meta(path: Path) -> GGUFMeta:
 
 
 def _parse(path: Path, size: int, mtime_ns: int) -> GGUFMeta:
-    # Imported here: gguf brings numpy, which only callers that read headers should pay for.
-    from llamad.backends.gguf_header import array_string, scan
-
     header = scan(path)
     scalars = header.scalars
     arch = str(scalars.get("general.architecture", "unknown"))

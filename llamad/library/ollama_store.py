@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from llamad.backends.gguf_types import file_type_name
 from llamad.library.check import check_file
 from llamad.library.model import Found, LibraryModel
 from llamad.library.names import valid_name
@@ -124,7 +125,7 @@ def _model(root: Path, name: str, doc: dict[str, Any], source: str) -> LibraryMo
         parts=(path,),
         mmproj=mmproj,
         size=check.size + (mm_check.size if mm_check else 0),
-        quant=_quant(check.file_type),
+        quant=file_type_name(check.file_type),
         settings=_params(root, params) if params else {},
         problem=problem,
         pulled=source.startswith("pulled"),
@@ -149,14 +150,3 @@ def _params(root: Path, layer: dict[str, Any]) -> dict[str, Any]:
         for k, v in doc.items()
         if k in PARAM_KEYS and isinstance(v, int | float) and not isinstance(v, bool)
     }
-
-
-def _quant(file_type: int | None) -> str | None:
-    import gguf
-
-    if file_type is None:
-        return None
-    try:
-        return gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
-    except ValueError:
-        return None
