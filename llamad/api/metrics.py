@@ -38,7 +38,6 @@ from llamad.backends.probes import Health, server_url
 from llamad.lifecycle.states import State
 from llamad.supervise.daemon_state import DaemonState
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LABEL = "name"
 # A `_created` series per histogram is noise in the 0.0.4 text format: Prometheus stores
 # it as one more gauge.

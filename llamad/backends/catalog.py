@@ -64,10 +64,6 @@ class Catalog:
         """The option with this spelling, e.g. "-c" or "--ctx-size"."""
         return self._flags.get(flag)
 
-    def short_keys(self) -> list[str]:
-        """Sorted short keys of the options settable through the environment."""
-        return sorted({short_key(o.env) for o in self.options if o.env})
-
     def suggest(self, key: str, extra: Iterable[str] = ()) -> str | None:
         """The closest valid short key (or name in `extra`) to a mistyped `key`, if any."""
         opt = self._flags.get(key)

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError as PydanticError
 
 from llamad.config.messages import bad_names, pydantic_lines
-from llamad.config.schema import ConfigError, ConfigFile, fleet_of, read_text, validate_file
+from llamad.config.schema import ConfigFile, fleet_of, read_text, validate_file
 
 # Each round sets aside at least one part; a file with more broken parts than this is
 # reported in full anyway by the next run.
@@ -41,14 +41,6 @@ def read_partial(path: Path) -> tuple[ConfigFile, str, list[str]]:
         kept = {n: t for n, t in cfg.instances.items() if not bad_names(path, text, [n])}
         cfg = cfg.model_copy(update={"instances": kept})
     return cfg, text, problems
-
-
-def read_file(path: Path) -> tuple[ConfigFile, str]:
-    """Parse and structurally validate `path`; any problem raises ConfigError."""
-    cfg, text, problems = read_partial(path)
-    if problems:
-        raise ConfigError(problems)
-    return cfg, text
 
 
 def _validate_rest(

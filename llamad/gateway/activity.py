@@ -18,8 +18,6 @@ from typing import Any
 from llamad.gateway.keys import CALLER
 from llamad.gateway.usage import NONE, Usage
 
-DEFAULT_SIZE = 1000
-
 
 @dataclass(slots=True)  # not frozen: a frozen init costs more than the rest of a record
 class Record:

@@ -75,9 +75,3 @@ def check(model: str) -> None:
     key = CALLER.get()
     if key is not None and not may_use(model):
         raise NotAllowed(key.name, model)
-
-
-def caller_name() -> str | None:
-    """The name of the request's key, if it carries one."""
-    key = CALLER.get()
-    return None if key is None else key.name

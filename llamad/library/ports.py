@@ -14,7 +14,6 @@ import socket
 from collections.abc import Callable, Iterable, Mapping
 
 DEFAULT_RANGE = (20000, 20999)
-EPHEMERAL = ((32768, 60999), (49152, 65535))
 
 
 def parse_range(text: str) -> tuple[int, int]:

@@ -190,8 +190,13 @@ def test_unreachable_host_mentions_local_network_privacy() -> None:
 
 def test_remote_and_fleet_tables_are_checked(tmp_path: Path) -> None:
     """Structure errors come as one line each, with file:line and a hint for typos."""
-    from llamad.config.readfile import read_file
+    from llamad.config.readfile import read_partial
     from llamad.config.schema import ConfigError
+
+    def read_file(path: Path) -> None:
+        problems = read_partial(path)[2]
+        if problems:
+            raise ConfigError(problems)
 
     config = tmp_path / "llamad.toml"
     config.write_text(

@@ -199,13 +199,16 @@ def test_flag_finds_every_spelling(catalog: Catalog) -> None:
     assert catalog.flag("--no-such-flag") is None
 
 
-def test_short_keys_are_sorted_short_forms(catalog: Catalog) -> None:
-    """`short_keys` lists each env option once, short form only, sorted."""
-    keys = catalog.short_keys()
-    assert keys == sorted(set(keys))
-    assert {"ctx_size", "api_key", "hf_token", "rpc", "no_host"} <= set(keys)
+def test_every_env_option_has_a_short_key(catalog: Catalog) -> None:
+    """Each option settable through the environment is found by its lower-case short key."""
+    keys = {short_key(o.env): o for o in catalog.options if o.env}
     assert len(keys) == len([o for o in catalog.options if o.env])
-    assert not any(k.isupper() for k in keys)
+    assert {"ctx_size", "api_key", "hf_token", "rpc", "no_host"} <= set(keys)
+    for key, option in keys.items():
+        assert not key.isupper()
+        found = catalog.lookup(key)
+        assert found is not None
+        assert found.option is option
 
 
 @pytest.mark.parametrize(

@@ -36,10 +36,6 @@ class MlxModel:
         """The weight files, sorted: their total size is the model's memory estimate."""
         return tuple(sorted(p for g in WEIGHTS for p in self.directory.glob(g)))
 
-    def weight_bytes(self) -> int:
-        """The size of the weights on disk, a lower bound of what serving them takes."""
-        return sum(p.stat().st_size for p in self.weight_files() if p.is_file())
-
 
 def hub_cache() -> Path:
     """The Hugging Face hub cache, as huggingface_hub finds it (HF_HUB_CACHE, HF_HOME)."""

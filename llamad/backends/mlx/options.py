@@ -49,10 +49,6 @@ class MlxOptions:
         """The option with this spelling, e.g. "--temp"."""
         return self._flags.get(flag)
 
-    def short_keys(self) -> list[str]:
-        """Every key a table may use for an option."""
-        return sorted(self._keys)
-
     def suggest(self, key: str, extra: Iterable[str] = ()) -> str | None:
         """The closest short key (or name in `extra`) to a mistyped `key`, if any."""
         norm = short_key(key.strip()).lower()
