@@ -42,8 +42,8 @@ from llamad.common.limits import (
     is_loopback,
 )
 
-# uvicorn on httptools (llhttp, Node's parser) rather than its pure-Python h11, for every
-# listener: h11 was about a sixth of the gateway's CPU per relayed request (py-spy).
+# uvicorn on httptools (llhttp, Node's parser) for every listener: its pure-Python h11
+# costs the gateway CPU on every relayed request.
 HttpProtocol = HttpToolsProtocol
 # How long a refused client may go on sending (and we discarding) before the reset.
 LINGER_S = 5.0

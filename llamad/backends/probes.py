@@ -72,8 +72,7 @@ def server_url(host: str, port: int, path: str = "/health") -> str:
 
 def make_transport() -> httpx.AsyncHTTPTransport:
     """The one connection pool every probe shares (keep-alive to each server)."""
-    # Probes are plain HTTP on this host; building the default TLS context (loading the
-    # CA bundle) would cost ~50 ms of every start for nothing.
+    # Probes are plain HTTP on this host: no TLS context (loading the CA bundle) to build.
     import httpx
 
     return httpx.AsyncHTTPTransport(
@@ -93,7 +92,7 @@ class Prober:
 
     def __init__(self, transport: httpx.AsyncHTTPTransport | None = None) -> None:
         # Straight to the transport: a probe needs none of the client's cookies, auth,
-        # redirects or hooks, and skipping them saves a third of an idle daemon's CPU.
+        # redirects or hooks, which would be most of an idle daemon's work.
         self._transport = transport
 
     @property

@@ -15,7 +15,7 @@ from llamad.cli import exits
 from llamad.client.http import APIError, AuthError, Client, ClientError, find_socket
 from llamad.common import paths
 
-# typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
+# Importing typing slows llamactl's start; annotations are never evaluated at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse

@@ -9,7 +9,7 @@ An instance name llamad does not know is 6 for both kinds (LSB: "not configured"
 
 from __future__ import annotations
 
-# typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
+# Importing typing slows llamactl's start; annotations are never evaluated at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -24,7 +24,7 @@ from llamad.cli import exits, table
 from llamad.client.http import Client, ClientError, Unreachable, find_socket
 from llamad.fleet import peers
 
-# typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
+# Importing typing slows llamactl's start; annotations are never evaluated at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse

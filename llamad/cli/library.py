@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from llamad.cli.commands import client_for, err
 
-# typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
+# Importing typing slows llamactl's start; annotations are never evaluated at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse

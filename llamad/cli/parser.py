@@ -7,7 +7,7 @@ import importlib
 
 from llamad.cli import commands, exits
 
-# typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
+# Importing typing slows llamactl's start; annotations are never evaluated at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

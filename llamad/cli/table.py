@@ -6,7 +6,7 @@ import os
 
 from llamad.common import colour
 
-# typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
+# Importing typing slows llamactl's start; annotations are never evaluated at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, TextIO

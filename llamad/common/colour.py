@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-# llamactl imports this: typing costs it ~3 ms, and annotations are never evaluated.
+# llamactl imports this: typing slows its start, and annotations are never evaluated.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -34,7 +34,7 @@ RATE_LIMITED = frozenset(
         "connection.refused",
         "gateway.unauthorized",
         # A request that fails in our code fails the same way for every request like it:
-        # one traceback per kind of error per interval, not ~0.7 MB/s of them.
+        # one traceback per kind of error per interval, not one per request.
         "ollama.request_failed",
         "control.request_failed",
     }

@@ -66,7 +66,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
         return EXIT_FATAL
     registry = ChildRegistry(d.state_dir)
     # Children a SIGKILLed llamad left behind (macOS has no PDEATHSIG) hold our ports. The
-    # scan for unrecorded ones costs tens of ms of cold start, so only when a port is taken.
+    # scan for unrecorded ones slows a cold start, so only when a port is taken.
     taken = any(bind_error(s.host, s.port) for s in resolved.instances.values())
     registry.reap_leftovers(scan=taken)
     notifier = Notifier.from_env()
@@ -102,9 +102,8 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
             )
             signals.on_hangup(reloader.request)
             notifier.ready()
-            # What exists by now lives as long as the daemon (modules, the web stack, the
-            # config): full collections skip it from here on. One took 15 to 40 ms with
-            # the web stack loaded, pausing every request in flight; 4 ms after this.
+            # What exists by now lives as long as the daemon: full collections, which pause
+            # every request in flight, skip it from here on.
             gc.freeze()
             log.info(
                 "daemon.started",
@@ -192,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     nofile = fdlimit.raise_soft_limit()
     log.debug("daemon.nofile", soft_limit=nofile, connections=fdlimit.connection_cap())
     try:
-        # uvloop: the gateway's relay costs a third less CPU per request on it.
+        # uvloop: the gateway's relay costs less CPU per request on it.
         loop = asyncio.Runner(loop_factory=uvloop.new_event_loop)
         with DaemonLock(resolved.daemon.state_dir), loop as runner:
             return runner.run(serve(resolved))

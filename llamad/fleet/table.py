@@ -19,7 +19,7 @@ from llamad.common.paths import anchored
 from llamad.common.redact import shown
 from llamad.common.tokenfile import TokenFileError, read_token
 
-# typing costs llamactl ~3 ms to import, and annotations are never evaluated at run time.
+# Importing typing slows llamactl's start; annotations are never evaluated at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

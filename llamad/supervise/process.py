@@ -20,10 +20,9 @@ from llamad.supervise.port_owner import port_owner
 
 TAIL_LINES = 50
 _CHUNK = 65536
-# llama-server logs a line per write, nine or so per request, on the loop the gateway
-# relays on. Output is gathered this long before it is redacted and written, which turns
-# those wake-ups, records and writes into one: about a third of the daemon's CPU per
-# relayed request. A read of half a chunk or more (a verbose child) goes on at once.
+# llama-server logs several lines per request, on the loop the gateway relays on: output
+# gathered this long is redacted and written in one go. A read of half a chunk or more (a
+# verbose child) goes on at once.
 _GATHER_S = 0.05
 
 
