@@ -19,7 +19,7 @@ import llamad.daemon.services as services
 from llamad.config.load import load
 from llamad.daemon.main import EXIT_FATAL, EXIT_OK, serve
 from llamad.gateway.core import Gateway
-from llamad.supervise.reload import Reloader
+from llamad.supervise.file_watch import FileWatch
 
 FAST = {"health_interval": 0.2, "start_timeout": 20.0, "stop_timeout": 5.0}
 
@@ -48,10 +48,10 @@ def stopped_gracefully(events: list[dict[str, Any]]) -> None:
 async def test_a_failing_watcher_is_retried_and_the_instances_keep_running(
     tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def no_watches(self: Reloader, stop: asyncio.Event) -> None:
+    async def no_watches(self: FileWatch, stop: asyncio.Event, on_wake: object) -> None:
         raise OSError(errno.ENOSPC, "inotify watch limit reached")
 
-    monkeypatch.setattr(Reloader, "_watch", no_watches)
+    monkeypatch.setattr(FileWatch, "run", no_watches)
     shutdown = asyncio.Event()
     with capture_logs() as events:
         daemon = asyncio.create_task(serve(load(config(tmp_path, tiny_model)), shutdown))

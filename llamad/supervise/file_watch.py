@@ -1,0 +1,109 @@
+"""The files a reload depends on: the config, each executable and each instance's model
+files, their identities, and a watch of their directories that reports what moved."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import watchfiles
+
+from llamad.backends.registry import backend_for
+from llamad.config.load import Resolved
+
+# watchfiles waits 1.6 s by default; a reload should follow a save within a second.
+DEBOUNCE_MS = 100
+
+FileId = tuple[int, int, int]
+# Path -> what it is: "config", "binary:KIND" (an executable) or "model".
+Watched = dict[Path, str]
+
+
+def file_id(path: Path) -> FileId | None:
+    """(inode, size, mtime) of what `path` points at; None when it is missing."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def watched(resolved: Resolved) -> Watched:
+    """Every file whose change matters under `resolved`, with what it is."""
+    files = {resolved.path: "config"}
+    for kind, tool in resolved.tools.items():
+        files[tool.path] = files[Path(os.path.realpath(tool.path))] = f"binary:{kind}"
+    for spec in resolved.instances.values():
+        for path in backend_for(spec.kind).watched(spec):
+            files.setdefault(path, "model")
+    return files
+
+
+class FileWatch:
+    """The watched files and the identities last seen; `run` reports the ones that moved."""
+
+    def __init__(self, resolved: Resolved) -> None:
+        self._files = watched(resolved)
+        self._ids = self.snapshot()
+        self._rewatch = asyncio.Event()
+
+    def snapshot(self) -> dict[Path, FileId | None]:
+        """The identity of every watched file now."""
+        return {path: file_id(path) for path in self._files}
+
+    def follow(self, resolved: Resolved, before: dict[Path, FileId | None]) -> None:
+        """A reload applied `resolved`: watch its files. Those known `before` it was read
+        keep that identity, so a save that landed during the reload is still news."""
+        old_dirs = self._dirs()
+        self._files = watched(resolved)
+        self._ids = {p: before[p] if p in before else file_id(p) for p in self._files}
+        if self._dirs() != old_dirs:
+            self._rewatch.set()
+
+    def moved(self) -> Watched:
+        """The watched files whose identity changed since last asked, with what they are."""
+        now = self.snapshot()
+        moved = {p for p, fid in now.items() if fid != self._ids.get(p) and fid is not None}
+        self._ids.update(now)
+        return {p: self._files.get(p, "") for p in moved}
+
+    def _dirs(self) -> list[str]:
+        return sorted({str(p.parent) for p in self._files if p.parent.is_dir()})
+
+    async def run(self, stop: asyncio.Event, on_wake: Callable[[], Awaitable[None]]) -> None:
+        """Call `on_wake` after each change in a watched directory, and every quiet five
+        seconds, until `stop`; what decides is `moved()`, so a change made while a session
+        was being set up is not lost."""
+        # A session lasts until the set of watched directories changes.
+        while not stop.is_set():
+            session = asyncio.Event()
+            self._rewatch.clear()
+            ender = asyncio.create_task(_first_of(stop, self._rewatch, then=session))
+            try:
+                async for _ in watchfiles.awatch(
+                    *self._dirs(),
+                    watch_filter=lambda _change, path: Path(path) in self._files,
+                    debounce=DEBOUNCE_MS,
+                    # The Rust side wakes every `step` ms to check stop_event: a save's
+                    # reload stays quick at little cost when idle.
+                    step=50,
+                    stop_event=session,
+                    recursive=False,
+                    rust_timeout=5000,
+                    yield_on_timeout=True,
+                ):
+                    await on_wake()
+            finally:
+                ender.cancel()
+
+
+async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+        then.set()
