@@ -39,7 +39,6 @@ RECORDS: dict[str, set[str]] = {
     "library/folder.py": {"found"},
     "library/hf_cache.py": {"found"},
     "supervise/process.py": {"prctl"},  # how ctypes declares a foreign function
-    "supervise/supervisor.py": {"changes"},
     "supervise/watch.py": {"inst"},
 }
 

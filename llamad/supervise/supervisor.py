@@ -7,13 +7,13 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
-from dataclasses import dataclass, field
 
 import structlog
 
 from llamad.backends.probes import Health
 from llamad.config.load import InstanceSpec
 from llamad.lifecycle.states import Restart, Start, State, Stop
+from llamad.supervise.changes import Changes, compare
 from llamad.supervise.facts import ByName
 from llamad.supervise.instance import Instance, InstanceClosed
 from llamad.supervise.rollout import Rollout
@@ -27,25 +27,6 @@ _PAST_STOP = (State.STARTING, State.BACKOFF, State.FAILED, State.STOPPED, State.
 
 # (removed, changed) -> a context around stopping and restarting them: the gateway's drain.
 Drain = Callable[[list[str], list[str]], AbstractAsyncContextManager[None]]
-
-
-@dataclass
-class Changes:
-    """What applying new specs did, by instance name."""
-
-    added: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, list[str]]:
-        """The reload report served by `POST /v1/reload`."""
-        return {
-            "added": self.added,
-            "changed": self.changed,
-            "removed": self.removed,
-            "unchanged": self.unchanged,
-        }
 
 
 class Supervisor(ByName):
@@ -86,16 +67,7 @@ class Supervisor(ByName):
         to another (a swap, a rename) is free before anything binds it.
         """
         await self._started.wait()
-        changes = Changes()
-        for name, inst in self.instances.items():
-            new = specs.get(name)
-            if new is None:
-                changes.removed.append(name)
-            elif new.launch != inst.spec.launch:
-                changes.changed.append(name)
-            else:
-                changes.unchanged.append(name)
-        changes.added = [n for n in specs if n not in self.instances]
+        changes = compare({n: i.spec for n, i in self.instances.items()}, specs)
         # The gateway lets requests in flight finish first and holds new ones until the end;
         # an added instance is held the same way until its start is taken in, so a request
         # never finds it stopped between its arrival and its first start.
