@@ -16,7 +16,8 @@ from llamad.config.load import ConfigError
 from llamad.lifecycle.states import Event, Restart, Start, State, Stop
 from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.gateway_link import GatewayLink
-from llamad.supervise.instance import Instance, InstanceClosed
+from llamad.supervise.inbox import InstanceClosed
+from llamad.supervise.instance import Instance
 
 if TYPE_CHECKING:  # the gateway's modules load only when one is configured
     from llamad.gateway.core import Gateway

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from llamad.backends.spec import InstanceSpec
 from llamad.lifecycle.states import Start, State, Stop
-from llamad.supervise.instance import Instance, InstanceClosed
+from llamad.supervise.inbox import InstanceClosed
+from llamad.supervise.instance import Instance
 
 
 @dataclass(frozen=True)

@@ -28,21 +28,13 @@ from llamad.lifecycle.actions import (
 from llamad.lifecycle.machine import step
 from llamad.lifecycle.states import Event, Exited, Record, Spawned, State, Stop, Timer, WorkersReady
 from llamad.supervise.hooks import InstanceHooks
+from llamad.supervise.inbox import Inbox
 from llamad.supervise.process import Child, ExitInfo
 from llamad.supervise.runtime import Runtime
 from llamad.supervise.spawn import await_workers, spawn
 from llamad.supervise.watch import watch
 
 log = structlog.get_logger("llamad.instance")
-
-
-class InstanceClosed(Exception):
-    """The instance's task has ended (removed from the config, or the daemon stopping):
-    it takes no more events, and an event it never took in will never be."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"instance {name} is closed")
-        self.name = name
 
 
 class Instance:
@@ -57,7 +49,7 @@ class Instance:
         self.health: Health | None = None
         self.last_exit: ExitInfo | None = None
         self.log = runtime.open_log(spec)
-        self._queue: asyncio.Queue[tuple[Event, asyncio.Future[None] | None]] = asyncio.Queue()
+        self._inbox = Inbox(spec.name)
         self._waiter: asyncio.Task[None] | None = None
         # The remote workers the waiter found running, for the launch it unblocked.
         self._found: Found | None = None
@@ -65,26 +57,20 @@ class Instance:
         self._timer: asyncio.TimerHandle | None = None
         self._helpers: set[asyncio.Task[None]] = set()
         self._closing = False
-        self._ended = False
         self.changed = asyncio.Event()
 
     # Commands ------------------------------------------------------------------
 
     def post(self, event: Event) -> None:
         """Queue an event for the instance task (dropped once the task has ended)."""
-        if not self._ended:
-            self._queue.put_nowait((event, None))
+        self._inbox.post(event)
 
     async def send(self, event: Event) -> None:
         """Queue an event and wait until the task has taken it in.
 
         Raises InstanceClosed when the task has ended, or ends before taking it in.
         """
-        if self._ended:
-            raise InstanceClosed(self.spec.name)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((event, done))
-        await done
+        await self._inbox.send(event)
 
     def close(self) -> None:
         """Stop the process and end the task once it is stopped (removal, shutdown)."""
@@ -115,31 +101,19 @@ class Instance:
         done: asyncio.Future[None] | None = None
         try:
             while not (self._closing and self.record.state is State.STOPPED):
-                event, done = await self._queue.get()
+                event, done = await self._inbox.next()
                 await self._guarded(event)
                 while self._followups:
                     await self._guarded(self._followups.popleft())
                 if done is not None and not done.done():
                     done.set_result(None)
         finally:
-            self._end(done)
+            self._inbox.end(done)
             self.kill_now()
             self._disarm()
             for task in list(self._helpers):
                 task.cancel()
             self.log.close()
-
-    def _end(self, current: asyncio.Future[None] | None) -> None:
-        # Nothing reads the queue from here on: whoever waits on an event still in it
-        # (a rollout reaching an instance a reload removed), or on the one a cancellation
-        # cut short, learns so now rather than never.
-        self._ended = True
-        waiting = [current]
-        while not self._queue.empty():
-            waiting.append(self._queue.get_nowait()[1])
-        for done in waiting:
-            if done is not None and not done.done():
-                done.set_exception(InstanceClosed(self.spec.name))
 
     async def _guarded(self, event: Event) -> None:
         # Nothing one instance's book-keeping raises may end the supervisor's TaskGroup

@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Callable, Iterable
 import structlog
 
 from llamad.lifecycle.states import State
-from llamad.supervise.instance import Instance, InstanceClosed
+from llamad.supervise.inbox import InstanceClosed
+from llamad.supervise.instance import Instance
 
 log = structlog.get_logger("llamad.rollout")
 

@@ -15,7 +15,8 @@ from llamad.config.load import InstanceSpec
 from llamad.lifecycle.states import Restart, Start, State, Stop
 from llamad.supervise.changes import Changes, compare
 from llamad.supervise.facts import ByName
-from llamad.supervise.instance import Instance, InstanceClosed
+from llamad.supervise.inbox import InstanceClosed
+from llamad.supervise.instance import Instance
 from llamad.supervise.rollout import Rollout
 from llamad.supervise.runtime import Runtime
 

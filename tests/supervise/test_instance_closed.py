@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from llamad.config.load import load
 from llamad.lifecycle.states import Start, State
-from llamad.supervise.instance import InstanceClosed
+from llamad.supervise.inbox import InstanceClosed
 
 
 async def test_a_send_queued_behind_the_last_stop_fails_and_so_does_a_later_one(
