@@ -1,8 +1,8 @@
 """A guarded listener: bounded connections, request heads, bodies and time, before any app.
 
 uvicorn bounds none of these: its httptools protocol keeps a head however long it grows
-(one connection streaming header lines took the daemon to 785 MB), and holds a connection
-that never sends its request or body for ever. This subclass, on every listener, answers
+(one connection streaming header lines grows the daemon without end), and holds a
+connection that never sends its request or body for ever. This subclass, on every listener, answers
 431 for a head past `max_head` bytes or `max_headers` lines, 408 for a head or body late
 (an idle connection just closes), 413 for a body over `max_body` (by Content-Length before
 a byte is read, or as a chunked body grows), and keeps connections to the cap and each
@@ -11,8 +11,8 @@ and what the client still sends is drained for a moment, so it reads the answer 
 than a reset.
 
 h11, uvicorn's other parser, bounds a head's bytes (`h11_max_incomplete_event_size`) but
-not its lines, bodies or time, and costs a sixth of the gateway's CPU; counting in
-llhttp's callbacks keeps the fast parser and one place for every limit.
+not its lines, bodies or time, and is the slower parser; counting in llhttp's callbacks
+keeps the fast parser and one place for every limit.
 """
 
 from __future__ import annotations

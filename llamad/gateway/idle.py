@@ -33,7 +33,7 @@ class IdleTimers:
 
     async def run(self) -> None:
         """Tick until cancelled. Estimates (a GGUF header parse) and footprints (a read of
-        /proc/PID/smaps, about 1 ms per llama-server) are taken in a thread: on the loop,
+        /proc/PID/smaps per llama-server) are taken in a thread: on the loop,
         every request in flight would wait for them."""
         while True:
             if self._ticks % (MEASURE_EVERY * 4) == 0:
