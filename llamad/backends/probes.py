@@ -4,32 +4,23 @@ llama-server answers 503 while loading and 200 once ready; only `/health` means 
 (`/v1/models` answers 200 during the load).
 
 httpx (and httpcore under it) is imported at the first probe, which comes after the
-first launch: a cold start does not wait the ~50 ms it takes to load.
+first launch: a cold start does not wait for it to load.
+The pacing of one process's probes is health_watch.py's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from llamad.common.clock import utcnow
 from llamad.common.looplag import LagWatch
-from llamad.lifecycle.states import Knobs
 
 if TYPE_CHECKING:
     import httpx
 
-Phase = Literal["loading", "ready", "live"]
-
-# Readiness is polled densely at first and more sparsely as a load drags on: the wait is
-# late by at most this fraction of the load time, never by more than the cap.
-READY_LATENESS = 0.05
-READY_MIN_DELAY = 0.02
-READY_MAX_DELAY = 0.5
 # A probe that timed out while our own loop was this late (a fraction of its timeout, at
 # least LATE_MIN_S) is not held against the server: its answer may have sat unread.
 LATE_FRACTION = 0.1
@@ -58,11 +49,6 @@ class Health:
             "latency_ms": round(self.latency_ms, 2),
             "checked_at": self.checked_at,
         }
-
-
-def readiness_delay(elapsed: float) -> float:
-    """Seconds to wait before the next readiness poll, `elapsed` seconds into a load."""
-    return min(max(elapsed * READY_LATENESS, READY_MIN_DELAY), READY_MAX_DELAY)
 
 
 def server_url(host: str, port: int, path: str = "/health") -> str:
@@ -190,35 +176,3 @@ def _short(exc: httpx.HTTPError) -> str:
     if isinstance(exc, httpx.ConnectError):
         return "connection refused"
     return f"{type(exc).__name__}: {exc}"[:200] or type(exc).__name__
-
-
-async def watch_health(
-    probe: Callable[[float], Awaitable[Health]],
-    knobs: Callable[[], Knobs],
-    report: Callable[[Health, Phase], None],
-) -> None:
-    """Probe one process (`probe(timeout)`) for as long as it lives: readiness first, then liveness.
-
-    `report(health, phase)` gets every result: "loading" until the first 200, which is
-    "ready", then "live". `knobs` is read before every probe so a reload applies at once.
-    """
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    # Readiness: poll densely while the model loads; a 503 just means "loading".
-    while True:
-        health = await probe(min(knobs().health_timeout, 2.0))
-        report(health, "ready" if health.ok else "loading")
-        if health.ok:
-            break
-        await asyncio.sleep(readiness_delay(loop.time() - started))
-    # Liveness: one probe per interval on a fixed cadence, so a hang is caught within
-    # health_interval * unhealthy_after + health_timeout.
-    tick = loop.time()
-    while True:
-        tick = max(tick + knobs().health_interval, loop.time())
-        await asyncio.sleep(tick - loop.time())
-        health = await probe(knobs().health_timeout)
-        while health.loop_lag is not None:  # our lateness, not the server's: ask again
-            report(health, "live")
-            health = await probe(knobs().health_timeout)
-        report(health, "live")

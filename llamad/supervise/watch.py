@@ -9,7 +9,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from llamad.backends.probes import Health, Phase, watch_health
+from llamad.backends.health_watch import Phase, watch_health
+from llamad.backends.probes import Health
 from llamad.backends.spec import InstanceSpec
 from llamad.fleet.remote_workers import Found
 from llamad.lifecycle.states import Event, Exited, ProbeFailed, ProbeOk, Ready, Record

@@ -12,7 +12,7 @@ from helpers import free_port, until
 from inprocess import config, events, supervising
 from structlog.testing import capture_logs
 
-from llamad.backends.probes import readiness_delay
+from llamad.backends.health_watch import readiness_delay
 from llamad.lifecycle.states import State
 
 
