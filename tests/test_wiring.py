@@ -18,7 +18,7 @@ RECORDS: dict[str, set[str]] = {
     "api/connguard.py": {"cycle"},
     "api/library.py": {"refusal"},
     "backends/gguf_header.py": {"cur"},
-    "cli/fleet_status.py": {"host"},
+    "cli/fleet_hosts.py": {"host"},
     "cli/main.py": {"args"},
     "config/resolve.py": {"ctx"},
     "daemon/logs.py": {"record"},

@@ -107,11 +107,11 @@ def _report(verb: str, doc: dict[str, Any] | APIError, no_wait: bool) -> int:
     if no_wait:
         print(f"{doc.get('name')}: {verb} requested (now {doc.get('state')})")
         return exits.OK
-    from llamad.cli import table
+    from llamad.cli import outcomes
 
-    result = table.outcome(verb, doc)
+    result = outcomes.outcome(verb, doc)
     if result is None:
-        print(table.timed_out(doc))
+        print(outcomes.timed_out(doc))
         return exits.FAILED
     print(result[1], flush=True)
     return exits.OK if result[0] else exits.FAILED
@@ -129,7 +129,7 @@ def reload(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        from llamad.cli.table import reload_lines
+        from llamad.cli.outcomes import reload_lines
 
         print("\n".join(reload_lines(report)))
     return 0

@@ -11,7 +11,8 @@ import os
 import sys
 
 from llamad.cli import exits
-from llamad.cli.table import duration, grid, progress, size
+from llamad.cli.cells import duration, grid, size
+from llamad.cli.gateway_lines import progress
 
 # Importing typing slows llamactl's start; annotations are never evaluated at run time.
 TYPE_CHECKING = False

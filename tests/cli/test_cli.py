@@ -22,7 +22,7 @@ from stand_ins import ServerThread
 
 from llamad.api.app import create_app, serve_unix
 from llamad.api.errors import InvalidConfig, UnknownInstance
-from llamad.cli import table
+from llamad.cli import cells, table
 from llamad.cli.main import run
 from llamad.cli.parser import build_parser
 from llamad.client.http import find_socket
@@ -448,14 +448,14 @@ def test_status_imports_no_heavy_modules(daemon: Daemon) -> None:
 
 
 def test_table_units_and_colour(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert [table.duration(s) for s in (None, 5, 192, 7500, 90000)] == [
+    assert [cells.duration(s) for s in (None, 5, 192, 7500, 90000)] == [
         "-",
         "5s",
         "3m12s",
         "2h05m",
         "1d01h",
     ]
-    assert [table.size(n) for n in (None, 512, 839680, 612 * 2**20, int(1.2 * 2**30))] == [
+    assert [cells.size(n) for n in (None, 512, 839680, 612 * 2**20, int(1.2 * 2**30))] == [
         "-",
         "512B",
         "820K",

@@ -1,0 +1,62 @@
+"""The gateway's part of `llamactl status`: a row per routable model, the memory budget
+and the loads under way."""
+
+from __future__ import annotations
+
+from llamad.cli.cells import duration, grid, size
+
+# Importing typing slows llamactl's start; annotations are never evaluated at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+GATEWAY_COLUMNS = ("MODEL", "ALIASES", "ON-DEMAND", "IN-FLIGHT", "QUEUED", "IDLE-IN", "EST", "USED")
+
+
+def gateway_lines(doc: dict[str, Any]) -> list[str]:
+    """The gateway's view: a row per routable model, then the memory budget."""
+    gw = doc.get("gateway")
+    if not gw:
+        return []
+    rows = [list(GATEWAY_COLUMNS)]
+    for inst in doc.get("instances") or []:
+        g = inst.get("gateway")
+        if not g:
+            continue
+        left = g.get("idle_left_s")
+        rows.append(
+            [
+                str(inst.get("name")),
+                ",".join(g.get("aliases") or []) or "-",
+                "yes" if g.get("on_demand") else "no",
+                str(g.get("in_flight", 0)),
+                str(g.get("queued", 0)),
+                duration(left) if left is not None else "-",
+                size(g.get("estimate_bytes")),
+                size(g.get("footprint_bytes")),
+            ]
+        )
+    budget = gw.get("budget_bytes")
+    limit = f", at most {gw['max_loaded']} on demand" if gw.get("max_loaded") else ""
+    memory = (
+        "no memory budget"
+        if budget is None
+        else (
+            f"memory budget {size(budget)} ({gw.get('memory_budget')}), "
+            f"used {size(gw.get('used_bytes'))}, left {size(gw.get('left_bytes'))}"
+        )
+    )
+    loading = [
+        f"{inst.get('name')}: {progress(p)}"
+        for inst in doc.get("instances") or []
+        if (p := (inst.get("gateway") or {}).get("load_progress"))
+    ]
+    return ["", f"gateway on {gw.get('listen')}: {memory}{limit}", *grid(rows, 2), *loading]
+
+
+def progress(p: dict[str, Any]) -> str:
+    """A load's progress: `loading 42% (3s of ~7s)`, or how long it has been going."""
+    elapsed, expected, fraction = p.get("elapsed_s"), p.get("expected_s"), p.get("fraction")
+    if fraction is None or expected is None:
+        return f"loading for {elapsed:.1f}s (no earlier load to estimate from)"
+    return f"loading {fraction:.0%} ({elapsed:.1f}s of ~{expected:.1f}s, from {p.get('basis')})"
