@@ -22,8 +22,7 @@ from llamad.gateway.activity import CURRENT, begin
 from llamad.gateway.core import Gateway
 from llamad.gateway.families import gateway_shape
 from llamad.gateway.jsonmode import enforce
-from llamad.gateway.keyguard import KeyGuard
-from llamad.gateway.keys import CALLER, given, lookup, needs_key
+from llamad.gateway.keycheck import KeyCheck
 from llamad.gateway.naming import renamer
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import GatewayError, UnknownModel
@@ -36,7 +35,7 @@ from llamad.gateway.proxy import (
     read_body,
 )
 from llamad.gateway.resend import answered
-from llamad.gateway.shapes import refuse, valid_text
+from llamad.gateway.shapes import valid_text
 
 # Routed by the body's `model`.
 BODY_ROUTED = (
@@ -143,39 +142,6 @@ def _query(scope: Scope) -> dict[str, str]:
     from urllib.parse import parse_qsl
 
     return dict(parse_qsl(scope.get("query_string", b"").decode()))
-
-
-class KeyCheck:
-    """Bearer or x-api-key against the gateway's keys (`keys.py`); /health, the page's
-    files and the probes Ollama apps send before they know of any key (GET or HEAD of /
-    and /api/version, which say nothing but the version) stay open. The key found serves
-    the request as `keys.CALLER`. Wrong keys are counted per address by `guard`, which
-    answers 429 to an address past its limit."""
-
-    def __init__(self, app: ASGIApp, gateway: Gateway, guard: KeyGuard | None = None) -> None:
-        self.app, self.gateway, self.guard = app, gateway, guard or KeyGuard()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        keys = self.gateway.settings().keys
-        if scope["type"] == "http" and keys and needs_key(scope):
-            path = scope["path"]
-            if (wait := self.guard.blocked(scope)) is not None:
-                await refuse(send, path, 429, "rate_limited", "too many wrong keys; wait", wait)
-                return
-            secret = given(scope)
-            key = lookup(keys, secret)  # every key compared in constant time: none revealed
-            if key is None:
-                self.guard.failed(scope, bool(secret))
-                message = "a valid API key is required (Bearer or x-api-key)"
-                await refuse(send, path, 401, "invalid_api_key", message)
-                return
-            token = CALLER.set(key)
-            try:
-                await self.app(scope, receive, send)
-            finally:
-                CALLER.reset(token)
-            return
-        await self.app(scope, receive, send)
 
 
 def build_app(
