@@ -8,14 +8,11 @@ from typing import Any
 
 import structlog
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from llamad.backends.gguf_meta import GGUFMeta
-from llamad.gateway import listing
 from llamad.gateway.activity import Activity
 from llamad.gateway.context import ContextSizes
-from llamad.gateway.ollama import metadata
 from llamad.gateway.ollama.answer import answer, chat_renderer, generate_renderer, load_only
 from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
 from llamad.gateway.ollama.embed import dimensions, embed_inputs, embeddings
@@ -27,6 +24,7 @@ from llamad.gateway.ollama.errors import (
     model_name,
     read_body,
 )
+from llamad.gateway.ollama.listings import Listings
 from llamad.gateway.ollama.port import GatewayPort, ModelView
 from llamad.gateway.ollama.pull import delete_endpoint, downloading, pull_endpoint
 from llamad.gateway.ollama.requests import chat_plan, generate_plan
@@ -35,10 +33,6 @@ from llamad.gateway.pool import Pool
 from llamad.library.pulls import Pulls
 
 log = structlog.get_logger("llamad.gateway.ollama")
-
-# The Ollama version we claim: VS Code Copilot refuses anything below 0.6.4, and clients
-# turn on thinking and tool support by version.
-OLLAMA_VERSION = "0.12.0"
 
 _STORE_ROUTES = ("push", "create", "copy", "blobs")
 _STORE_MESSAGE = (
@@ -63,7 +57,7 @@ class OllamaAPI:
         self.pulls = pulls  # None: no library, /api/pull answers 501
         self.list_aliases = list_aliases
         self.activity = activity
-        self.contexts = ContextSizes(gateway, pool)
+        self.listings = Listings(gateway, ContextSizes(gateway, pool), self._resolve, list_aliases)
 
     def _resolve(self, name: str) -> ModelView:
         """The model `name` means; a 404 becomes 503 `downloading` while a pull of it runs
@@ -74,41 +68,6 @@ class OllamaAPI:
             if exc.status == 404:
                 downloading(self.pulls, name)
             raise
-
-    async def root(self, request: Request, leases: AsyncExitStack) -> Response:
-        """HEAD / and GET /: the liveness answer Ollama's clients probe for."""
-        return PlainTextResponse("Ollama is running")
-
-    async def version(self, request: Request, leases: AsyncExitStack) -> Response:
-        """GET /api/version."""
-        return JSONResponse({"version": OLLAMA_VERSION})
-
-    async def tags(self, request: Request, leases: AsyncExitStack) -> Response:
-        """GET /api/tags: every routable model, from headers only (never waits on a load)."""
-        views = self.gateway.models()
-        metas = dict(zip((v.name for v in views), await metadata.headers(views), strict=True))
-        listed = listing.names(views, self.list_aliases())
-        models = [metadata.tag_entry(v, metas[v.name], n, a) for n, v, a in listed]
-        return JSONResponse({"models": models})
-
-    async def ps(self, request: Request, leases: AsyncExitStack) -> Response:
-        """GET /api/ps: the loaded models with their expiry."""
-        views = [v for v in self.gateway.models() if v.loaded]
-        metas = await metadata.headers(views)
-        models = [
-            metadata.ps_entry(v, m, await self._num_ctx(v, m))
-            for v, m in zip(views, metas, strict=True)
-        ]
-        return JSONResponse({"models": models})
-
-    async def show(self, request: Request, leases: AsyncExitStack) -> Response:
-        """POST /api/show {model | name}."""
-        view = self._resolve(model_name(await read_body(request)))
-        meta = await metadata.header(view)
-        return JSONResponse(metadata.show(view, meta, await self._num_ctx(view, meta)))
-
-    async def _num_ctx(self, view: ModelView, meta: GGUFMeta | None) -> int | None:
-        return await self.contexts.of(view, meta.context_length if meta else None)
 
     async def chat(self, request: Request, leases: AsyncExitStack) -> Response:
         """POST /api/chat."""
@@ -210,11 +169,11 @@ class OllamaAPI:
     def routes(self) -> list[BaseRoute]:
         """The Starlette routes, each guarded so errors leave in Ollama's shape."""
         table: list[tuple[str, Handler, list[str]]] = [
-            ("/", self.root, ["GET", "HEAD"]),
-            ("/api/version", self.version, ["GET", "HEAD"]),
-            ("/api/tags", self.tags, ["GET", "HEAD"]),
-            ("/api/ps", self.ps, ["GET", "HEAD"]),
-            ("/api/show", self.show, ["POST"]),
+            ("/", self.listings.root, ["GET", "HEAD"]),
+            ("/api/version", self.listings.version, ["GET", "HEAD"]),
+            ("/api/tags", self.listings.tags, ["GET", "HEAD"]),
+            ("/api/ps", self.listings.ps, ["GET", "HEAD"]),
+            ("/api/show", self.listings.show, ["POST"]),
             ("/api/chat", self.chat, ["POST"]),
             ("/api/generate", self.generate, ["POST"]),
             ("/api/embed", self.embed, ["POST"]),
