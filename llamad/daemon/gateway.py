@@ -14,7 +14,7 @@ from llamad.api.tcp import serve_tcp
 from llamad.common.fdlimit import gateway_cap
 from llamad.common.limits import Refusals
 from llamad.common.retrying import retrying
-from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.config.gateway_table import GatewayConfig
 from llamad.daemon.guard import ServiceGuard
 from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
@@ -40,7 +40,7 @@ TASK_RETRY_S = 0.5
 
 def start_gateway(
     guard: ServiceGuard,
-    first: Settings,
+    first: GatewayConfig,
     state: DaemonState,
     metrics: Metrics,
     stop: asyncio.Event,
@@ -54,7 +54,7 @@ def start_gateway(
     routes to itself."""
     last = [first]
 
-    def settings() -> Settings:
+    def settings() -> GatewayConfig:
         now = state.resolved.gateway
         if now is not None and (now.host, now.port) == (first.host, first.port):
             last[0] = now
@@ -92,7 +92,7 @@ def _page(gateway: Gateway, state: DaemonState) -> list[BaseRoute]:
 async def _serve(
     gateway: Gateway,
     hosts: FleetHosts,
-    cfg: Settings,
+    cfg: GatewayConfig,
     stop: asyncio.Event,
     bounds: GatewayLimits,
     refused: Refusals,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llamad.backends.spec import InstanceSpec
-from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.core import Gateway
 from llamad.lifecycle.states import Start, State, Stop
 from llamad.supervise.facts import Facts
@@ -124,7 +124,7 @@ class Double:
 
 def gateway(double: Double, **settings: Any) -> Gateway:
     """A gateway over `double`; `settings` are `[gateway]` keys."""
-    cfg = Settings(host="127.0.0.1", port=0, **{"memory_budget": None, **settings})
+    cfg = GatewayConfig(host="127.0.0.1", port=0, **{"memory_budget": None, **settings})
     return Gateway(double, lambda: cfg)
 
 

@@ -16,14 +16,14 @@ import httpx
 import pytest
 from gateway_helpers import TINY, Gw, chat, gateway
 
-from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.origin import Policy
 
 PORT = 8080
 
 
 def policy(**settings: object) -> Policy:
-    return Policy(Settings(host="127.0.0.1", port=PORT, **settings), "studio")  # type: ignore[arg-type]
+    return Policy(GatewayConfig(host="127.0.0.1", port=PORT, **settings), "studio")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
