@@ -26,7 +26,7 @@ DRAIN_MAX_S = 600.0  # a reload waits this long at most for the requests in flig
 async def drain(
     router: Router, sched: Scheduler, removed: list[str], changed: list[str]
 ) -> AsyncIterator[None]:
-    """Around a reload's (or a restart's) stops and starts (`Supervisor.draining`):
+    """Around a reload's (or a restart's) stops and starts (the supervisor's `draining`):
     entered once the requests in flight to `removed` and `changed` (which includes what
     the reload adds) have ended, at most DRAIN_MAX_S; none is admitted to them until it
     is left."""
