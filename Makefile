@@ -6,12 +6,12 @@ BIN := $(VENV)/bin
 # virtualenv of their own: their pins would change the test environment's packages.
 PEERS ?= .venv-bench-peers
 
-.PHONY: demo test lint bench bench-peers clean screenshots
+.PHONY: demo test lint docs bench bench-peers clean screenshots
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]" --group dev
+	$(BIN)/python -m pip install --quiet -e ".[test]" --group dev --group docs
 	touch $@
 
 demo: $(BIN)/.installed
@@ -25,6 +25,10 @@ lint: $(BIN)/.installed
 
 test: lint
 	$(BIN)/pytest
+
+# The docs site, into site/: any warning (a broken link or anchor) fails the build.
+docs: $(BIN)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The docs' pictures of the page and of `llamactl top`, taken by their tests from a real run.
 screenshots: $(BIN)/.installed
@@ -44,4 +48,4 @@ bench: $(BIN)/.installed
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(PEERS) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) .mypy_cache .pytest_cache .ruff_cache site

@@ -1,4 +1,5 @@
-"""The daemon's log: one dotted event per line, and README's event table kept complete."""
+"""The daemon's log: one dotted event per line, and the events table of docs/operations.md
+kept complete."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ FROM_THE_FORMATTER = {"library.message"}
 QUIETED = ("httpx", "httpcore", "uvicorn.access", "uvicorn.error", "watchfiles")
 
 
-def readme_events() -> set[str]:
-    section = (ROOT / "README.md").read_text().split("## Events and metrics", 1)[1]
+def documented_events() -> set[str]:
+    section = (ROOT / "docs" / "operations.md").read_text().split("\n## Events\n", 1)[1]
     section = section.split("\n## ", 1)[0]
     rows = [ln for ln in section.splitlines() if ln.startswith("| `")]
     return {name for row in rows for name in re.findall(r"`([a-z0-9_.]+)`", row.split("|")[1])}
@@ -44,10 +45,10 @@ def source_events() -> set[str]:
     return set(EMITTED.findall(text)) | set(NAMED.findall(text))
 
 
-def test_readme_table_names_every_event_and_only_those() -> None:
-    documented, emitted = readme_events(), source_events()
-    assert emitted - documented == set(), "events missing from README's table"
-    assert documented - emitted - FROM_THE_FORMATTER == set(), "README names unknown events"
+def test_events_table_names_every_event_and_only_those() -> None:
+    documented, emitted = documented_events(), source_events()
+    assert emitted - documented == set(), "events missing from docs/operations.md's table"
+    assert documented - emitted - FROM_THE_FORMATTER == set(), "docs name unknown events"
     assert all(DOTTED.fullmatch(name) for name in documented | emitted)
 
 
@@ -79,7 +80,7 @@ def test_library_prose_becomes_a_dotted_event(json_log: io.StringIO) -> None:
 
 
 def test_every_daemon_line_is_a_documented_dotted_event(tmp_path: Path, tiny_model: Path) -> None:
-    """A real run, stale socket included: JSON lines only, each named in README's table."""
+    """A real run, stale socket included: JSON lines only, each named in the events table."""
     cfg = write_config(
         tmp_path / "llamad.toml",
         {"a": {"model": tiny_model, "port": free_port()}},
@@ -95,7 +96,7 @@ def test_every_daemon_line_is_a_documented_dotted_event(tmp_path: Path, tiny_mod
     raw = d.stderr_path.read_text().splitlines()
     events = [json.loads(line) for line in raw]  # every line is JSON
     names = {e["event"] for e in events}
-    assert names <= readme_events()
+    assert names <= documented_events()
     assert {"control.socket_replaced", "control.serving", "control.stopped"} <= names
     (replaced,) = [e for e in events if e["event"] == "control.socket_replaced"]
     assert replaced["path"] == str(tmp_path / "c.sock")
