@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from fleet_helpers import a_routing_to_b
 from gateway_helpers import TINY, chat, gateway
 from helpers import wait_for
 
@@ -139,3 +140,26 @@ def _screenshot(driver: Any, path: Path) -> None:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         shutil.copy(path, Path(SHOTS) / "page.png")
     assert subprocess.run(["file", str(path)], capture_output=True, text=True).stdout
+
+
+def test_the_fleet_section_shows_each_peers_models_and_when_one_is_away(
+    tiny_model: Path,
+) -> None:
+    with a_routing_to_b(tiny_model) as (a, b), browser() as driver:
+        driver.get(a.gateway + "/ui")
+
+        def peer_models() -> set[tuple[str, str, str]]:
+            return {(r[0].split()[0], r[1], r[2]) for r in _rows(driver, "fleet")}
+
+        wanted = {("b", "bonly", "running"), ("b", "both", "running")}
+        wait_for(lambda: peer_models() >= wanted, 20, "B's models in A's fleet section")
+        assert driver.find_element(By.ID, "fleet-section").is_displayed()
+        # The fleet's models are routable through A: the models table lists B's own too.
+        wait_for(lambda: "bonly @b" in {r[0] for r in _rows(driver, "models")}, 5, "bonly @b")
+        b.ld.stop()
+        wait_for(lambda: _rows(driver, "fleet")[0][2].startswith("away"), 20, "B away")
+
+
+def test_without_fleet_there_is_no_fleet_section(tiny_model: Path) -> None:
+    with gateway(tiny_model, {"tiny": TINY}) as gw:
+        assert "fleet" not in httpx.get(f"{gw.base}/ui/api/status", timeout=5).json()

@@ -113,6 +113,32 @@ function renderMemory(gw, models) {
     : "budget " + size(budget) + " (" + gw.memory_budget + "), used " + size(gw.used_bytes) + ", left " + size(gw.left_bytes);
 }
 
+function renderFleet(peers) {
+  $("#fleet-section").hidden = !peers;
+  const body = $("#fleet tbody");
+  body.replaceChildren();
+  for (const p of peers || []) {
+    const host = p.name + (p.gateway ? " (" + p.gateway.replace(/^https?:\/\//, "") + ")" : "");
+    if (p.away || !p.models.length) {
+      const tr = el("tr");
+      tr.dataset.host = p.name;
+      tr.append(el("td", host), el("td", "-"),
+        el("td", p.away ? "away: " + p.away : "no models", "state " + (p.away ? "failed" : "")),
+        el("td", "-"), el("td", "-"));
+      body.append(tr);
+      continue;
+    }
+    for (const m of p.models) {
+      const tr = el("tr");
+      tr.dataset.host = p.name;
+      tr.dataset.model = m.name;
+      tr.append(el("td", host), el("td", m.name), el("td", m.state, "state " + m.state),
+        el("td", m.on_demand ? "on demand" : "always on"), el("td", m.aliases.join(", ") || "-"));
+      body.append(tr);
+    }
+  }
+}
+
 function renderKeys(keys) {
   const body = $("#keys tbody");
   body.replaceChildren();
@@ -136,6 +162,7 @@ async function refresh() {
   renderModels(doc.models);
   renderMemory(doc.gateway, doc.models);
   renderKeys(doc.gateway.keys);
+  renderFleet(doc.fleet);
   fillSelect($("#play-model"), doc.models.map((m) => m.id));
   fillSelect($("#log-model"), doc.models.filter((m) => !m.llamad.host).map((m) => m.id));
 }
