@@ -18,6 +18,8 @@ def status(gateway: Gateway) -> dict[str, Any]:
         entry = model_entry(view, gateway.created)
         if view.host is None:
             entry["gateway"] = gateway.status_of(view.name)
+        else:  # a fleet peer's: no actions, no log here
+            entry["llamad"]["host"] = view.host
         models.append(entry)
     doc = gateway.status()
     key = CALLER.get()
