@@ -206,40 +206,53 @@ function addRecord(r) {
   draw();
 }
 
-function plot(canvas, field) {
-  const ctx = canvas.getContext("2d");
-  const w = canvas.width, h = canvas.height, pad = 24;
-  ctx.clearRect(0, 0, w, h);
+// One uPlot chart per figure: x is the request's time, one series per model (null where
+// another model's request fell), lines drawn across those gaps.
+const charts = {};
+
+function chartData(field) {
   const pts = records.filter((r) => r[field] !== null && r[field] !== undefined && r.status < 400).reverse();
-  ctx.fillStyle = "#6b7280";
-  ctx.font = "11px system-ui";
-  if (!pts.length) { ctx.fillText("no requests yet", pad, h / 2); return; }
-  const max = Math.max(...pts.map((r) => r[field])) * 1.1 || 1;
-  const t0 = pts[0].time, span = Math.max(1, pts[pts.length - 1].time - t0);
-  ctx.fillText(max.toFixed(max < 10 ? 2 : 0), 2, 12);
-  ctx.fillText("0", 2, h - 4);
-  const byModel = {};
-  for (const r of pts) (byModel[r.instance || r.model] ||= []).push(r);
-  for (const [model, rs] of Object.entries(byModel)) {
-    ctx.strokeStyle = ctx.fillStyle = colour(model);
-    ctx.beginPath();
-    rs.forEach((r, i) => {
-      const x = pad + ((w - 2 * pad) * (r.time - t0)) / span;
-      const y = h - pad / 2 - ((h - pad) * r[field]) / max;
-      i ? ctx.lineTo(x, y) : ctx.moveTo(x, y);
-      ctx.fillRect(x - 2, y - 2, 4, 4);
-    });
-    ctx.stroke();
-  }
-  let x = pad + 48;  // after the scale's label
-  for (const model of Object.keys(byModel)) {
-    ctx.fillStyle = colour(model);
-    ctx.fillText(model, x, 12);
-    x += ctx.measureText(model).width + 12;
-  }
+  const models = [...new Set(pts.map((r) => r.instance || r.model))];
+  const data = [pts.map((r) => r.time)];
+  for (const m of models) data.push(pts.map((r) => ((r.instance || r.model) === m ? r[field] : null)));
+  return { models, data };
 }
 
-function draw() { plot($("#speed"), "tokens_per_s"); plot($("#ttft"), "ttft_s"); }
+function short(v) {
+  if (v === null) return "";
+  if (Math.abs(v) >= 1000) return +(v / 1000).toFixed(1) + "k";
+  return String(+v.toFixed(2));
+}
+
+function plot(box, field, unit) {
+  const { models, data } = chartData(field);
+  let chart = charts[box.id];
+  if (chart && chart.models.join() === models.join()) {
+    chart.plot.setData(data);
+    return;
+  }
+  if (chart) chart.plot.destroy();
+  box.replaceChildren();
+  if (!models.length) {
+    box.append(el("p", "no requests yet", "empty"));
+    delete charts[box.id];
+    return;
+  }
+  const series = [{}].concat(models.map((m) => ({
+    label: m, stroke: colour(m), width: 1.5, spanGaps: true, points: { show: true, size: 5 },
+    value: (u, v) => (v === null || v === undefined ? "-" : v.toFixed(v < 10 ? 2 : 1) + unit),
+  })));
+  const opts = { width: Math.max(200, box.clientWidth - 2), height: 150, series,
+    scales: { y: { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.1 : 1] } },
+    axes: [{}, { size: 56, values: (u, vs) => vs.map(short) }] };
+  charts[box.id] = { models, plot: new uPlot(opts, data, box) };
+}
+
+function draw() { plot($("#speed"), "tokens_per_s", " tok/s"); plot($("#ttft"), "ttft_s", " s"); }
+
+window.addEventListener("resize", () => {
+  for (const [id, c] of Object.entries(charts)) c.plot.setSize({ width: Math.max(200, $("#" + id).clientWidth - 2), height: 150 });
+});
 
 async function loadActivity() {
   const doc = await (await api("/v1/activity?limit=200")).json();
