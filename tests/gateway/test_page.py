@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from demo_helpers import BASE, demo
 from fleet_helpers import a_routing_to_b
 from gateway_helpers import TINY, chat, gateway
 from helpers import wait_for
@@ -64,6 +65,11 @@ def _state(driver: Any, model: str) -> str:
     return str(driver.execute_script(script, f'#models tr[data-model="{model}"] td.state'))
 
 
+def _legend(driver: Any, chart: str) -> str:
+    script = "return [...document.querySelectorAll(arguments[0])].map(e => e.textContent).join(' ')"
+    return str(driver.execute_script(script, f"#{chart} .u-legend .u-series"))
+
+
 def _click(driver: Any, selector: str) -> None:
     driver.execute_script("document.querySelector(arguments[0]).click()", selector)
 
@@ -93,6 +99,8 @@ def test_the_page_lists_models_shows_activity_acts_and_chats(
         assert cells[1] == "tiny"
         assert cells[3] == "200"
         assert cells[9].endswith("/ 4")
+        for chart in ("speed", "ttft"):  # drawn by the vendored uPlot, a series per model
+            wait_for(lambda c=chart: "tiny" in _legend(driver, c), 5, f"tiny in the {chart} chart")
 
         _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="load"]')
         wait_for(lambda: _ctl_state(gw, "tiny-lazy") == "running", 15, "loaded by the button")
@@ -163,3 +171,24 @@ def test_the_fleet_section_shows_each_peers_models_and_when_one_is_away(
 def test_without_fleet_there_is_no_fleet_section(tiny_model: Path) -> None:
     with gateway(tiny_model, {"tiny": TINY}) as gw:
         assert "fleet" not in httpx.get(f"{gw.base}/ui/api/status", timeout=5).json()
+
+
+def test_done_when_a_person_opens_the_demos_page(tmp_path: Path) -> None:
+    """The issue's "done when", on `llamad --demo` itself: the three models, tiny-lazy
+    loaded with a click, a chat with it, and the request with its tokens per second."""
+    with demo(tmp_path / "demo.stderr"), browser() as driver:
+        driver.get(BASE + "/ui")
+        wait_for(lambda: len(_rows(driver, "models")) == 3, 10, "the demo's three models")
+        assert _state(driver, "tiny-lazy") == "stopped"
+        _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="load"]')
+        wait_for(lambda: _state(driver, "tiny-lazy") == "running", 20, "tiny-lazy loaded")
+        driver.execute_script("document.querySelector('#play-model').value = 'tiny-lazy'")
+        driver.find_element(By.ID, "play-send").click()
+        wait_for(lambda: driver.find_element(By.ID, "play-out").text, 20, "the chat's answer")
+
+        def speed() -> str | None:
+            rows = [r for r in _rows(driver, "activity") if r[1] == "tiny-lazy"]
+            return rows[0][10] if rows and rows[0][10] != "-" else None
+
+        # The row comes when the answer has ended: up to 256 tokens on a busy machine.
+        assert float(wait_for(speed, 30, "the chat in the activity, with its tok/s")) > 0
