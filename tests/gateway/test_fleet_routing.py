@@ -52,6 +52,9 @@ def test_a_model_only_on_b_is_served_through_a(fleet: tuple[Host, Host]) -> None
     assert chunks
     assert {c.model for c in chunks} == {"bonly"}
     assert chunks[-1].choices[0].finish_reason is not None
+    # A's activity says which peer served them.
+    served = httpx.get(f"{a.gateway}/v1/activity?model=bonly", timeout=5).json()["data"]
+    assert [(r["peer"], r["host"], r["status"]) for r in served] == [(True, "b", 200)] * 2
     # Without B's key, B's own gateway refuses: A added it.
     direct = httpx.post(f"{b.gateway}/v1/chat/completions", json={"model": "bonly"}, timeout=5)
     assert direct.status_code == 401

@@ -13,8 +13,7 @@ import httpx
 import ollama
 import openai
 import pytest
-from gateway_helpers import TINY, chat, gateway
-from helpers import FAKE_SERVER
+from gateway_helpers import TINY, chat, fake_gateway
 
 from llamad.gateway.keepalive import KeepAlive, ndjson_beat, sse_beat
 
@@ -30,13 +29,7 @@ def _slow(seconds: float, **env: str) -> dict[str, Any]:
 
 
 def _fake(tiny_model: Path, llama_server: Path, instances: dict[str, Any]) -> Any:
-    return gateway(
-        tiny_model,
-        instances,
-        env={"FAKE_REAL_SERVER": str(llama_server)},
-        daemon={"llama_server": str(FAKE_SERVER)},
-        keepalive_interval=INTERVAL,
-    )
+    return fake_gateway(tiny_model, llama_server, instances, keepalive_interval=INTERVAL)
 
 
 def _lines(base: str, path: str, body: dict[str, Any]) -> tuple[int, str, list[str]]:

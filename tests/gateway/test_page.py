@@ -16,7 +16,7 @@ import openai
 import pytest
 from demo_helpers import BASE, demo
 from fleet_helpers import a_routing_to_b
-from gateway_helpers import TINY, chat, gateway
+from gateway_helpers import TINY, chat, fake_gateway, gateway
 from helpers import wait_for
 
 CHROMIUM = shutil.which("chromium")
@@ -102,11 +102,19 @@ def test_the_page_lists_models_shows_activity_acts_and_chats(
         for chart in ("speed", "ttft"):  # drawn by the vendored uPlot, a series per model
             wait_for(lambda c=chart: "tiny" in _legend(driver, c), 5, f"tiny in the {chart} chart")
 
+        # The memory budget as a bar: a part per running model.
+        parts = "return [...document.querySelectorAll('#memory span')].map(s => s.title)"
+        assert len(driver.execute_script(parts)) == 2
+        assert "budget" in driver.find_element(By.ID, "memory-text").text
+
         _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="load"]')
         wait_for(lambda: _ctl_state(gw, "tiny-lazy") == "running", 15, "loaded by the button")
         wait_for(lambda: _state(driver, "tiny-lazy") == "running", 5, "the page shows it")
         _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="unload"]')
         wait_for(lambda: _ctl_state(gw, "tiny-lazy") == "idle", 15, "unloaded by the button")
+        _click(driver, '#models tr[data-model="tiny-embed"] [data-verb="restart"]')
+        wait_for(lambda: gw.starts("tiny-embed") == 2, 15, "restarted by the button")
+        wait_for(lambda: _ctl_state(gw, "tiny-embed") == "running", 15, "running again")
 
         driver.execute_script("document.querySelector('#play-model').value = 'tiny-lazy'")
         driver.find_element(By.ID, "play-send").click()
@@ -117,6 +125,17 @@ def test_the_page_lists_models_shows_activity_acts_and_chats(
         wait_for(lambda: driver.find_element(By.ID, "log").text, 5, "the log tail")
         wait_for(lambda: _rows(driver, "keys")[0][1] == "2", 5, "usage counts both requests")
         _screenshot(driver, tmp_path / "page.png")
+
+
+def test_a_load_shows_on_the_page_as_it_goes(tiny_model: Path, llama_server: Path) -> None:
+    slow = {**TINY, "on_demand": True, "env": {"FAKE_LOAD_SECONDS": "3"}}
+    with fake_gateway(tiny_model, llama_server, {"slow": slow}) as gw, browser() as driver:
+        driver.get(gw.base + "/ui")
+        wait_for(lambda: _state(driver, "slow") == "stopped", 10, "the model listed")
+        _click(driver, '#models tr[data-model="slow"] [data-verb="load"]')
+        # A first load has no estimate yet: how long it has been going.
+        wait_for(lambda: _state(driver, "slow").startswith("loading "), 5, "the load shown")
+        wait_for(lambda: _state(driver, "slow") == "running", 20, "then running")
 
 
 def test_with_a_key_nothing_loads_until_it_is_entered(tiny_model: Path, tmp_path: Path) -> None:
@@ -171,6 +190,20 @@ def test_the_fleet_section_shows_each_peers_models_and_when_one_is_away(
 def test_without_fleet_there_is_no_fleet_section(tiny_model: Path) -> None:
     with gateway(tiny_model, {"tiny": TINY}) as gw:
         assert "fleet" not in httpx.get(f"{gw.base}/ui/api/status", timeout=5).json()
+
+
+def test_actions_are_posts_and_need_a_key_beyond_loopback(tiny_model: Path) -> None:
+    """Keyless, the page acts only for a gateway on loopback: this one listens on every
+    address (allowed in the config), so its page may look but not stop models."""
+    keyless = {"host": "0.0.0.0", "allow_keyless_remote": True}
+    with gateway(tiny_model, {"tiny": TINY}, **keyless) as gw:
+        url = f"{gw.base}/ui/api/models/tiny/unload"
+        assert httpx.get(url, timeout=5).status_code == 405  # never a GET
+        refused = httpx.post(url, timeout=5)
+        assert refused.status_code == 403
+        assert "need a gateway key" in refused.json()["error"]["message"]
+        assert httpx.get(f"{gw.base}/ui/api/status", timeout=5).json()["models"]
+        assert gw.state("tiny") == "running"
 
 
 def test_done_when_a_person_opens_the_demos_page(tmp_path: Path) -> None:
