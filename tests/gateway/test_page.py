@@ -102,7 +102,9 @@ def test_the_page_lists_models_shows_activity_acts_and_chats(
         for chart in ("speed", "ttft"):  # drawn by the vendored uPlot, a series per model
             wait_for(lambda c=chart: "tiny" in _legend(driver, c), 5, f"tiny in the {chart} chart")
 
-        # The memory budget as a bar: a part per running model.
+        # Each model's footprint beside its estimate; the budget as a bar, a part per model.
+        tiny = next(r for r in _rows(driver, "models") if r[0] == "tiny")
+        assert "(est. " in tiny[4]
         parts = "return [...document.querySelectorAll('#memory span')].map(s => s.title)"
         assert len(driver.execute_script(parts)) == 2
         assert "budget" in driver.find_element(By.ID, "memory-text").text

@@ -61,6 +61,13 @@ function stateText(m) {
   return "loading " + Math.round(p.fraction * 100) + "%";
 }
 
+// What a model holds when measured, beside what it was estimated to need before it ran.
+function memory(g, m) {
+  const est = g.estimate_bytes ? "est. " + size(g.estimate_bytes) : "";
+  if (g.footprint_bytes) return size(g.footprint_bytes) + (est ? " (" + est + ")" : "");
+  return est || size(m.llamad.size_bytes);
+}
+
 function renderModels(models) {
   const body = $("#models tbody");
   body.replaceChildren();
@@ -72,7 +79,7 @@ function renderModels(models) {
     tr.append(el("td", stateText(m), "state " + m.llamad.state));
     tr.append(el("td", m.llamad.on_demand ? "on demand" : "always on"));
     tr.append(el("td", (m.llamad.aliases || []).join(", ") || "-"));
-    tr.append(el("td", size(g.footprint_bytes || g.estimate_bytes || m.llamad.size_bytes)));
+    tr.append(el("td", memory(g, m)));
     tr.append(el("td", g.idle_left_s === null || g.idle_left_s === undefined ? "-" : secs(g.idle_left_s)));
     tr.append(el("td", g.in_flight ?? "-"));
     tr.append(el("td", g.queued ?? "-"));
