@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import ollama
 import openai
@@ -78,10 +79,13 @@ def test_a_load_failing_after_the_first_keepalive_ends_the_stream_with_an_error(
     tiny_model: Path, llama_server: Path
 ) -> None:
     # The fake dies a second into its 30-second load: the load fails well after the
-    # stream has begun, so the refusal can only be an error event.
+    # stream has begun, so the refusal can only be an error event. A model per client:
+    # after a failure, the backoff refuses the next request at once, with a status.
     dies = _slow(30, FAKE_EXIT_AFTER="1")
-    with _fake(tiny_model, llama_server, {"dies": dies}) as gw:
-        status, _, lines = _lines(gw.base, "/v1/chat/completions", chat("dies", stream=True))
+    models = {f"dies-{n}": dies for n in ("raw", "openai", "ollama", "anthropic")}
+    with _fake(tiny_model, llama_server, models) as gw:
+        body = chat("dies-raw", stream=True)
+        status, _, lines = _lines(gw.base, "/v1/chat/completions", body)
         assert status == 200
         assert ": keep-alive" in lines
         last = json.loads(_last(lines)[len("data: ") :])
@@ -89,14 +93,27 @@ def test_a_load_failing_after_the_first_keepalive_ends_the_stream_with_an_error(
 
         with (
             openai.OpenAI(base_url=f"{gw.base}/v1", api_key="none", max_retries=0) as client,
-            pytest.raises(openai.APIError, match="failed to load"),
-            client.chat.completions.create(model="dies", messages=HI, stream=True) as stream,
+            pytest.raises(openai.APIError, match="failed to load") as failed,
+            client.chat.completions.create(model="dies-openai", messages=HI, stream=True) as s,
         ):
-            list(stream)
+            list(s)
+        assert not isinstance(failed.value, openai.APIStatusError)  # in the stream
 
-        status, _, lines = _lines(gw.base, "/api/chat", {"model": "dies", "messages": HI})
-        assert status in (200, 503)  # the backoff may refuse at once, before any keep-alive
-        assert "failed to load" in json.loads(_last(lines))["error"]
+        with (
+            ollama.Client(host=gw.base) as ol,
+            pytest.raises(ollama.ResponseError, match="failed to load") as refused,
+        ):
+            list(ol.chat(model="dies-ollama", messages=HI, stream=True))
+        assert refused.value.status_code == -1  # read from the stream's last line, not a status
+
+        with (
+            anthropic.Anthropic(base_url=gw.base, api_key="none", max_retries=0) as claude,
+            pytest.raises(anthropic.APIStatusError, match="failed to load") as error,
+            claude.messages.stream(model="dies-anthropic", max_tokens=5, messages=HI) as events,
+        ):
+            list(events)
+        assert error.value.status_code == 200  # the stream had begun: an error event
+        assert error.value.body["error"]["type"] == "overloaded_error"
 
 
 async def test_an_answer_in_time_goes_out_as_it_is_and_an_error_after_beats_is_an_event() -> None:
