@@ -17,6 +17,7 @@ import pytest
 from gateway_helpers import TINY, chat, fake_gateway
 
 from llamad.gateway.keepalive import KeepAlive, ndjson_beat, sse_beat
+from llamad.gateway.ollama.answer import chat_renderer, generate_renderer, keepalive_beat
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -152,3 +153,20 @@ def test_ollama_errors_stay_one_line() -> None:
     beat = ndjson_beat(lambda: b"{}\n")
     assert beat.error(b'{\n "error": "x"\n}') == b'{  "error": "x" }\n'
     assert beat.content_type == b"application/x-ndjson"
+
+
+def test_ollama_keepalives_are_empty_chunks_of_the_routes_shape() -> None:
+    chat_beat = keepalive_beat(chat_renderer)(b'{"model": "m", "messages": []}')
+    generate_beat = keepalive_beat(generate_renderer)(b'{"model": "m", "prompt": "p"}')
+    assert chat_beat is not None
+    assert generate_beat is not None
+    chunk = json.loads(chat_beat.line())
+    assert (chunk["model"], chunk["message"], chunk["done"]) == (
+        "m", {"role": "assistant", "content": ""}, False,
+    )  # fmt: skip
+    chunk = json.loads(generate_beat.line())
+    assert (chunk["model"], chunk["response"], chunk["done"]) == ("m", "", False)
+    assert generate_beat.line().endswith(b"}\n")
+    # An answer that does not stream has nothing to keep alive.
+    assert keepalive_beat(chat_renderer)(b'{"model": "m", "stream": false}') is None
+    assert keepalive_beat(chat_renderer)(b"not json") is None
