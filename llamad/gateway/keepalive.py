@@ -24,9 +24,12 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import structlog
 from starlette.types import Message, Send
 
 from llamad.gateway.families import family
+
+log = structlog.get_logger("llamad.gateway")
 
 SSE = b"text/event-stream"
 NDJSON = b"application/x-ndjson"
@@ -112,6 +115,8 @@ class KeepAlive:
         if task is not None:
             task.cancel()
             await asyncio.wait({task})
+            if not task.cancelled() and (exc := task.exception()) is not None:
+                log.error("gateway.keepalive_failed", error=repr(exc))
 
     @property
     def out(self) -> Send:

@@ -17,7 +17,7 @@ import pytest
 from demo_helpers import BASE, demo
 from fleet_helpers import a_routing_to_b
 from gateway_helpers import TINY, chat, fake_gateway, gateway
-from helpers import wait_for
+from helpers import stand_in_binary, wait_for
 
 CHROMIUM = shutil.which("chromium")
 DRIVER = shutil.which("chromedriver")
@@ -206,6 +206,23 @@ def test_actions_are_posts_and_need_a_key_beyond_loopback(tiny_model: Path) -> N
         assert "need a gateway key" in refused.json()["error"]["message"]
         assert httpx.get(f"{gw.base}/ui/api/status", timeout=5).json()["models"]
         assert gw.state("tiny") == "running"
+
+
+def test_the_log_tail_is_redacted_as_llamactl_logs_is(
+    tiny_model: Path, llama_server: Path, tmp_path: Path
+) -> None:
+    """An instance that prints its own key: the page's log tail shows it redacted."""
+    secret = "sk-page-tail-5c2e81f0"
+    binary = tmp_path / "llama-server"
+    serve = f'echo "key=$LLAMA_API_KEY"\nexec "{llama_server}" "$@"'
+    stand_in_binary(binary, llama_server, serve=serve)
+    keyed = {**TINY, "api_key": secret}
+    with gateway(tiny_model, {"keyed": keyed}, daemon={"llama_server": str(binary)}) as gw:
+        url = f"{gw.base}/ui/api/models/keyed/logs"
+        lines = wait_for(lambda: httpx.get(url, timeout=5).json()["lines"], 5, "the log tail")
+        assert "key=[redacted]" in lines
+        assert secret not in "\n".join(lines)
+        assert lines == gw.ld.ctl("logs", "keyed").stdout.splitlines()[-len(lines) :]
 
 
 def test_done_when_a_person_opens_the_demos_page(tmp_path: Path) -> None:
