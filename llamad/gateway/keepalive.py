@@ -116,7 +116,7 @@ class KeepAlive:
             task.cancel()
             await asyncio.wait({task})
             if not task.cancelled() and (exc := task.exception()) is not None:
-                log.error("gateway.keepalive_failed", error=repr(exc))
+                log.error("gateway.task_failed", task="keep-alive", exc_info=exc)
 
     @property
     def out(self) -> Send:
