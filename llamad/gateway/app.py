@@ -115,7 +115,6 @@ class Proxied:
         try:
             await guard(receive, work())
         finally:
-            await keep.stop()
             CURRENT.reset(token)
             end = now()
             label = model if self.gateway.find(model) else "-"
@@ -124,6 +123,7 @@ class Proxied:
             self.gateway.metrics.latency.labels(label).observe(end - t0)
             tally.model = tally.model or model
             self.gateway.activity.add(tally.record(end))
+            await keep.stop()  # last: a shutdown's cancel here skips no bookkeeping
 
     def _target(self, scope: Scope, body: bytes) -> tuple[str, str, bool]:
         """The model asked for, the path upstream, and whether the answer streams."""

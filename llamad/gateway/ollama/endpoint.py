@@ -66,10 +66,10 @@ class Endpoint:
             async with AsyncExitStack() as leases:
                 await guard(receive, self._answer(request, leases, keep, tally))
         finally:
-            await keep.stop()
             CURRENT.reset(token)
             if self.activity is not None and tally.model:
                 self.activity.add(tally.record(now()))
+            await keep.stop()  # last: a shutdown's cancel here skips no bookkeeping
 
     async def _answer(
         self, request: Request, leases: AsyncExitStack, keep: KeepAlive, tally: Tally
