@@ -72,7 +72,8 @@ class Server(ThreadingHTTPServer):
 
 
 class Handler(BaseHTTPRequestHandler):
-    """Routes: /health, /v1/health, /props, /completion, /v1/models; 404 otherwise."""
+    """Routes: /health, /v1/health, /props, /completion, /v1/chat/completions, /v1/models;
+    404 otherwise."""
 
     server: Server
     protocol_version = "HTTP/1.1"
@@ -96,8 +97,8 @@ class Handler(BaseHTTPRequestHandler):
             # A wedge, not a stop: the socket stays open and the client waits forever.
             threading.Event().wait()
         length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)  # drain the body so keep-alive stays in sync
+        # Read whole, also to keep the connection in sync for the next request.
+        body = self.rfile.read(length) if length else b""
         path = self.path.split("?", 1)[0]
         if path in ALWAYS_UP:
             self.send_json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
@@ -109,8 +110,36 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"default_generation_settings": {"n_ctx": self.server.n_ctx}})
         elif path in ("/completion", "/completions", "/v1/completions"):
             self.send_json(200, {"content": "ok"})
+        elif path == "/v1/chat/completions":
+            self.chat(json.loads(body or b"{}"))
         else:
             self.send_json(404, {"error": {"code": 404, "message": "File Not Found"}})
+
+    def chat(self, request: dict[str, Any]) -> None:
+        """A chat completion answering "ok", whole or streamed as llama-server streams it."""
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        base = {"id": "chatcmpl-fake", "created": int(time.time()), "model": "fake"}
+        if not request.get("stream"):
+            message = {"role": "assistant", "content": "ok"}
+            choice = {"index": 0, "message": message, "finish_reason": "stop"}
+            doc = {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
+            self.send_json(200, doc)
+            return
+        deltas = [({"role": "assistant", "content": None}, None), ({"content": "ok"}, None)]
+        deltas.append(({}, "stop"))
+        chunks = [
+            {**base, "object": "chat.completion.chunk",
+             "choices": [{"index": 0, "delta": d, "finish_reason": f}]}
+            for d, f in deltas
+        ]  # fmt: skip
+        chunks[-1]["usage"] = usage
+        data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+        data += b"data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     do_GET = do_POST = route
 

@@ -15,6 +15,7 @@ from pydantic import (
     BaseModel,
     ByteSize,
     ConfigDict,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
@@ -74,6 +75,9 @@ class GatewaySettings(BaseModel):
     activity_size: PositiveInt = 1000  # requests kept for /v1/activity
     max_body: str = DEFAULT_MAX_BODY  # an instance's own `max_body` may raise it
     request_timeout: PositiveFloat = 60.0  # head and body, from the head's first byte
+    # A stream waiting on its model gets keep-alive bytes this often (0: never), so that a
+    # proxy in between does not cut it.
+    keepalive_interval: NonNegativeFloat = 10.0
     trust_loopback: bool = False  # loopback clients are exempt from the per-address share
     allowed_origins: list[str] = []  # browser origins that may call it ("*": any)
     allowed_hosts: list[str] = []  # more names the Host header may carry ("*": any)
@@ -128,6 +132,7 @@ class GatewayConfig:
     activity_size: int = 1000
     max_body: int = 32 * 1024 * 1024
     request_timeout: float = 60.0
+    keepalive_interval: float = 10.0
     trust_loopback: bool = False
     allowed_origins: frozenset[str] = frozenset()  # lower case, no trailing slash
     allowed_hosts: frozenset[str] = frozenset()  # lower case, no port
@@ -174,6 +179,7 @@ def resolve_gateway(
         activity_size=settings.activity_size,
         max_body=body_size(settings.max_body),
         request_timeout=settings.request_timeout,
+        keepalive_interval=settings.keepalive_interval,
         trust_loopback=settings.trust_loopback,
         allowed_origins=frozenset(settings.allowed_origins),
         allowed_hosts=frozenset(settings.allowed_hosts),

@@ -111,10 +111,11 @@ async def _serve(
     try:
         async with retrying(background, stop, initial=TASK_RETRY_S, event="gateway.task_failed"):
             aliases = lambda: gateway.settings().list_aliases  # noqa: E731 (follows reloads)
+            keepalive = lambda: gateway.settings().keepalive_interval  # noqa: E731
             extra = [
                 *activity_routes(gateway, stop),
                 *page,
-                *ollama_routes(gateway, pool, pulls, aliases, gateway.activity),
+                *ollama_routes(gateway, pool, pulls, aliases, gateway.activity, keepalive),
             ]
             app = BrowserRoot(build_app(gateway, extra, pool=pool))
             await serve_tcp(

@@ -22,6 +22,7 @@ from llamad.gateway.activity import CURRENT, begin
 from llamad.gateway.core import Gateway
 from llamad.gateway.families import gateway_shape
 from llamad.gateway.jsonmode import enforce
+from llamad.gateway.keepalive import KeepAlive, sse_beat
 from llamad.gateway.keycheck import KeyCheck
 from llamad.gateway.naming import renamer
 from llamad.gateway.pool import Pool
@@ -78,19 +79,25 @@ class Proxied:
             tally.ttfb = now()
             self.gateway.metrics.ttfb.labels(model).observe(tally.ttfb - t0)
 
+        keep = KeepAlive(send, self.gateway.settings().keepalive_interval)
+
         async def work() -> None:
             nonlocal model, status
             try:
-                model, path = self._target(scope, body)
+                model, path, streamed = self._target(scope, body)
                 asked, sent = model, enforce(path, body)
+                if streamed:
+                    keep.arm(lambda: sse_beat(scope["path"]))
                 async with self.gateway.lease(model) as upstream:
+                    await keep.stop()
+                    out = keep.out
                     model = upstream.model.name
                     await answered(
                         self.gateway,
                         upstream,
                         lambda up: self.relay.relay(
                             scope,
-                            send,
+                            out,
                             up,
                             path,
                             up.adapt(sent),
@@ -101,7 +108,8 @@ class Proxied:
                     )
             except GatewayError as exc:
                 status = tally.status = exc.status
-                await send_error(send, exc, scope["path"])
+                await keep.stop()
+                await send_error(keep.send, exc, scope["path"])
 
         try:
             await guard(receive, work())
@@ -114,28 +122,32 @@ class Proxied:
             self.gateway.metrics.latency.labels(label).observe(end - t0)
             tally.model = tally.model or model
             self.gateway.activity.add(tally.record(end))
+            await keep.stop()  # last: a shutdown's cancel here skips no bookkeeping
 
-    def _target(self, scope: Scope, body: bytes) -> tuple[str, str]:
+    def _target(self, scope: Scope, body: bytes) -> tuple[str, str, bool]:
+        """The model asked for, the path upstream, and whether the answer streams."""
         if self.by == "path":  # /upstream/{model}/{path}
             params = scope["path_params"]
-            return params["model"], "/" + params.get("path", "")
+            return params["model"], "/" + params.get("path", ""), False
         if self.by == "query":
             model = _query(scope).get("model")
             if not model:
                 raise Bad("add ?model=NAME to say which model's props you want")
-            return model, scope["path"]
+            return model, scope["path"], False
         try:
             doc = json.loads(body) if body else None
         except ValueError:
             raise Bad("the request body is not JSON") from None
         except RecursionError:
             raise Bad("the request body is nested too deeply") from None
-        model = doc.get("model") if isinstance(doc, dict) else None
+        if not isinstance(doc, dict):
+            doc = {}
+        model = doc.get("model")
         if not isinstance(model, str) or not model:
             raise Bad("the request body has no `model`; GET /v1/models lists them")
         if not valid_text(model):
             raise Bad("`model` is not valid Unicode (a lone surrogate)")
-        return model, scope["path"]
+        return model, scope["path"], doc.get("stream") is True
 
 
 def _query(scope: Scope) -> dict[str, str]:

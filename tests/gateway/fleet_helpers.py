@@ -3,6 +3,8 @@ gateway and its control API on TCP; each test builds its own A to route to B."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,3 +133,27 @@ def start_a(
     )
     ld = start(a_dir, text, a_gw, ["both"], env)
     return Host(ld, f"http://127.0.0.1:{a_gw}", dir=a_dir)
+
+
+@contextmanager
+def a_routing_to_b(tiny_model: Path) -> Iterator[tuple[Host, Host]]:
+    """B serves `bonly` and `both` behind its gateway (with a key) and control on TCP;
+    A serves `both` itself and routes the rest to B, a `[fleet]` peer."""
+    b = start_b(tiny_model)
+    try:
+        keys = b.dir / "a-keys"
+        keys.mkdir()
+        peer = {
+            "name": "b",
+            "url": b.control,
+            "token_file": write_token(keys / "b-read.token", READ),
+            "gateway_key_file": write_token(keys / "b-gw.key", GW_KEY_B),
+        }
+        a = start_a(tiny_model, {}, [peer])
+        try:
+            yield a, b
+            assert a.ld.stop() == 0
+        finally:
+            a.ld.close()
+    finally:
+        b.ld.close()

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from gateway_helpers import TINY, chat, gateway
+from gateway_helpers import TINY, chat, event_kinds, follow_events, gateway
 from helpers import wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -71,28 +70,12 @@ def _metrics(gw: Any) -> str:
 
 def test_events_stream_loads_states_and_requests(tiny_model: Path) -> None:
     lazy = {**TINY, "on_demand": True}
+    # The state is looked at every 0.25 s: it may come after the request.
+    done = lambda kinds: {("request", None), ("state", "running")} <= kinds  # noqa: E731
     with gateway(tiny_model, {"lazy": lazy}) as gw:
-        seen: list[dict[str, Any]] = []
-        opened = threading.Event()
-
-        def read() -> None:
-            with httpx.stream("GET", f"{gw.base}/v1/events", timeout=10) as r:
-                assert r.headers["content-type"].startswith("text/event-stream")
-                for line in r.iter_lines():
-                    opened.set()
-                    if line.startswith("data: "):
-                        seen.append(json.loads(line[6:]))
-                        kinds = {(e["type"], e.get("to")) for e in seen}
-                        # The state is looked at every 0.25 s: it may come after the request.
-                        if {("request", None), ("state", "running")} <= kinds:
-                            return
-
-        reader = threading.Thread(target=read)
-        reader.start()
-        wait_for(opened.is_set, 5, "the stream open")
-        httpx.post(f"{gw.base}/v1/chat/completions", json=chat("lazy", 2), timeout=20)
-        reader.join(15)
-        kinds = [(e["type"], e.get("phase") or e.get("to")) for e in seen]
+        with follow_events(gw.base, done) as seen:
+            httpx.post(f"{gw.base}/v1/chat/completions", json=chat("lazy", 2), timeout=20)
+        kinds = event_kinds(seen)
         assert ("load", "requested") in kinds
         assert ("load", "loaded") in kinds
         assert ("state", "running") in kinds
@@ -101,6 +84,21 @@ def test_events_stream_loads_states_and_requests(tiny_model: Path) -> None:
         assert request["status"] == 200
         assert request["load_s"] > 0
         assert request["completion_tokens"] == 2
+
+
+def test_events_stream_evictions_and_idle_stops(tiny_model: Path) -> None:
+    lazy = {**TINY, "on_demand": True}
+    models = {"first": lazy, "second": {**lazy, "idle_timeout": 1.0}}
+    done = lambda kinds: {("stop", "evict"), ("stop", "idle_timeout")} <= kinds  # noqa: E731
+    with gateway(tiny_model, models, max_loaded=1) as gw:
+        with follow_events(gw.base, done) as seen:
+            for name in models:  # the second evicts the first, then idles out
+                httpx.post(f"{gw.base}/v1/chat/completions", json=chat(name, 2), timeout=20)
+            wait_for(lambda: done(event_kinds(seen)), 15, "an eviction and an idle stop")
+        stops = {e["reason"]: e for e in seen if e["type"] == "stop"}
+        assert stops["evict"]["model"] == "first"
+        assert stops["idle_timeout"]["model"] == "second"
+        assert stops["evict"]["size_bytes"] > 0
 
 
 def test_ollama_requests_are_recorded(tiny_model: Path) -> None:

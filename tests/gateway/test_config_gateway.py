@@ -96,6 +96,10 @@ def test_gateway_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
             ("max_queue = 8", 'max_queue = 8\nallowed_origins = ["http://x/path"]'),
             "llamad.toml:8: gateway.allowed_origins: must be",
         ),
+        (
+            ("max_queue = 8", "max_queue = 8\nkeepalive_interval = -1"),
+            "llamad.toml:8: gateway.keepalive_interval: ",
+        ),
     ],
     ids=[
         "alias is an instance",
@@ -109,6 +113,7 @@ def test_gateway_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
         "alias takes an Ollama name",
         "keyless beyond loopback",
         "origin with a path",
+        "negative keep-alive interval",
     ],
 )
 def test_gateway_config_errors_are_one_line(
@@ -144,6 +149,7 @@ def test_body_limits_resolve(tmp_path: Path, tiny_model: Path) -> None:
     assert resolved.gateway.max_body == 32 * 2**20
     assert resolved.gateway.request_timeout == 60.0
     assert resolved.gateway.trust_loopback is False
+    assert resolved.gateway.keepalive_interval == 10.0
     b = resolved.instances["b"]
     assert (resolved.instances["a"].max_body, b.max_body) == (None, 64 * 2**20)
     assert b.launch == b.__class__(**{**b.__dict__, "max_body": None}).launch

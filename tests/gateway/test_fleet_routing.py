@@ -8,9 +8,8 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from fleet_helpers import GW_KEY_B, Host, start_a, start_b
+from fleet_helpers import Host, a_routing_to_b
 from helpers import wait_for
-from remote_helpers import READ, write_token
 
 from llamad.cli.fleet_status import gateway_line
 
@@ -22,24 +21,8 @@ pytestmark = pytest.mark.timeout(150)
 def fleet(tiny_model: Path) -> Iterator[tuple[Host, Host]]:
     """B serves `bonly` and `both` behind its gateway (with a key) and control on TCP;
     A serves `both` itself and routes the rest to B, a `[fleet]` peer."""
-    b = start_b(tiny_model)
-    try:
-        keys = b.dir / "a-keys"
-        keys.mkdir()
-        peer = {
-            "name": "b",
-            "url": b.control,
-            "token_file": write_token(keys / "b-read.token", READ),
-            "gateway_key_file": write_token(keys / "b-gw.key", GW_KEY_B),
-        }
-        a = start_a(tiny_model, {}, [peer])
-        try:
-            yield a, b
-            assert a.ld.stop() == 0
-        finally:
-            a.ld.close()
-    finally:
-        b.ld.close()
+    with a_routing_to_b(tiny_model) as hosts:
+        yield hosts
 
 
 def _client(host: Host) -> openai.OpenAI:
@@ -69,6 +52,9 @@ def test_a_model_only_on_b_is_served_through_a(fleet: tuple[Host, Host]) -> None
     assert chunks
     assert {c.model for c in chunks} == {"bonly"}
     assert chunks[-1].choices[0].finish_reason is not None
+    # A's activity says which peer served them.
+    served = httpx.get(f"{a.gateway}/v1/activity?model=bonly", timeout=5).json()["data"]
+    assert [(r["peer"], r["host"], r["status"]) for r in served] == [(True, "b", 200)] * 2
     # Without B's key, B's own gateway refuses: A added it.
     direct = httpx.post(f"{b.gateway}/v1/chat/completions", json={"model": "bonly"}, timeout=5)
     assert direct.status_code == 401

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from gateway_helpers import TINY, chat, gateway
+from gateway_helpers import TINY, chat, follow_events, gateway
 from helpers import stand_in_binary, wait_for
 
 from llamad.gateway.progress import LoadProgress
@@ -48,8 +50,8 @@ def test_a_loading_model_shows_its_progress(
                 f"{gw.base}/v1/chat/completions", json=chat("slow", 1), timeout=20
             )
         )
-        second.start()
-        try:
+        loaded = lambda kinds: ("load", "loaded") in kinds  # noqa: E731
+        with follow_events(gw.base, loaded) as seen, _joined(second):
             p = wait_for(
                 lambda: gw.models()["slow"]["llamad"]["load_progress"],
                 5,
@@ -61,6 +63,18 @@ def test_a_loading_model_shows_its_progress(
             status = gw.ld.ctl("status").stdout
             assert "slow: loading " in status
             assert "% (" in status
-        finally:
-            second.join(20)
         assert gw.models()["slow"]["llamad"]["load_progress"] is None
+        # /v1/events told of it as it went.
+        progress = [e for e in seen if e["type"] == "progress"]
+        assert progress
+        assert all(e["model"] == "slow" and e["basis"] == "this model" for e in progress)
+        assert all(0 <= e["fraction"] < 1 for e in progress)
+
+
+@contextmanager
+def _joined(thread: threading.Thread) -> Iterator[None]:
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join(20)

@@ -14,8 +14,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from gateway_helpers import TINY, chat, gateway
-from helpers import wait_for
+from demo_helpers import BASE, demo
+from fleet_helpers import a_routing_to_b
+from gateway_helpers import TINY, chat, fake_gateway, gateway
+from helpers import stand_in_binary, wait_for
 
 CHROMIUM = shutil.which("chromium")
 DRIVER = shutil.which("chromedriver")
@@ -63,6 +65,11 @@ def _state(driver: Any, model: str) -> str:
     return str(driver.execute_script(script, f'#models tr[data-model="{model}"] td.state'))
 
 
+def _legend(driver: Any, chart: str) -> str:
+    script = "return [...document.querySelectorAll(arguments[0])].map(e => e.textContent).join(' ')"
+    return str(driver.execute_script(script, f"#{chart} .u-legend .u-series"))
+
+
 def _click(driver: Any, selector: str) -> None:
     driver.execute_script("document.querySelector(arguments[0]).click()", selector)
 
@@ -92,12 +99,24 @@ def test_the_page_lists_models_shows_activity_acts_and_chats(
         assert cells[1] == "tiny"
         assert cells[3] == "200"
         assert cells[9].endswith("/ 4")
+        for chart in ("speed", "ttft"):  # drawn by the vendored uPlot, a series per model
+            wait_for(lambda c=chart: "tiny" in _legend(driver, c), 5, f"tiny in the {chart} chart")
+
+        # Each model's footprint beside its estimate; the budget as a bar, a part per model.
+        tiny = next(r for r in _rows(driver, "models") if r[0] == "tiny")
+        assert "(est. " in tiny[4]
+        parts = "return [...document.querySelectorAll('#memory span')].map(s => s.title)"
+        assert len(driver.execute_script(parts)) == 2
+        assert "budget" in driver.find_element(By.ID, "memory-text").text
 
         _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="load"]')
         wait_for(lambda: _ctl_state(gw, "tiny-lazy") == "running", 15, "loaded by the button")
         wait_for(lambda: _state(driver, "tiny-lazy") == "running", 5, "the page shows it")
         _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="unload"]')
         wait_for(lambda: _ctl_state(gw, "tiny-lazy") == "idle", 15, "unloaded by the button")
+        _click(driver, '#models tr[data-model="tiny-embed"] [data-verb="restart"]')
+        wait_for(lambda: gw.starts("tiny-embed") == 2, 15, "restarted by the button")
+        wait_for(lambda: _ctl_state(gw, "tiny-embed") == "running", 15, "running again")
 
         driver.execute_script("document.querySelector('#play-model').value = 'tiny-lazy'")
         driver.find_element(By.ID, "play-send").click()
@@ -108,6 +127,17 @@ def test_the_page_lists_models_shows_activity_acts_and_chats(
         wait_for(lambda: driver.find_element(By.ID, "log").text, 5, "the log tail")
         wait_for(lambda: _rows(driver, "keys")[0][1] == "2", 5, "usage counts both requests")
         _screenshot(driver, tmp_path / "page.png")
+
+
+def test_a_load_shows_on_the_page_as_it_goes(tiny_model: Path, llama_server: Path) -> None:
+    slow = {**TINY, "on_demand": True, "env": {"FAKE_LOAD_SECONDS": "3"}}
+    with fake_gateway(tiny_model, llama_server, {"slow": slow}) as gw, browser() as driver:
+        driver.get(gw.base + "/ui")
+        wait_for(lambda: _state(driver, "slow") == "stopped", 10, "the model listed")
+        _click(driver, '#models tr[data-model="slow"] [data-verb="load"]')
+        # A first load has no estimate yet: how long it has been going.
+        wait_for(lambda: _state(driver, "slow").startswith("loading "), 5, "the load shown")
+        wait_for(lambda: _state(driver, "slow") == "running", 20, "then running")
 
 
 def test_with_a_key_nothing_loads_until_it_is_entered(tiny_model: Path, tmp_path: Path) -> None:
@@ -139,3 +169,78 @@ def _screenshot(driver: Any, path: Path) -> None:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         shutil.copy(path, Path(SHOTS) / "page.png")
     assert subprocess.run(["file", str(path)], capture_output=True, text=True).stdout
+
+
+def test_the_fleet_section_shows_each_peers_models_and_when_one_is_away(
+    tiny_model: Path,
+) -> None:
+    with a_routing_to_b(tiny_model) as (a, b), browser() as driver:
+        driver.get(a.gateway + "/ui")
+
+        def peer_models() -> set[tuple[str, str, str]]:
+            return {(r[0].split()[0], r[1], r[2]) for r in _rows(driver, "fleet")}
+
+        wanted = {("b", "bonly", "running"), ("b", "both", "running")}
+        wait_for(lambda: peer_models() >= wanted, 20, "B's models in A's fleet section")
+        assert driver.find_element(By.ID, "fleet-section").is_displayed()
+        # The fleet's models are routable through A: the models table lists B's own too.
+        wait_for(lambda: "bonly @b" in {r[0] for r in _rows(driver, "models")}, 5, "bonly @b")
+        b.ld.stop()
+        wait_for(lambda: _rows(driver, "fleet")[0][2].startswith("away"), 20, "B away")
+
+
+def test_without_fleet_there_is_no_fleet_section(tiny_model: Path) -> None:
+    with gateway(tiny_model, {"tiny": TINY}) as gw:
+        assert "fleet" not in httpx.get(f"{gw.base}/ui/api/status", timeout=5).json()
+
+
+def test_actions_are_posts_and_need_a_key_beyond_loopback(tiny_model: Path) -> None:
+    """Keyless, the page acts only for a gateway on loopback: this one listens on every
+    address (allowed in the config), so its page may look but not stop models."""
+    keyless = {"host": "0.0.0.0", "allow_keyless_remote": True}
+    with gateway(tiny_model, {"tiny": TINY}, **keyless) as gw:
+        url = f"{gw.base}/ui/api/models/tiny/unload"
+        assert httpx.get(url, timeout=5).status_code == 405  # never a GET
+        refused = httpx.post(url, timeout=5)
+        assert refused.status_code == 403
+        assert "need a gateway key" in refused.json()["error"]["message"]
+        assert httpx.get(f"{gw.base}/ui/api/status", timeout=5).json()["models"]
+        assert gw.state("tiny") == "running"
+
+
+def test_the_log_tail_is_redacted_as_llamactl_logs_is(
+    tiny_model: Path, llama_server: Path, tmp_path: Path
+) -> None:
+    """An instance that prints its own key: the page's log tail shows it redacted."""
+    secret = "sk-page-tail-5c2e81f0"
+    binary = tmp_path / "llama-server"
+    serve = f'echo "key=$LLAMA_API_KEY"\nexec "{llama_server}" "$@"'
+    stand_in_binary(binary, llama_server, serve=serve)
+    keyed = {**TINY, "api_key": secret}
+    with gateway(tiny_model, {"keyed": keyed}, daemon={"llama_server": str(binary)}) as gw:
+        url = f"{gw.base}/ui/api/models/keyed/logs"
+        lines = wait_for(lambda: httpx.get(url, timeout=5).json()["lines"], 5, "the log tail")
+        assert "key=[redacted]" in lines
+        assert secret not in "\n".join(lines)
+        assert lines == gw.ld.ctl("logs", "keyed").stdout.splitlines()[-len(lines) :]
+
+
+def test_done_when_a_person_opens_the_demos_page(tmp_path: Path) -> None:
+    """The issue's "done when", on `llamad --demo` itself: the three models, tiny-lazy
+    loaded with a click, a chat with it, and the request with its tokens per second."""
+    with demo(tmp_path / "demo.stderr"), browser() as driver:
+        driver.get(BASE + "/ui")
+        wait_for(lambda: len(_rows(driver, "models")) == 3, 10, "the demo's three models")
+        assert _state(driver, "tiny-lazy") == "stopped"
+        _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="load"]')
+        wait_for(lambda: _state(driver, "tiny-lazy") == "running", 20, "tiny-lazy loaded")
+        driver.execute_script("document.querySelector('#play-model').value = 'tiny-lazy'")
+        driver.find_element(By.ID, "play-send").click()
+        wait_for(lambda: driver.find_element(By.ID, "play-out").text, 20, "the chat's answer")
+
+        def speed() -> str | None:
+            rows = [r for r in _rows(driver, "activity") if r[1] == "tiny-lazy"]
+            return rows[0][10] if rows and rows[0][10] != "-" else None
+
+        # The row comes when the answer has ended: up to 256 tokens on a busy machine.
+        assert float(wait_for(speed, 30, "the chat in the activity, with its tok/s")) > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shlex
 import shutil
@@ -10,11 +11,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from gateway_helpers import TINY, chat, gateway
 from helpers import short_dir, wait_for
+from rich.console import Console
 
 from llamad.cli.top import memory_bar, render
 
@@ -40,16 +43,25 @@ def test_render_shows_models_progress_memory_and_keys() -> None:
             {"name": "not-routed", "state": "running"},
         ],
     }  # fmt: skip
-    text = render(doc)
-    assert "memory [#######" in text
-    assert "used 1.0G of 4.0G" in text
+    text = _text(render(doc))
+    bar = next(line for line in text.splitlines() if line.startswith("memory"))
+    # A quarter of 30 cells used (7.5 of them), the rest blank.
+    assert bar.startswith("memory [" + "█" * 7 + "▌" + " " * 22 + "] used 1.0G of 4.0G, left 3.0G")
     a = next(line for line in text.splitlines() if line.startswith("a "))
     assert a.split() == ["a", "running", "2", "1", "9", "41.2", "120ms", "1.0G", "-"]
     assert any(line.split()[:3] == ["b", "loading", "25%"] for line in text.splitlines())
     assert "b: loading 25% (1.0s of ~4.0s, from this model)" in text
     assert "alice  3" in text
     assert "not-routed" not in text
-    assert "no budget" in memory_bar({"used_bytes": 5})
+    assert "no budget" in _text(memory_bar({"used_bytes": 5}))
+
+
+def _text(renderable: Any) -> str:
+    """What `top --once` prints for `renderable` when not on a terminal: no colour."""
+    console = Console(file=io.StringIO(), width=120, no_color=True)
+    console.print(renderable)
+    assert isinstance(console.file, io.StringIO)
+    return console.file.getvalue()
 
 
 def test_once_prints_a_snapshot(tiny_model: Path) -> None:

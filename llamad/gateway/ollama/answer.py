@@ -12,6 +12,7 @@ import structlog
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from llamad.gateway.activity import current
+from llamad.gateway.keepalive import Beat, ndjson_beat
 from llamad.gateway.ollama.durations import done_fields, rfc3339
 from llamad.gateway.ollama.errors import OllamaError
 from llamad.gateway.ollama.port import GatewayPort, ModelView
@@ -63,6 +64,23 @@ def generate_renderer(model: str) -> Render:
         return out
 
     return render
+
+
+def keepalive_beat(renderer: Callable[[str], Render]) -> Callable[[bytes], Beat | None]:
+    """How a route answered by `renderer` keeps a streamed request alive: with an empty
+    chunk of its shape (keepalive.py); None when the request does not stream."""
+
+    def beat(raw: bytes) -> Beat | None:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(body, dict) or body.get("stream", True) is not True:
+            return None
+        render = renderer(str(body.get("model") or body.get("name") or ""))
+        return ndjson_beat(lambda: _line(render(Piece(), False)))
+
+    return beat
 
 
 def _line(obj: dict[str, Any]) -> bytes:

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from llamad.gateway.activity import CURRENT, Activity, Tally, begin
+from llamad.gateway.keepalive import Beat, KeepAlive
 from llamad.gateway.ollama.errors import OllamaError, error_response
 from llamad.gateway.proxy import ClientGone, guard, now, read_body
 
@@ -30,11 +31,21 @@ Handler = Callable[[Request, AsyncExitStack], Awaitable[Response]]
 
 class Endpoint:
     """`handler` served as ASGI, errors in Ollama's shape; a request that asked for a
-    model is recorded in `activity`."""
+    model is recorded in `activity`. With `beat`, a streamed request that waits (on its
+    model's load) gets keep-alives every `interval()` seconds (keepalive.py): `beat` reads
+    the body and says how, or None for an answer that does not stream."""
 
-    def __init__(self, handler: Handler, activity: Activity | None = None) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        activity: Activity | None = None,
+        beat: Callable[[bytes], Beat | None] | None = None,
+        interval: Callable[[], float] = lambda: 0.0,
+    ) -> None:
         self.handler = handler
         self.activity = activity
+        self.beat = beat
+        self.interval = interval
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = now()
@@ -47,15 +58,22 @@ class Endpoint:
         request = Request(scope, _replay(body))
         tally = begin(scope, t0)
         token = CURRENT.set(tally)
+        keep = KeepAlive(send, self.interval())
+        if self.beat is not None:
+            beat = self.beat
+            keep.arm(lambda: beat(body))
         try:
             async with AsyncExitStack() as leases:
-                await guard(receive, self._answer(request, leases, watched(send, tally)))
+                await guard(receive, self._answer(request, leases, keep, tally))
         finally:
             CURRENT.reset(token)
             if self.activity is not None and tally.model:
                 self.activity.add(tally.record(now()))
+            await keep.stop()  # last: a shutdown's cancel here skips no bookkeeping
 
-    async def _answer(self, request: Request, leases: AsyncExitStack, send: Send) -> None:
+    async def _answer(
+        self, request: Request, leases: AsyncExitStack, keep: KeepAlive, tally: Tally
+    ) -> None:
         try:
             response = await self.handler(request, leases)
         except OllamaError as exc:
@@ -68,7 +86,8 @@ class Endpoint:
             error = type(exc).__name__  # one traceback per kind per interval (logs.py)
             log.exception("ollama.request_failed", method=request.method, path=path, error=error)
             response = error_response(500, "internal error in llamad's Ollama API; see its log")
-        await response(request.scope, _replay(b""), send)
+        await keep.stop()
+        await response(request.scope, _replay(b""), watched(keep.out, tally))
 
 
 def watched(send: Send, tally: Tally) -> Send:

@@ -13,7 +13,13 @@ from starlette.routing import BaseRoute, Route
 
 from llamad.gateway.activity import Activity
 from llamad.gateway.context import ContextSizes
-from llamad.gateway.ollama.answer import answer, chat_renderer, generate_renderer, load_only
+from llamad.gateway.ollama.answer import (
+    answer,
+    chat_renderer,
+    generate_renderer,
+    keepalive_beat,
+    load_only,
+)
 from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
 from llamad.gateway.ollama.embed import dimensions, embed_inputs, embeddings
 from llamad.gateway.ollama.endpoint import Endpoint, Handler
@@ -51,6 +57,7 @@ class OllamaAPI:
         pulls: Pulls | None,
         list_aliases: Callable[[], bool],
         activity: Activity | None = None,
+        keepalive: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self.gateway = gateway
         self.pool = pool
@@ -58,6 +65,7 @@ class OllamaAPI:
         self.list_aliases = list_aliases
         self.activity = activity
         self.listings = Listings(gateway, ContextSizes(gateway, pool), self._resolve, list_aliases)
+        self.keepalive = keepalive
 
     def _resolve(self, name: str) -> ModelView:
         """The model `name` means; a 404 becomes 503 `downloading` while a pull of it runs
@@ -181,8 +189,18 @@ class OllamaAPI:
             ("/api/pull", self.pull, ["POST"]),
             ("/api/delete", self.delete, ["DELETE"]),
         ]
+        # Streams that may wait on a load keep alive with an empty chunk of their shape.
+        beats = {
+            "/api/chat": keepalive_beat(chat_renderer),
+            "/api/generate": keepalive_beat(generate_renderer),
+        }
         routes: list[BaseRoute] = [
-            Route(path, Endpoint(fn, self.activity), methods=methods) for path, fn, methods in table
+            Route(
+                path,
+                Endpoint(fn, self.activity, beats.get(path), self.keepalive),
+                methods=methods,
+            )
+            for path, fn, methods in table
         ]
         for name in _STORE_ROUTES:
             methods = ["GET", "HEAD", "POST", "PUT", "DELETE"]
@@ -197,10 +215,12 @@ def ollama_routes(
     pulls: Pulls | None = None,
     list_aliases: Callable[[], bool] = lambda: True,
     activity: Activity | None = None,
+    keepalive: Callable[[], float] = lambda: 0.0,
 ) -> list[BaseRoute]:
     """Ollama's API over `gateway`; upstream requests go through `pool`, which the caller
     owns (the relay's: no read timeout, generations may take long). `pulls` serves
     /api/pull; `list_aliases` says whether /api/tags lists aliases as models of their own
     (`[gateway] list_aliases`); requests that asked for a model are recorded in
-    `activity`."""
-    return OllamaAPI(gateway, pool, pulls, list_aliases, activity).routes()
+    `activity`; a streamed chat or generate waiting on its model gets a keep-alive every
+    `keepalive()` seconds (0: none)."""
+    return OllamaAPI(gateway, pool, pulls, list_aliases, activity, keepalive).routes()

@@ -21,8 +21,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from llamad.common.hosts import is_loopback
 from llamad.gateway.core import Gateway
 from llamad.gateway.families import error_body
-from llamad.gateway.keys import CALLER, may_use
-from llamad.gateway.listing import model_entry
+from llamad.gateway.keys import may_use
+from llamad.gateway.page.status import status as status_doc
 from llamad.gateway.port import GatewayError, UnknownModel
 
 _TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
@@ -58,17 +58,7 @@ def page_routes(gateway: Gateway, restart: Restart, log_path: LogPath) -> list[B
         return _static(request.path_params["name"])
 
     async def status(request: Request) -> Response:
-        models = []
-        for view in gateway.models():
-            entry = model_entry(view, gateway.created)
-            if view.host is None:
-                entry["gateway"] = gateway.status_of(view.name)
-            models.append(entry)
-        doc = gateway.status()
-        key = CALLER.get()
-        if key is not None and key.models is not None:  # a limited key sees its own usage
-            doc["keys"] = {k: v for k, v in doc["keys"].items() if k == key.name}
-        return JSONResponse({"gateway": doc, "models": models})
+        return JSONResponse(status_doc(gateway))
 
     async def action(request: Request) -> Response:
         name, verb = request.path_params["name"], request.path_params["verb"]

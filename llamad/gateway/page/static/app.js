@@ -61,6 +61,13 @@ function stateText(m) {
   return "loading " + Math.round(p.fraction * 100) + "%";
 }
 
+// What a model holds when measured, beside what it was estimated to need before it ran.
+function memory(g, m) {
+  const est = g.estimate_bytes ? "est. " + size(g.estimate_bytes) : "";
+  if (g.footprint_bytes) return size(g.footprint_bytes) + (est ? " (" + est + ")" : "");
+  return est || size(m.llamad.size_bytes);
+}
+
 function renderModels(models) {
   const body = $("#models tbody");
   body.replaceChildren();
@@ -72,7 +79,7 @@ function renderModels(models) {
     tr.append(el("td", stateText(m), "state " + m.llamad.state));
     tr.append(el("td", m.llamad.on_demand ? "on demand" : "always on"));
     tr.append(el("td", (m.llamad.aliases || []).join(", ") || "-"));
-    tr.append(el("td", size(g.footprint_bytes || g.estimate_bytes || m.llamad.size_bytes)));
+    tr.append(el("td", memory(g, m)));
     tr.append(el("td", g.idle_left_s === null || g.idle_left_s === undefined ? "-" : secs(g.idle_left_s)));
     tr.append(el("td", g.in_flight ?? "-"));
     tr.append(el("td", g.queued ?? "-"));
@@ -113,6 +120,32 @@ function renderMemory(gw, models) {
     : "budget " + size(budget) + " (" + gw.memory_budget + "), used " + size(gw.used_bytes) + ", left " + size(gw.left_bytes);
 }
 
+function renderFleet(peers) {
+  $("#fleet-section").hidden = !peers;
+  const body = $("#fleet tbody");
+  body.replaceChildren();
+  for (const p of peers || []) {
+    const host = p.name + (p.gateway ? " (" + p.gateway.replace(/^https?:\/\//, "") + ")" : "");
+    if (p.away || !p.models.length) {
+      const tr = el("tr");
+      tr.dataset.host = p.name;
+      tr.append(el("td", host), el("td", "-"),
+        el("td", p.away ? "away: " + p.away : "no models", "state " + (p.away ? "failed" : "")),
+        el("td", "-"), el("td", "-"));
+      body.append(tr);
+      continue;
+    }
+    for (const m of p.models) {
+      const tr = el("tr");
+      tr.dataset.host = p.name;
+      tr.dataset.model = m.name;
+      tr.append(el("td", host), el("td", m.name), el("td", m.state, "state " + m.state),
+        el("td", m.on_demand ? "on demand" : "always on"), el("td", m.aliases.join(", ") || "-"));
+      body.append(tr);
+    }
+  }
+}
+
 function renderKeys(keys) {
   const body = $("#keys tbody");
   body.replaceChildren();
@@ -136,6 +169,7 @@ async function refresh() {
   renderModels(doc.models);
   renderMemory(doc.gateway, doc.models);
   renderKeys(doc.gateway.keys);
+  renderFleet(doc.fleet);
   fillSelect($("#play-model"), doc.models.map((m) => m.id));
   fillSelect($("#log-model"), doc.models.filter((m) => !m.llamad.host).map((m) => m.id));
 }
@@ -179,40 +213,53 @@ function addRecord(r) {
   draw();
 }
 
-function plot(canvas, field) {
-  const ctx = canvas.getContext("2d");
-  const w = canvas.width, h = canvas.height, pad = 24;
-  ctx.clearRect(0, 0, w, h);
+// One uPlot chart per figure: x is the request's time, one series per model (null where
+// another model's request fell), lines drawn across those gaps.
+const charts = {};
+
+function chartData(field) {
   const pts = records.filter((r) => r[field] !== null && r[field] !== undefined && r.status < 400).reverse();
-  ctx.fillStyle = "#6b7280";
-  ctx.font = "11px system-ui";
-  if (!pts.length) { ctx.fillText("no requests yet", pad, h / 2); return; }
-  const max = Math.max(...pts.map((r) => r[field])) * 1.1 || 1;
-  const t0 = pts[0].time, span = Math.max(1, pts[pts.length - 1].time - t0);
-  ctx.fillText(max.toFixed(max < 10 ? 2 : 0), 2, 12);
-  ctx.fillText("0", 2, h - 4);
-  const byModel = {};
-  for (const r of pts) (byModel[r.instance || r.model] ||= []).push(r);
-  for (const [model, rs] of Object.entries(byModel)) {
-    ctx.strokeStyle = ctx.fillStyle = colour(model);
-    ctx.beginPath();
-    rs.forEach((r, i) => {
-      const x = pad + ((w - 2 * pad) * (r.time - t0)) / span;
-      const y = h - pad / 2 - ((h - pad) * r[field]) / max;
-      i ? ctx.lineTo(x, y) : ctx.moveTo(x, y);
-      ctx.fillRect(x - 2, y - 2, 4, 4);
-    });
-    ctx.stroke();
-  }
-  let x = pad + 48;  // after the scale's label
-  for (const model of Object.keys(byModel)) {
-    ctx.fillStyle = colour(model);
-    ctx.fillText(model, x, 12);
-    x += ctx.measureText(model).width + 12;
-  }
+  const models = [...new Set(pts.map((r) => r.instance || r.model))];
+  const data = [pts.map((r) => r.time)];
+  for (const m of models) data.push(pts.map((r) => ((r.instance || r.model) === m ? r[field] : null)));
+  return { models, data };
 }
 
-function draw() { plot($("#speed"), "tokens_per_s"); plot($("#ttft"), "ttft_s"); }
+function short(v) {
+  if (v === null) return "";
+  if (Math.abs(v) >= 1000) return +(v / 1000).toFixed(1) + "k";
+  return String(+v.toFixed(2));
+}
+
+function plot(box, field, unit) {
+  const { models, data } = chartData(field);
+  let chart = charts[box.id];
+  if (chart && chart.models.join() === models.join()) {
+    chart.plot.setData(data);
+    return;
+  }
+  if (chart) chart.plot.destroy();
+  box.replaceChildren();
+  if (!models.length) {
+    box.append(el("p", "no requests yet", "empty"));
+    delete charts[box.id];
+    return;
+  }
+  const series = [{}].concat(models.map((m) => ({
+    label: m, stroke: colour(m), width: 1.5, spanGaps: true, points: { show: true, size: 5 },
+    value: (u, v) => (v === null || v === undefined ? "-" : v.toFixed(v < 10 ? 2 : 1) + unit),
+  })));
+  const opts = { width: Math.max(200, box.clientWidth - 2), height: 150, series,
+    scales: { y: { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.1 : 1] } },
+    axes: [{}, { size: 56, values: (u, vs) => vs.map(short) }] };
+  charts[box.id] = { models, plot: new uPlot(opts, data, box) };
+}
+
+function draw() { plot($("#speed"), "tokens_per_s", " tok/s"); plot($("#ttft"), "ttft_s", " s"); }
+
+window.addEventListener("resize", () => {
+  for (const [id, c] of Object.entries(charts)) c.plot.setSize({ width: Math.max(200, $("#" + id).clientWidth - 2), height: 150 });
+});
 
 async function loadActivity() {
   const doc = await (await api("/v1/activity?limit=200")).json();

@@ -1,0 +1,52 @@
+"""The page's one status document: the gateway, every model it routes, and with
+`[gateway] fleet = true` each peer with its models, as this gateway last heard them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llamad.gateway.core import Gateway
+from llamad.gateway.fleet import PeerModels
+from llamad.gateway.keys import CALLER, may_use
+from llamad.gateway.listing import model_entry
+
+
+def status(gateway: Gateway) -> dict[str, Any]:
+    """`GET /ui/api/status`: what a limited key may see of it."""
+    models = []
+    for view in gateway.models():
+        entry = model_entry(view, gateway.created)
+        if view.host is None:
+            entry["gateway"] = gateway.status_of(view.name)
+        else:  # a fleet peer's: no actions, no log here
+            entry["llamad"]["host"] = view.host
+        models.append(entry)
+    doc = gateway.status()
+    key = CALLER.get()
+    if key is not None and key.models is not None:  # a limited key sees its own usage
+        doc["keys"] = {k: v for k, v in doc["keys"].items() if k == key.name}
+    out: dict[str, Any] = {"gateway": doc, "models": models}
+    if gateway.fleet is not None and gateway.settings().fleet:
+        out["fleet"] = [_peer(p) for p in sorted(gateway.fleet.seen.values(), key=_name)]
+    return out
+
+
+def _name(entry: PeerModels) -> str:
+    return entry.peer.name
+
+
+def _peer(entry: PeerModels) -> dict[str, Any]:
+    """One peer: where it is, whether it answers, and its models (once each, not per
+    alias), those a limited key may use."""
+    models = [m for key, m in entry.models.items() if key == m.name and may_use(m.name)]
+    return {
+        "name": entry.peer.name,
+        "source": entry.peer.source,
+        "gateway": entry.gateway_url,
+        "away": entry.error,
+        "left_bytes": entry.left_bytes,
+        "models": [
+            {"name": m.name, "state": m.state, "on_demand": m.on_demand, "aliases": list(m.aliases)}
+            for m in sorted(models, key=lambda m: m.name)
+        ],
+    }

@@ -1,0 +1,46 @@
+"""`llamad --demo` as a person starts it: its fixed ports, its own config and state."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+from helpers import wait_for
+
+from llamad.daemon.demo import GATEWAY
+
+BASE = f"http://{GATEWAY}"
+
+
+def models() -> dict[str, str] | None:
+    """The demo gateway's models and their states, once it answers."""
+    try:
+        data = httpx.get(f"{BASE}/v1/models", timeout=1).json()["data"]
+    except (httpx.HTTPError, ValueError, KeyError):
+        return None
+    return {m["id"]: m["llamad"]["state"] for m in data}
+
+
+@contextmanager
+def demo(stderr: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The demo, once its gateway lists its models; stopped with SIGTERM (exit 0) after."""
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llamad", "--demo", "--log-format", "json"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=os.environ.copy(),
+        )
+        try:
+            wait_for(models, 30, "the demo's gateway")
+            yield proc
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(20) == 0
