@@ -100,9 +100,9 @@ class Pulls:
             raise PullError("the library is off ([library] enabled = false, or no [gateway])")
         if self._group is None:
             raise PullError("llamad is starting or stopping; pull again in a moment")
-        if (pull := self.active.get(_key(source.name))) is not None:
+        if (pull := self.active.get(source.key)) is not None:
             return pull
-        pull = self.active[_key(source.name)] = Pull(source.name)
+        pull = self.active[source.key] = Pull(source.name)
         task = self._group.create_task(self._pull(pull, source, lib), name=f"pull-{source.name}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -110,10 +110,10 @@ class Pulls:
 
     def downloading(self, name: str) -> Pull | None:
         """The pull under way for model `name` (any name the pulled model will answer
-        to: `hf.co/` or not, `:latest`, the quant in any case), if any. Costs a parse:
-        asked only for a name no model answers to yet."""
+        to: `hf.co/` or not, `:latest` or no quant for Q4_K_M, the quant in any case), if
+        any. Costs a parse: asked only for a name no model answers to yet."""
         try:
-            key = _key(parse(name).name)
+            key = parse(name).key
         except RefError:
             return None
         pull = self.active.get(key)
@@ -164,7 +164,7 @@ class Pulls:
             log.exception("library.pull_failed", model=pull.name)
             pull.publish({"error": f"pull failed: {type(exc).__name__}: {exc}"}, end=True)
         finally:
-            self.active.pop(_key(pull.name), None)
+            self.active.pop(source.key, None)
 
     def _served(self, name: str) -> str | None:
         """None when `name` is routable now, else why not."""
@@ -175,11 +175,6 @@ class Pulls:
         if model.problem:
             return f"{name}: pulled, but it cannot be served: {model.problem}"
         return None
-
-
-def _key(name: str) -> str:
-    """A pull's key: the library's names are matched without regard to case."""
-    return name.lower()
 
 
 def _download(source: HfRef | OllamaRef, lib: Library, report: Callable[[Event], None]) -> None:

@@ -28,6 +28,7 @@ def hub(tiny_model: Path, bigger_model: bytes) -> Iterator[Hub]:
     data = tiny_model.read_bytes()
     hub = Hub()
     hub.repos["someone/Tiny-GGUF"] = {"tiny-Q4_K_M.gguf": data, "tiny-Q8_0.gguf": bigger_model}
+    hub.repos["someone/Big-GGUF"] = {"big-Q4_K_M.gguf": bigger_model, "big-Q8_0.gguf": data}
     hub.repos["someone/Corrupt-GGUF"] = {"c-Q4_K_M.gguf": data}
     hub.claimed_sha["c-Q4_K_M.gguf"] = "0" * 64
     hub.repos["someone/Huge-GGUF"] = {"h-Q4_K_M.gguf": data}
