@@ -48,8 +48,14 @@ def daemon_env() -> dict[str, str]:
 
 
 @pytest.fixture
+def gateway_extra() -> str:
+    """More `[gateway]` lines for the daemon's config (a module overrides this fixture)."""
+    return ""
+
+
+@pytest.fixture
 def daemon(
-    tmp_path: Path, hub: Hub, daemon_env: dict[str, str]
+    tmp_path: Path, hub: Hub, daemon_env: dict[str, str], gateway_extra: str
 ) -> Iterator[tuple[Llamad, str, Path]]:
     d = short_dir()
     port = free_port()
@@ -57,7 +63,7 @@ def daemon(
     models = tmp_path / "home" / "models"
     cfg.write_text(
         f'[daemon]\nstate_dir = "{d}/state"\n[supervise]\nhealth_interval = 0.5\n'
-        f'[gateway]\nlisten = "127.0.0.1:{port}"\n'
+        f'[gateway]\nlisten = "127.0.0.1:{port}"\n{gateway_extra}\n'
         f'[library]\ndirs = ["{models}", "{tmp_path}/hub"]\npull_dir = "{models}"\n'
         f'ollama_registry = "{hub.url}"\n[library.defaults]\nctx_size = 256\n'
     )
