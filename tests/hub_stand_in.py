@@ -20,6 +20,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 COMMIT = "c0ffee" + "0" * 34
 
@@ -38,14 +39,15 @@ class Hub:
     released: threading.Event = field(default_factory=threading.Event)
     ranges: list[str] = field(default_factory=list)  # Range headers seen
     auths: list[str] = field(default_factory=list)  # Authorization headers seen
+    paths: list[str] = field(default_factory=list)  # every request's path, in order
     url: str = ""
 
     def blobs(self) -> dict[str, bytes]:
         """Every Ollama blob by digest."""
         return {_digest(data): data for layers in self.ollama.values() for _, data in layers}
 
-    def app(self) -> Starlette:
-        return Starlette(
+    def app(self) -> ASGIApp:
+        inner = Starlette(
             routes=[
                 Route("/api/models/{user}/{repo}", self.info),
                 Route("/api/models/{user}/{repo}/revision/{rev:path}", self.info),
@@ -58,6 +60,13 @@ class Hub:
                 Route("/v2/{ns}/{model}/blobs/{digest}", self.blob),
             ]
         )
+
+        async def logged(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http":
+                self.paths.append(scope["path"])
+            await inner(scope, receive, send)
+
+        return logged
 
     async def info(self, request: Request) -> Response:
         self.auths.append(request.headers.get("authorization", ""))

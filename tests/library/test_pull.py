@@ -28,15 +28,18 @@ def _lines(resp: httpx.Response) -> list[dict[str, Any]]:
 
 def test_llamactl_pull_shows_progress_then_the_model_answers(daemon: Any, hub: Hub) -> None:
     ld, base, _cache = daemon
+    assert hub.paths == []  # a daemon's start touches no network
     done = ld.ctl("pull", "hf.co/someone/Tiny-GGUF:Q4_k_m")  # the quant as people type it
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
     assert out[0] == "pulling manifest"
     assert any(line.startswith("pulling ") and "100% of" in line for line in out)
     assert out[-1] == "success"
+    pulled = len(hub.paths)
     for name in ("hf.co/someone/Tiny-GGUF:Q4_K_M", "someone/tiny-gguf:q4_K_m"):
         reply = _chat(base, name)
         assert reply.status_code == 200, (name, reply.text)
+    assert len(hub.paths) == pulled  # nor does a request
     listed = {m["name"]: m for m in ld.api("GET", "/v1/library")["models"]}
     assert listed["someone/Tiny-GGUF:Q4_K_M"]["source"] == "pulled:hf"
     models = ld.ctl("models")
