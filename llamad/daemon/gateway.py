@@ -16,7 +16,6 @@ from llamad.common.limits import Refusals
 from llamad.common.retrying import retrying
 from llamad.config.gateway_table import Gateway as Settings
 from llamad.daemon.guard import ServiceGuard
-from llamad.daemon.library_unload import unload_for_removal
 from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
 from llamad.gateway.downloads import downloading
@@ -67,8 +66,6 @@ def start_gateway(
     pending = functools.partial(downloading, pulls) if pulls is not None else None
     gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet, pending)
     state.supervisor.draining = gateway.draining
-    if pulls is not None:  # `rm` unloads a model before its files go
-        pulls.unload = functools.partial(unload_for_removal, gateway, state)
     page = _page(gateway, state)
     bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)
     refused = Refusals("gateway", metrics.count_refused)

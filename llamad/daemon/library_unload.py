@@ -4,8 +4,7 @@ unload, which stops the process once its requests in flight have ended, then wai
 
 from __future__ import annotations
 
-from llamad.gateway.core import Gateway
-from llamad.gateway.port import GatewayError
+from llamad.api.controller import DaemonController
 from llamad.library.remove import Busy
 from llamad.lifecycle.states import State
 from llamad.supervise.state import DaemonState
@@ -17,11 +16,15 @@ WAIT_S = 60.0
 
 
 async def unload_for_removal(
-    gateway: Gateway, state: DaemonState, name: str, wait: float = WAIT_S
+    controller: DaemonController, state: DaemonState, name: str, wait: float = WAIT_S
 ) -> None:
-    """Unload instance `name` and wait until it has no process; Busy after `wait`."""
+    """Unload instance `name` through the daemon's gateway and wait until it has no
+    process; Busy after `wait`. No gateway: the library is off, nothing serves it."""
+    from llamad.gateway.port import GatewayError  # the gateway's modules load with one
+
     inst = state.supervisor.instances.get(name)
-    if inst is None or inst.record.state in DOWN:
+    gateway = controller.gateway
+    if gateway is None or inst is None or inst.record.state in DOWN:
         return
     try:
         await gateway.unload(name)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 
 from llamad.api.app import create_app
@@ -19,6 +20,7 @@ from llamad.api.uds import serve_unix
 from llamad.backends.probes import Prober, make_client
 from llamad.common.limits import Refusals
 from llamad.daemon.guard import ServiceGuard
+from llamad.daemon.library_unload import unload_for_removal
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.fleet.peers import identity
 from llamad.library.pulls import Pulls
@@ -43,7 +45,11 @@ async def start(
     metrics = Metrics(state)
     state.probes.listen(metrics.observe_probe)
     controller = DaemonController(state, reloader.reload, lambda: metrics.render(client))
-    pulls = Pulls(lambda: state.resolved.library, reloader.reload)
+    pulls = Pulls(
+        lambda: state.resolved.library,
+        reloader.reload,
+        functools.partial(unload_for_removal, controller, state),
+    )
     app = create_app(controller, shutdown=stop, extra_routes=library_routes(state, pulls))
     bound = asyncio.Event()
     # Without its control socket the daemon cannot be managed: that failure ends it.

@@ -69,12 +69,14 @@ class Pulls:
     """Starts pulls and keeps them until they end; `run()` holds their tasks."""
 
     def __init__(
-        self, library: Callable[[], Library | None], reload: Callable[[], Awaitable[object]]
+        self,
+        library: Callable[[], Library | None],
+        reload: Callable[[], Awaitable[object]],
+        unload: Callable[[str], Awaitable[None]],
     ) -> None:
-        self.library, self.reload = library, reload
-        # Unloads an instance once its requests in flight have ended (the gateway's
-        # unload); set once the gateway runs, so `remove` never deletes a file in use.
-        self.unload: Callable[[str], Awaitable[None]] | None = None
+        """`unload` stops an instance once its requests in flight have ended (the
+        gateway's unload), so `remove` never deletes a file in use."""
+        self.library, self.reload, self.unload = library, reload, unload
         self.active: dict[str, Pull] = {}
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -128,7 +130,7 @@ class Pulls:
         plan = remove.plan(lib, name)
         if self.downloading(plan.model.name) is not None:
             raise remove.Busy(f"{plan.model.name} is being pulled; remove it once the pull ends")
-        if plan.instance is not None and self.unload is not None:
+        if plan.instance is not None:
             await self.unload(plan.instance)
         freed = await asyncio.to_thread(remove.delete, plan, lib.pull_dir)
         log.info("library.removed", model=plan.model.name, freed_bytes=freed)
