@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from llamad.library import remove
 from llamad.library.hf_pull import pull_hf
 from llamad.library.listing import Library
 from llamad.library.ollama_pull import pull_ollama
-from llamad.library.progress import PullError
+from llamad.library.progress import PullCancelled, PullError
 from llamad.library.pulled import remember
 from llamad.library.refs import HfRef, OllamaRef, RefError, parse
 from llamad.library.remove import RemoveError
@@ -34,6 +35,9 @@ class Pull:
         self.name = name
         self.events: list[Event] = []
         self.done = False
+        # Set on the loop once no follower is left; the download's thread reads it.
+        self.cancelled = threading.Event()
+        self._followers = 0
         self._wake = asyncio.Event()
         self._files: dict[str, tuple[int, int]] = {}  # digest -> (completed, total)
 
@@ -51,18 +55,26 @@ class Pull:
         self._wake = asyncio.Event()
 
     async def follow(self) -> AsyncIterator[Event]:
-        """Every line from the first, until the last (`success` or `error`)."""
-        seen = 0
-        while True:
-            wake = self._wake
-            fresh = self.events[seen:]
-            seen += len(fresh)
-            for event in fresh:
-                yield event
-            if self.done and seen == len(self.events):
-                return
-            if not fresh:
-                await wake.wait()
+        """Every line from the first, until the last (`success` or `error`). When the
+        last follower leaves before the end, the pull stops, as Ollama's does when its
+        client goes (Open WebUI's Cancel, a Ctrl-C): a partial blob stays to resume."""
+        self._followers += 1
+        try:
+            seen = 0
+            while True:
+                wake = self._wake
+                fresh = self.events[seen:]
+                seen += len(fresh)
+                for event in fresh:
+                    yield event
+                if self.done and seen == len(self.events):
+                    return
+                if not fresh:
+                    await wake.wait()
+        finally:
+            self._followers -= 1
+            if not self._followers and not self.done:
+                self.cancelled.set()
 
 
 class Pulls:
@@ -148,6 +160,8 @@ class Pulls:
         loop = asyncio.get_running_loop()
 
         def report(event: Event) -> None:  # from the download's thread
+            if pull.cancelled.is_set():
+                raise PullCancelled(pull.name)  # unwinds the download where it is
             loop.call_soon_threadsafe(pull.publish, event)
 
         try:
@@ -159,6 +173,9 @@ class Pulls:
                 raise PullError(found)
             log.info("library.pulled", model=pull.name)
             pull.publish({"status": "success"}, end=True)
+        except PullCancelled:
+            log.info("library.pull_cancelled", model=pull.name)
+            pull.publish({"error": f"{pull.name}: pull cancelled"}, end=True)
         except (PullError, OSError, ValueError) as exc:
             log.warning("library.pull_failed", model=pull.name, error=str(exc))
             pull.publish({"error": str(exc)}, end=True)

@@ -114,3 +114,38 @@ def test_open_webui_shows_a_failed_pull_in_one_line(daemon: Any) -> None:
         asyncio.run(open_webui_pull(base, "no//good"))
     assert "cannot pull 'no//good'" in str(bad.value)
     assert "\n" not in str(missing.value) + str(bad.value)
+
+
+def test_open_webuis_cancel_stops_the_pull(daemon: Any, hub: Hub) -> None:
+    """Its Cancel aborts the stream, then deletes the model: as Ollama, the pull stops
+    when nobody waits for it any more, and the model never arrives."""
+    ld, base, cache = daemon
+    tag, file = "hf.co/someone/Tiny-GGUF:Q8_0", "tiny-Q8_0.gguf"
+    hub.hold_after[file] = 11 * 1024 * 1024
+    total = len(hub.repos["someone/Tiny-GGUF"][file])
+
+    async def pull_then_cancel() -> None:
+        payload = json.dumps({"name": tag, "insecure": True})
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{base}/api/pull", data=payload, headers=headers) as r,
+        ):
+            async for line in r.content:
+                if json.loads(line).get("total") == total:
+                    break  # under way: Cancel
+
+    asyncio.run(pull_then_cancel())
+    gone = httpx.request(
+        "DELETE",
+        f"{base}/api/delete",
+        content=json.dumps({"name": tag}),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"},
+    )
+    assert gone.status_code == 404  # nothing was pulled: Ollama's answer too
+    hub.released.set()  # the download's thread reads on, and stops at its next bytes
+    ld.wait_event("library.pull_cancelled", model="someone/Tiny-GGUF:Q8_0", timeout=30)
+    listed = {m["name"] for m in ld.api("GET", "/v1/library")["models"]}
+    assert "someone/Tiny-GGUF:Q8_0" not in listed
+    assert not list((cache / "models--someone--Tiny-GGUF").rglob("*Q8_0*"))
+    assert not ld.events("library.pulled")
