@@ -43,7 +43,9 @@ def test_llamactl_pull_shows_progress_then_the_model_answers(daemon: Any, hub: H
     listed = {m["name"]: m for m in ld.api("GET", "/v1/library")["models"]}
     assert listed["someone/Tiny-GGUF:Q4_K_M"]["source"] == "pulled:hf"
     models = ld.ctl("models")
-    assert "someone/Tiny-GGUF:Q4_K_M  pulled:hf" in models.stdout
+    row = next(ln for ln in models.stdout.splitlines() if ln.startswith("someone/Tiny-GGUF:"))
+    assert row.split()[1] == "pulled:hf"
+    assert row.split()[-2:] == ["Q4_K_M", "yes"]  # its quantisation, and loaded by the chat
 
 
 def test_ollama_client_pull_through_the_gateway_resumes_a_cut(daemon: Any, hub: Hub) -> None:
