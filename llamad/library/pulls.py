@@ -174,8 +174,9 @@ class Pulls:
             log.info("library.pulled", model=pull.name)
             pull.publish({"status": "success"}, end=True)
         except PullCancelled:
-            log.info("library.pull_cancelled", model=pull.name)
-            pull.publish({"error": f"{pull.name}: pull cancelled"}, end=True)
+            error = f"{pull.name}: pull cancelled (nobody was waiting for it any more)"
+            log.info("library.pull_failed", model=pull.name, error=error)
+            pull.publish({"error": error}, end=True)
         except (PullError, OSError, ValueError) as exc:
             log.warning("library.pull_failed", model=pull.name, error=str(exc))
             pull.publish({"error": str(exc)}, end=True)

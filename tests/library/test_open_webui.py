@@ -144,7 +144,9 @@ def test_open_webuis_cancel_stops_the_pull(daemon: Any, hub: Hub) -> None:
     )
     assert gone.status_code == 404  # nothing was pulled: Ollama's answer too
     hub.released.set()  # the download's thread reads on, and stops at its next bytes
-    ld.wait_event("library.pull_cancelled", model="someone/Tiny-GGUF:Q8_0", timeout=30)
+    model = "someone/Tiny-GGUF:Q8_0"
+    failed = ld.wait_event("library.pull_failed", model=model, timeout=30)
+    assert failed[0]["error"] == f"{model}: pull cancelled (nobody was waiting for it any more)"
     listed = {m["name"] for m in ld.api("GET", "/v1/library")["models"]}
     assert "someone/Tiny-GGUF:Q8_0" not in listed
     assert not list((cache / "models--someone--Tiny-GGUF").rglob("*Q8_0*"))
