@@ -33,6 +33,7 @@ class Hub:
     ollama: dict[str, list[tuple[str, bytes]]] = field(default_factory=dict)
     claimed_sha: dict[str, str] = field(default_factory=dict)  # file -> the sha to announce
     claimed_size: dict[str, int] = field(default_factory=dict)
+    served_instead: dict[str, bytes] = field(default_factory=dict)  # Ollama digest -> bytes
     cut_after: dict[str, int] = field(default_factory=dict)  # file -> bytes before a cut
     # file -> bytes sent before the download waits for `released` (a pull held midway)
     hold_after: dict[str, int] = field(default_factory=dict)
@@ -142,7 +143,7 @@ class Hub:
 
     async def blob(self, request: Request) -> Response:
         digest = request.path_params["digest"]
-        data = {**self.blobs(), _digest(b"{}"): b"{}"}.get(digest)
+        data = {**self.blobs(), _digest(b"{}"): b"{}", **self.served_instead}.get(digest)
         if data is None:
             return JSONResponse({"errors": [{"code": "BLOB_UNKNOWN"}]}, 404)
         return self._ranged(request, data, {"Accept-Ranges": "bytes"}, digest)

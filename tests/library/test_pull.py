@@ -4,6 +4,7 @@ with nothing left behind, clear errors, and the model routable when the pull end
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -92,7 +93,7 @@ def test_clear_errors_name_what_exists(daemon: Any) -> None:
     assert bad.status_code == 400
 
 
-def test_ollama_registry_pull(daemon: Any, tmp_path: Path) -> None:
+def test_ollama_registry_pull(daemon: Any, hub: Hub, tmp_path: Path) -> None:
     _ld, base, _ = daemon
     resp = httpx.post(f"{base}/api/pull", json={"model": "tinyllama:1b"}, timeout=60)
     lines = _lines(resp)
@@ -104,6 +105,15 @@ def test_ollama_registry_pull(daemon: Any, tmp_path: Path) -> None:
     assert (store / "manifests" / "registry.ollama.ai" / "library" / "tinyllama" / "1b").is_file()
     assert not [p for p in (store / "blobs").iterdir() if p.name.endswith("-partial")]
     assert _chat(base, "tinyllama:1b").status_code == 200
+    named = b"the bytes the manifest names"
+    hub.ollama["badllama:1b"] = [("application/vnd.ollama.image.model", named)]
+    digest = "sha256:" + hashlib.sha256(named).hexdigest()
+    hub.served_instead[digest] = b"other bytes than it names"
+    refused = httpx.post(f"{base}/api/pull", json={"model": "badllama:1b", "stream": False})
+    assert "sha256 mismatch" in refused.json()["error"]
+    assert not (store / "manifests" / "registry.ollama.ai" / "library" / "badllama").exists()
+    assert not [p for p in (store / "blobs").iterdir() if p.name.endswith("-partial")]
+    assert _chat(base, "badllama:1b").status_code == 404
     missing = httpx.post(f"{base}/api/pull", json={"model": "nothere", "stream": False}, timeout=30)
     assert "no such model in Ollama's registry" in missing.json()["error"]
     assert os.path.exists(store)
