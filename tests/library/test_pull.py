@@ -91,6 +91,17 @@ def test_clear_errors_name_what_exists(daemon: Any) -> None:
     assert "not enough disk space" in full.json()["error"]
     bad = httpx.post(f"{base}/api/pull", json={"model": "no//good"}, timeout=10)
     assert bad.status_code == 400
+    nofile = ld.ctl("pull", "hf.co/someone/Tiny-GGUF/nothere.gguf")
+    assert "no file nothere.gguf; it has: tiny-Q4_K_M.gguf, tiny-Q8_0.gguf" in nofile.stderr
+
+
+def test_a_pull_by_file_answers_by_its_quants_name(daemon: Any) -> None:
+    ld, base, cache = daemon
+    done = ld.ctl("pull", "hf.co/someone/Tiny-GGUF/tiny-Q8_0.gguf")
+    assert done.returncode == 0, done.stderr
+    snapshot = next((cache / "models--someone--Tiny-GGUF" / "snapshots").iterdir())
+    assert [p.name for p in snapshot.iterdir()] == ["tiny-Q8_0.gguf"]  # that file only
+    assert _chat(base, "hf.co/someone/Tiny-GGUF:Q8_0").status_code == 200
 
 
 def test_ollama_registry_pull(daemon: Any, hub: Hub, tmp_path: Path) -> None:
