@@ -85,6 +85,9 @@ def test_files_removed_added_and_half_written_while_requests_run(
     # What arrived meanwhile is routable at once; what is half written is not.
     wait_for(lambda: _chat(base, "arrived") == 200, 15, "the new model routable")
     assert _chat(base, "parts-Q8_0") == 200
+    tags = {t["name"]: t for t in httpx.get(f"{base}/api/tags", timeout=10).json()["models"]}
+    parts = sorted((models / "split").iterdir())
+    assert tags["parts-Q8_0:latest"]["size"] == sum(p.stat().st_size for p in parts)
     assert _chat(base, "half") == 404
 
     for request in held:
