@@ -20,6 +20,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 COMMIT = "c0ffee" + "0" * 34
 
@@ -32,20 +33,22 @@ class Hub:
     ollama: dict[str, list[tuple[str, bytes]]] = field(default_factory=dict)
     claimed_sha: dict[str, str] = field(default_factory=dict)  # file -> the sha to announce
     claimed_size: dict[str, int] = field(default_factory=dict)
+    served_instead: dict[str, bytes] = field(default_factory=dict)  # Ollama digest -> bytes
     cut_after: dict[str, int] = field(default_factory=dict)  # file -> bytes before a cut
     # file -> bytes sent before the download waits for `released` (a pull held midway)
     hold_after: dict[str, int] = field(default_factory=dict)
     released: threading.Event = field(default_factory=threading.Event)
     ranges: list[str] = field(default_factory=list)  # Range headers seen
     auths: list[str] = field(default_factory=list)  # Authorization headers seen
+    paths: list[str] = field(default_factory=list)  # every request's path, in order
     url: str = ""
 
     def blobs(self) -> dict[str, bytes]:
         """Every Ollama blob by digest."""
         return {_digest(data): data for layers in self.ollama.values() for _, data in layers}
 
-    def app(self) -> Starlette:
-        return Starlette(
+    def app(self) -> ASGIApp:
+        inner = Starlette(
             routes=[
                 Route("/api/models/{user}/{repo}", self.info),
                 Route("/api/models/{user}/{repo}/revision/{rev:path}", self.info),
@@ -58,6 +61,13 @@ class Hub:
                 Route("/v2/{ns}/{model}/blobs/{digest}", self.blob),
             ]
         )
+
+        async def logged(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http":
+                self.paths.append(scope["path"])
+            await inner(scope, receive, send)
+
+        return logged
 
     async def info(self, request: Request) -> Response:
         self.auths.append(request.headers.get("authorization", ""))
@@ -133,7 +143,7 @@ class Hub:
 
     async def blob(self, request: Request) -> Response:
         digest = request.path_params["digest"]
-        data = {**self.blobs(), _digest(b"{}"): b"{}"}.get(digest)
+        data = {**self.blobs(), _digest(b"{}"): b"{}", **self.served_instead}.get(digest)
         if data is None:
             return JSONResponse({"errors": [{"code": "BLOB_UNKNOWN"}]}, 404)
         return self._ranged(request, data, {"Accept-Ranges": "bytes"}, digest)

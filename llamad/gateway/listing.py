@@ -7,24 +7,27 @@ here waits on a load.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from llamad.gateway.port import GatewayPort, ModelView
 
 
-def names(views: list[ModelView], aliases: bool) -> Iterator[tuple[str, ModelView, str | None]]:
+def names(
+    views: list[ModelView], aliases: bool, spelled: Callable[[str], str] = str
+) -> Iterator[tuple[str, ModelView, str | None]]:
     """(name, view, alias_of) for each listed name: instances first, then their aliases,
-    each spelling once (a library model answers to its quant in any case)."""
+    each spelling once (a library model answers to its quant in any case). `spelled` is
+    how the listing writes a name (Ollama's adds `:latest`, making `m` and `m:latest` one)."""
     seen = set()
     for view in views:
-        seen.add(view.name.casefold())
+        seen.add(spelled(view.name).casefold())
         yield view.name, view, None
     if aliases:
         for view in views:
             for alias in view.aliases:
-                if alias.casefold() not in seen:
-                    seen.add(alias.casefold())
+                if (key := spelled(alias).casefold()) not in seen:
+                    seen.add(key)
                     yield alias, view, view.name
 
 

@@ -20,6 +20,7 @@ import psutil
 from llamad.backends.gguf_meta import read_gguf_meta
 from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
+from llamad.library.names import split_part
 
 # Bytes per cached element for llama-server's --cache-type-k/-v (ggml block sizes).
 _CACHE_BYTES = {
@@ -46,6 +47,7 @@ def estimate(spec: InstanceSpec) -> int | None:
     if known is not None:
         return known
     settings = dict(spec.settings)
+    mmproj = settings.get("LLAMA_ARG_MMPROJ")
     try:
         return _estimate(
             spec.model,
@@ -53,14 +55,35 @@ def estimate(spec: InstanceSpec) -> int | None:
             int(settings.get("LLAMA_ARG_CTX_SIZE", "0") or 0),
             settings.get("LLAMA_ARG_CACHE_TYPE_K", "f16"),
             settings.get("LLAMA_ARG_CACHE_TYPE_V", "f16"),
-        )
+        ) + (_size(Path(mmproj)) if mmproj else 0)
     except (OSError, ValueError):
         return None
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def weights(path: Path) -> int:
+    """The bytes of a model's weights: every part of a split GGUF (llama-server is given
+    the first, `-00001-of-0000N`, and loads the rest beside it), else the one file."""
+    stem = path.name[: -len(".gguf")] if path.name.lower().endswith(".gguf") else path.name
+    split = split_part(stem)
+    if split is None or split[1] != 1:
+        return path.stat().st_size
+    base, _, count = split
+    rest = (
+        path.with_name(f"{base}-{i:05d}-of-{count:05d}{path.suffix}") for i in range(2, count + 1)
+    )
+    return path.stat().st_size + sum(_size(p) for p in rest)
+
+
 @functools.lru_cache(maxsize=256)
 def _estimate(path: Path, mtime: int, ctx: int, type_k: str, type_v: str) -> int:
-    size = path.stat().st_size
+    size = weights(path)
     header = _kv_shape(path)
     if header is None:
         return size

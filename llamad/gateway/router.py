@@ -26,14 +26,20 @@ class Router:
         return out
 
     def find(self, model: str) -> Facts | None:
-        """The instance named `model` or having it as an alias."""
+        """The instance named `model` or having it as an alias; failing that, the one
+        instance whose name or alias is `model` in another case (`user/repo:Q4_k_m`)."""
         facts = self.sup.facts(model)
         if facts is not None and not facts.closing and model not in self.retiring:
             return facts if backend_for(facts.spec.kind).serves_http else None
-        for facts in self.routable():
+        routable = self.routable()
+        for facts in routable:
             if model in facts.spec.aliases:
                 return facts
-        return None
+        # Ollama and Hugging Face users type quants in any case; two names that differ
+        # only in case stay apart (neither is picked for a third spelling).
+        folded = model.casefold()
+        hits = [f for f in routable if folded in {n.casefold() for n in (f.name, *f.spec.aliases)}]
+        return hits[0] if len(hits) == 1 else None
 
     def names(self) -> list[str]:
         """Every model name a request may use, for a 404's list."""

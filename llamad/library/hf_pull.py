@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from pathlib import Path
 from typing import Any, cast
 
@@ -14,6 +13,7 @@ from llamad.library.digest import file_sha256
 from llamad.library.names import is_projector_name, quant_of, split_part
 from llamad.library.progress import FileProgress, PullError, Report, bar_class, status
 from llamad.library.refs import DEFAULT_QUANT, HfRef
+from llamad.library.space import check_space, disk_full, is_full
 
 
 def pull_hf(ref: HfRef, report: Report) -> list[str]:
@@ -36,11 +36,11 @@ def pull_hf(ref: HfRef, report: Report) -> list[str]:
     siblings = [s for s in info.siblings or [] if s.rfilename.lower().endswith(".gguf")]
     files = _pick(ref, siblings)
     cache = Path(constants.HF_HUB_CACHE)
-    _check_space(cache, files)
+    check_space(cache, sum((s.lfs.size if s.lfs else s.size) or 0 for s in files))
     fresh = []
     for sib in files:
         had = try_to_load_from_cache(ref.repo, sib.rfilename, revision=info.sha)
-        _download(ref.repo, info.sha or "main", sib, report)
+        _download(cache, ref.repo, info.sha or "main", sib, report)
         if not isinstance(had, str):  # a person's own download stays theirs
             fresh.append(sib.rfilename)
     return fresh
@@ -75,17 +75,7 @@ def _pick(ref: HfRef, siblings: list[Any]) -> list[Any]:
     return chosen
 
 
-def _check_space(cache: Path, files: list[Any]) -> None:
-    need = sum((s.lfs.size if s.lfs else s.size) or 0 for s in files)
-    probe = cache
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    free = shutil.disk_usage(probe).free
-    if need > free:
-        raise PullError(f"not enough disk space in {cache}: {need} bytes needed, {free} free")
-
-
-def _download(repo: str, revision: str, sib: Any, report: Report) -> Path:
+def _download(cache: Path, repo: str, revision: str, sib: Any, report: Report) -> Path:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -100,6 +90,9 @@ def _download(repo: str, revision: str, sib: Any, report: Report) -> Path:
             )
         )
     except (HfHubHTTPError, OSError, ValueError) as exc:
+        # huggingface_hub deletes its own temporary file when a download fails.
+        if is_full(exc):
+            raise disk_full(f"{repo}/{sib.rfilename}", cache) from None
         raise PullError(f"{repo}/{sib.rfilename}: {_first_line(exc)}") from None
     progress.set(size, force=True)
     if sha is not None:

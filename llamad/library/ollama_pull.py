@@ -5,7 +5,6 @@ place), the manifest written last, so a model is never seen half-pulled."""
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from llamad.library.digest import file_sha256
 from llamad.library.ollama_store import DEFAULT_HOST, MODEL, PARAMS, PROJECTOR, blob_path
 from llamad.library.progress import FileProgress, PullError, Report, status
 from llamad.library.refs import OllamaRef
+from llamad.library.space import check_space, disk_full, is_full
 
 _ACCEPT = "application/vnd.docker.distribution.manifest.v2+json"
 _USABLE = {MODEL, PROJECTOR, PARAMS} | {
@@ -41,7 +41,8 @@ def pull_ollama(ref: OllamaRef, registry: str, store: Path, report: Report) -> P
         if MODEL not in kinds or kinds - _USABLE:
             odd = ", ".join(sorted(kinds - _USABLE)) or "no model layer"
             raise PullError(f"{ref.name}: llama-server cannot load this model ({odd})")
-        _check_space(store, layers)
+        store.mkdir(parents=True, exist_ok=True)
+        check_space(store, sum(int(x.get("size") or 0) for x in layers if not _present(store, x)))
         for layer in layers:
             _blob(client, base, store, layer, report)
     status(report, "writing manifest")
@@ -74,14 +75,6 @@ def _manifest(client: httpx.Client, url: str, ref: OllamaRef) -> tuple[dict[str,
     return doc, resp.content
 
 
-def _check_space(store: Path, layers: list[dict[str, Any]]) -> None:
-    store.mkdir(parents=True, exist_ok=True)
-    need = sum(int(x.get("size") or 0) for x in layers if not _present(store, x))
-    free = shutil.disk_usage(store).free
-    if need > free:
-        raise PullError(f"not enough disk space in {store}: {need} bytes needed, {free} free")
-
-
 def _present(store: Path, layer: dict[str, Any]) -> bool:
     path = blob_path(store, str(layer["digest"]))
     return (
@@ -108,6 +101,10 @@ def _blob(
         except httpx.HTTPError as exc:
             if attempt == _ATTEMPTS:
                 raise PullError(f"{digest}: download cut ({exc}); pull again to resume") from None
+        except OSError as exc:
+            if is_full(exc):
+                raise disk_full(digest, store, partial) from None
+            raise
     status(report, "verifying sha256 digest")
     got = "sha256:" + file_sha256(partial)
     if got != digest:

@@ -15,6 +15,10 @@ class PullError(Exception):
     """A pull that cannot go on; the message is one line for the person who asked."""
 
 
+class PullCancelled(Exception):
+    """Everyone who asked for the pull went away before it ended (Ollama stops it then)."""
+
+
 def status(report: Report, text: str) -> None:
     """A status line with no byte counts (`pulling manifest`, `success`)."""
     report({"status": text})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from llamad.library import remove
 from llamad.library.hf_pull import pull_hf
 from llamad.library.listing import Library
 from llamad.library.ollama_pull import pull_ollama
-from llamad.library.progress import PullError
+from llamad.library.progress import PullCancelled, PullError
 from llamad.library.pulled import remember
 from llamad.library.refs import HfRef, OllamaRef, RefError, parse
 from llamad.library.remove import RemoveError
@@ -34,6 +35,9 @@ class Pull:
         self.name = name
         self.events: list[Event] = []
         self.done = False
+        # Set on the loop once no follower is left; the download's thread reads it.
+        self.cancelled = threading.Event()
+        self._followers = 0
         self._wake = asyncio.Event()
         self._files: dict[str, tuple[int, int]] = {}  # digest -> (completed, total)
 
@@ -51,18 +55,26 @@ class Pull:
         self._wake = asyncio.Event()
 
     async def follow(self) -> AsyncIterator[Event]:
-        """Every line from the first, until the last (`success` or `error`)."""
-        seen = 0
-        while True:
-            wake = self._wake
-            fresh = self.events[seen:]
-            seen += len(fresh)
-            for event in fresh:
-                yield event
-            if self.done and seen == len(self.events):
-                return
-            if not fresh:
-                await wake.wait()
+        """Every line from the first, until the last (`success` or `error`). When the
+        last follower leaves before the end, the pull stops, as Ollama's does when its
+        client goes (Open WebUI's Cancel, a Ctrl-C): a partial blob stays to resume."""
+        self._followers += 1
+        try:
+            seen = 0
+            while True:
+                wake = self._wake
+                fresh = self.events[seen:]
+                seen += len(fresh)
+                for event in fresh:
+                    yield event
+                if self.done and seen == len(self.events):
+                    return
+                if not fresh:
+                    await wake.wait()
+        finally:
+            self._followers -= 1
+            if not self._followers and not self.done:
+                self.cancelled.set()
 
 
 class Pulls:
@@ -72,12 +84,11 @@ class Pulls:
         self,
         library: Callable[[], Library | None],
         reload: Callable[[], Awaitable[object]],
-        unload: Callable[[str], Awaitable[None]] | None = None,
+        unload: Callable[[str], Awaitable[None]],
     ) -> None:
-        self.library, self.reload = library, reload
-        # Unloads an instance once its requests in flight have ended (the gateway's),
-        # so `remove` never deletes a file in use.
-        self.unload = unload
+        """`unload` stops an instance once its requests in flight have ended (the
+        gateway's unload), so `remove` never deletes a file in use."""
+        self.library, self.reload, self.unload = library, reload, unload
         self.active: dict[str, Pull] = {}
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -103,9 +114,9 @@ class Pulls:
             raise PullError("the library is off ([library] enabled = false, or no [gateway])")
         if self._group is None:
             raise PullError("llamad is starting or stopping; pull again in a moment")
-        if (pull := self.active.get(_key(source.name))) is not None:
+        if (pull := self.active.get(source.key)) is not None:
             return pull
-        pull = self.active[_key(source.name)] = Pull(source.name)
+        pull = self.active[source.key] = Pull(source.name)
         task = self._group.create_task(self._pull(pull, source, lib), name=f"pull-{source.name}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -113,10 +124,10 @@ class Pulls:
 
     def downloading(self, name: str) -> Pull | None:
         """The pull under way for model `name` (any name the pulled model will answer
-        to: `hf.co/` or not, `:latest`, the quant in any case), if any. Costs a parse:
-        asked only for a name no model answers to yet."""
+        to: `hf.co/` or not, `:latest` or no quant for Q4_K_M, the quant in any case), if
+        any. Costs a parse: asked only for a name no model answers to yet."""
         try:
-            key = _key(parse(name).name)
+            key = parse(name).key
         except RefError:
             return None
         pull = self.active.get(key)
@@ -131,7 +142,7 @@ class Pulls:
         plan = remove.plan(lib, name)
         if self.downloading(plan.model.name) is not None:
             raise remove.Busy(f"{plan.model.name} is being pulled; remove it once the pull ends")
-        if plan.instance is not None and self.unload is not None:
+        if plan.instance is not None:
             await self.unload(plan.instance)
         freed = await asyncio.to_thread(remove.delete, plan, lib.pull_dir)
         log.info("library.removed", model=plan.model.name, freed_bytes=freed)
@@ -149,6 +160,8 @@ class Pulls:
         loop = asyncio.get_running_loop()
 
         def report(event: Event) -> None:  # from the download's thread
+            if pull.cancelled.is_set():
+                raise PullCancelled(pull.name)  # unwinds the download where it is
             loop.call_soon_threadsafe(pull.publish, event)
 
         try:
@@ -160,6 +173,10 @@ class Pulls:
                 raise PullError(found)
             log.info("library.pulled", model=pull.name)
             pull.publish({"status": "success"}, end=True)
+        except PullCancelled:
+            error = f"{pull.name}: pull cancelled (nobody was waiting for it any more)"
+            log.info("library.pull_failed", model=pull.name, error=error)
+            pull.publish({"error": error}, end=True)
         except (PullError, OSError, ValueError) as exc:
             log.warning("library.pull_failed", model=pull.name, error=str(exc))
             pull.publish({"error": str(exc)}, end=True)
@@ -167,7 +184,7 @@ class Pulls:
             log.exception("library.pull_failed", model=pull.name)
             pull.publish({"error": f"pull failed: {type(exc).__name__}: {exc}"}, end=True)
         finally:
-            self.active.pop(_key(pull.name), None)
+            self.active.pop(source.key, None)
 
     def _served(self, name: str) -> str | None:
         """None when `name` is routable now, else why not."""
@@ -178,11 +195,6 @@ class Pulls:
         if model.problem:
             return f"{name}: pulled, but it cannot be served: {model.problem}"
         return None
-
-
-def _key(name: str) -> str:
-    """A pull's key: the library's names are matched without regard to case."""
-    return name.lower()
 
 
 def _download(source: HfRef | OllamaRef, lib: Library, report: Callable[[Event], None]) -> None:

@@ -43,6 +43,13 @@ class HfRef:
             return f"{self.repo}:{quant_of(stem) or stem}"
         return f"{self.repo}:{self.quant}" if self.quant else self.repo
 
+    @property
+    def key(self) -> str:
+        """What every spelling of this model shares: the repo and the quant, any case,
+        Q4_K_M when none is named (`hf.co/u/r`, `u/r:latest`, `u/r:q4_k_m` are one)."""
+        tag = self.name.rsplit(":", 1)[1] if self.file is not None else self.quant
+        return f"hf:{self.repo}:{tag or DEFAULT_QUANT}".casefold()
+
 
 @dataclass(frozen=True)
 class OllamaRef:
@@ -57,6 +64,11 @@ class OllamaRef:
         """Ollama's display name: `library/` dropped, `:latest` implied."""
         base = self.model if self.namespace == "library" else f"{self.namespace}/{self.model}"
         return base if self.tag == "latest" else f"{base}:{self.tag}"
+
+    @property
+    def key(self) -> str:
+        """What every spelling of this model shares (`:latest` implied, any case)."""
+        return f"ollama:{self.name}".casefold()
 
 
 def parse(ref: str) -> HfRef | OllamaRef:

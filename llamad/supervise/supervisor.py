@@ -65,18 +65,28 @@ class Supervisor(ByName):
         """Make the running set match `specs`, touching only what differs.
 
         What goes away or changes is stopped first, so a port handed from one instance
-        to another (a swap, a rename) is free before anything binds it.
+        to another (a swap, a rename) is free before anything binds it. What is added on
+        a port of its own starts at once: the drain of what goes may last minutes (a long
+        stream), and a model that appears meanwhile is routable without waiting for it.
         """
         await self._started.wait()
         changes = compare({n: i.spec for n, i in self.instances.items()}, specs)
+        going = {self.instances[n].spec.port for n in (*changes.removed, *changes.changed)}
+        now = [n for n in changes.added if specs[n].port not in going]
+        later = [n for n in changes.added if n not in now]
         # The gateway lets requests in flight finish first and holds new ones until the end;
         # an added instance is held the same way until its start is taken in, so a request
         # never finds it stopped between its arrival and its first start.
-        async with self._draining(changes.removed, changes.changed + changes.added):
-            await self._replace(specs, changes)
+        if now:
+            async with self._draining([], now):
+                await self._launch(self._add_all(specs, now))
+        async with self._draining(changes.removed, changes.changed + later):
+            await self._replace(specs, changes, later)
         return changes
 
-    async def _replace(self, specs: dict[str, InstanceSpec], changes: Changes) -> None:
+    async def _replace(
+        self, specs: dict[str, InstanceSpec], changes: Changes, added: list[str]
+    ) -> None:
         retiring = [self.instances.pop(n) for n in changes.removed]
         for inst in retiring:
             inst.close()
@@ -97,10 +107,14 @@ class Supervisor(ByName):
             inst.respec(specs[inst.spec.name])
             if wanted[inst]:
                 starting.append(inst)
-        for name in changes.added:
-            inst = self._add(specs[name])
-            if inst.spec.autostart:
-                starting.append(inst)
+        await self._launch([*starting, *self._add_all(specs, added)])
+
+    def _add_all(self, specs: dict[str, InstanceSpec], names: list[str]) -> list[Instance]:
+        """Add an instance for each of `names`; returns those to start now (an on-demand
+        one waits for its first request)."""
+        return [inst for n in names if (inst := self._add(specs[n])).spec.autostart]
+
+    async def _launch(self, starting: list[Instance]) -> None:
         # Returns once each start is taken in: nothing the caller does can delay a launch.
         await asyncio.gather(*(self._start(inst) for inst in starting))
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 from helpers import free_port
-from library_helpers import ollama_store
+from library_helpers import ollama_store, write_projector
 
 from llamad.config.load import ConfigError, load
+from llamad.daemon.tinymodel import write_tiny_model
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -111,3 +112,20 @@ def test_no_library_without_a_gateway_unless_asked(tmp_path: Path, models: Path)
     assert "alpha-Q8_0" in load(path).instances
     path.write_text(f'[library]\nenabled = false\ndirs = ["{models}"]\n')
     assert load(path).library is None
+
+
+def test_a_split_model_runs_from_its_first_part_and_a_projector_attaches(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "models"
+    first = write_tiny_model(folder / "big-Q8_0.gguf", split=8)
+    vision = folder / "vision"
+    write_tiny_model(vision / "seer-Q4_0.gguf")
+    write_projector(vision / "mmproj-seer-f16.gguf")
+    r = load(_config(tmp_path, f'[library]\ndirs = ["{folder}"]\n'))
+    assert set(r.instances) == {"big-Q8_0", "seer-Q4_0"}  # parts and projector: no models
+    big = dict(r.instances["big-Q8_0"].settings)
+    assert big["LLAMA_ARG_MODEL"] == str(first)  # llama-server finds the other parts
+    assert "LLAMA_ARG_MMPROJ" not in big
+    seer = dict(r.instances["seer-Q4_0"].settings)
+    assert seer["LLAMA_ARG_MMPROJ"] == str(vision / "mmproj-seer-f16.gguf")

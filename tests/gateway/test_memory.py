@@ -9,8 +9,19 @@ from pathlib import Path
 import psutil
 import pytest
 from helpers import free_port, health, wait_for
+from library_helpers import write_projector
 
-from llamad.gateway.memory import Footprint, auto_budget, footprint, margin, total_for
+from llamad.backends.spec import InstanceSpec
+from llamad.daemon.tinymodel import write_tiny_model
+from llamad.gateway.memory import (
+    Footprint,
+    auto_budget,
+    estimate,
+    footprint,
+    margin,
+    total_for,
+    weights,
+)
 
 MiB = 1024**2
 
@@ -76,3 +87,27 @@ def test_a_real_llama_server_holds_file_pages_that_the_budget_does_not_add_back(
     assert total_for(free, room, [size], True) == free + size.anon
     assert total_for(free, room, [size], False) == free + size
     assert margin(free) == min(free // 10, 2 * 1024 * MiB)
+
+
+def test_an_estimate_counts_every_part_of_a_split_model_and_its_projector(
+    tmp_path: Path,
+) -> None:
+    first = write_tiny_model(tmp_path / "big-Q8_0.gguf", split=8)
+    parts = sorted(tmp_path.glob("big-Q8_0-*-of-*.gguf"))
+    assert parts[0] == first
+    assert len(parts) == 3
+    assert weights(first) == sum(p.stat().st_size for p in parts)
+    assert weights(parts[1]) == parts[1].stat().st_size  # a later part is only itself
+    proj = write_projector(tmp_path / "mmproj-f16.gguf")
+
+    def spec(**env: str) -> InstanceSpec:
+        settings = tuple(env.items())
+        return InstanceSpec(
+            name="m", host="127.0.0.1", port=9, model=first, settings=settings, args=(), env=()
+        )
+
+    plain = estimate(spec(LLAMA_ARG_CTX_SIZE="256"))
+    seeing = estimate(spec(LLAMA_ARG_CTX_SIZE="256", LLAMA_ARG_MMPROJ=str(proj)))
+    assert plain is not None
+    assert plain > weights(first)  # the weights and the KV cache
+    assert seeing == plain + proj.stat().st_size

@@ -3,10 +3,8 @@ intact first, then the old process goes; new requests meet the new process (or 4
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import socket
 import threading
 import tomllib
 from collections.abc import Callable
@@ -16,53 +14,11 @@ from typing import Any
 import httpx
 import pytest
 from gateway_helpers import LONG, Gw, gateway
+from held_request import Held
 from helpers import stand_in_binary, wait_for
 from test_reload_gateway import _toml
 
-# Each token comes with the probabilities of the whole (256-token) vocabulary: 16 KB of
-# SSE a token, 6.5 MB in all. Between the gateway and a client that stops reading, the
-# kernel holds at most the gateway's send buffer (4 MB at most, tcp_wmem) and the
-# client's receive buffer (fixed here, so it does not grow): the relay stays in flight
-# until the test reads on, however fast the machine generates.
-TOKENS = 400
-LOGPROBS = 256
-_RCVBUF = [(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)]
-# Generating it takes 2 s on a quiet machine, 20 s on a busy one (llama-server builds
-# 16 KB of JSON a token).
 pytestmark = pytest.mark.timeout(150)
-
-
-class _Held(threading.Thread):
-    """A streaming completion that reads its first chunk, then waits for `go` before
-    reading the rest: in flight for as long as the test wants, whatever the speed."""
-
-    def __init__(self, gw: Gw, model: str) -> None:
-        super().__init__(daemon=True)
-        self.url, self.model = f"{gw.base}/v1/completions", model
-        self.first, self.go = threading.Event(), threading.Event()
-        self.lines: list[str] = []
-
-    def run(self) -> None:
-        body = {"model": self.model, "prompt": "hi", "max_tokens": TOKENS, "stream": True}
-        body |= {"ignore_eos": True, "logprobs": LOGPROBS}
-        transport = httpx.HTTPTransport(socket_options=_RCVBUF)
-        with (
-            httpx.Client(transport=transport, timeout=90) as client,
-            client.stream("POST", self.url, json=body) as resp,
-        ):
-            for line in resp.iter_lines():
-                if line:
-                    self.lines.append(line)
-                self.first.set()
-                if not self.go.wait(90):
-                    return
-
-    def intact(self) -> bool:
-        """Every token came, then the final chunk, then [DONE]."""
-        if len(self.lines) < 2 or self.lines[-1] != "data: [DONE]":
-            return False
-        final = json.loads(self.lines[-2].removeprefix("data: "))
-        return bool(final["usage"]["completion_tokens"] == TOKENS)
 
 
 class _Call(threading.Thread):
@@ -86,7 +42,7 @@ def _rewrite(gw: Gw, edit: Any) -> None:
 def test_a_changed_model_drains_then_restarts(tiny_model: Path) -> None:
     with gateway(tiny_model, {"x": LONG}) as gw:
         old_pid = gw.ld.running("x")
-        stream = _Held(gw, "x")
+        stream = Held(gw.base, "x")
         stream.start()
         assert stream.first.wait(30)
         _rewrite(gw, lambda inst: inst["x"].update(ctx_size=512))
@@ -113,7 +69,7 @@ def test_a_changed_model_drains_then_restarts(tiny_model: Path) -> None:
 
 def test_a_removed_model_finishes_its_stream_then_answers_404(tiny_model: Path) -> None:
     with gateway(tiny_model, {"x": LONG, "y": LONG}) as gw:
-        stream = _Held(gw, "x")
+        stream = Held(gw.base, "x")
         stream.start()
         assert stream.first.wait(30)
         _rewrite(gw, lambda inst: inst.pop("x"))
@@ -163,11 +119,11 @@ def test_a_new_binary_rolls_out_behind_the_drain(
         _restarted_after_its_stream(gw, upgrade)
 
 
-def _restarted_after_its_stream(gw: Gw, restart: Callable[[], None]) -> _Held:
+def _restarted_after_its_stream(gw: Gw, restart: Callable[[], None]) -> Held:
     """With a stream to x in flight, `restart` sets a restart of x going: it drains, x
     keeps its process until the stream has ended intact, then comes back new."""
     old_pid = gw.ld.running("x")
-    stream = _Held(gw, "x")
+    stream = Held(gw.base, "x")
     stream.start()
     assert stream.first.wait(30)
     restart()

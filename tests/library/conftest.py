@@ -28,6 +28,7 @@ def hub(tiny_model: Path, bigger_model: bytes) -> Iterator[Hub]:
     data = tiny_model.read_bytes()
     hub = Hub()
     hub.repos["someone/Tiny-GGUF"] = {"tiny-Q4_K_M.gguf": data, "tiny-Q8_0.gguf": bigger_model}
+    hub.repos["someone/Big-GGUF"] = {"big-Q4_K_M.gguf": bigger_model, "big-Q8_0.gguf": data}
     hub.repos["someone/Corrupt-GGUF"] = {"c-Q4_K_M.gguf": data}
     hub.claimed_sha["c-Q4_K_M.gguf"] = "0" * 64
     hub.repos["someone/Huge-GGUF"] = {"h-Q4_K_M.gguf": data}
@@ -47,8 +48,14 @@ def daemon_env() -> dict[str, str]:
 
 
 @pytest.fixture
+def gateway_extra() -> str:
+    """More `[gateway]` lines for the daemon's config (a module overrides this fixture)."""
+    return ""
+
+
+@pytest.fixture
 def daemon(
-    tmp_path: Path, hub: Hub, daemon_env: dict[str, str]
+    tmp_path: Path, hub: Hub, daemon_env: dict[str, str], gateway_extra: str
 ) -> Iterator[tuple[Llamad, str, Path]]:
     d = short_dir()
     port = free_port()
@@ -56,7 +63,7 @@ def daemon(
     models = tmp_path / "home" / "models"
     cfg.write_text(
         f'[daemon]\nstate_dir = "{d}/state"\n[supervise]\nhealth_interval = 0.5\n'
-        f'[gateway]\nlisten = "127.0.0.1:{port}"\n'
+        f'[gateway]\nlisten = "127.0.0.1:{port}"\n{gateway_extra}\n'
         f'[library]\ndirs = ["{models}", "{tmp_path}/hub"]\npull_dir = "{models}"\n'
         f'ollama_registry = "{hub.url}"\n[library.defaults]\nctx_size = 256\n'
     )

@@ -4,6 +4,7 @@ with nothing left behind, clear errors, and the model routable when the pull end
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -28,18 +29,24 @@ def _lines(resp: httpx.Response) -> list[dict[str, Any]]:
 
 def test_llamactl_pull_shows_progress_then_the_model_answers(daemon: Any, hub: Hub) -> None:
     ld, base, _cache = daemon
-    done = ld.ctl("pull", "hf.co/someone/Tiny-GGUF:Q4_K_M")
+    assert hub.paths == []  # a daemon's start touches no network
+    done = ld.ctl("pull", "hf.co/someone/Tiny-GGUF:Q4_k_m")  # the quant as people type it
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
     assert out[0] == "pulling manifest"
     assert any(line.startswith("pulling ") and "100% of" in line for line in out)
     assert out[-1] == "success"
-    reply = _chat(base, "hf.co/someone/Tiny-GGUF:Q4_K_M")
-    assert reply.status_code == 200, reply.text
+    pulled = len(hub.paths)
+    for name in ("hf.co/someone/Tiny-GGUF:Q4_K_M", "someone/tiny-gguf:q4_K_m"):
+        reply = _chat(base, name)
+        assert reply.status_code == 200, (name, reply.text)
+    assert len(hub.paths) == pulled  # nor does a request
     listed = {m["name"]: m for m in ld.api("GET", "/v1/library")["models"]}
     assert listed["someone/Tiny-GGUF:Q4_K_M"]["source"] == "pulled:hf"
     models = ld.ctl("models")
-    assert "someone/Tiny-GGUF:Q4_K_M  pulled:hf" in models.stdout
+    row = next(ln for ln in models.stdout.splitlines() if ln.startswith("someone/Tiny-GGUF:"))
+    assert row.split()[1] == "pulled:hf"
+    assert row.split()[-2:] == ["Q4_K_M", "yes"]  # its quantisation, and loaded by the chat
 
 
 def test_ollama_client_pull_through_the_gateway_resumes_a_cut(daemon: Any, hub: Hub) -> None:
@@ -84,9 +91,20 @@ def test_clear_errors_name_what_exists(daemon: Any) -> None:
     assert "not enough disk space" in full.json()["error"]
     bad = httpx.post(f"{base}/api/pull", json={"model": "no//good"}, timeout=10)
     assert bad.status_code == 400
+    nofile = ld.ctl("pull", "hf.co/someone/Tiny-GGUF/nothere.gguf")
+    assert "no file nothere.gguf; it has: tiny-Q4_K_M.gguf, tiny-Q8_0.gguf" in nofile.stderr
 
 
-def test_ollama_registry_pull(daemon: Any, tmp_path: Path) -> None:
+def test_a_pull_by_file_answers_by_its_quants_name(daemon: Any) -> None:
+    ld, base, cache = daemon
+    done = ld.ctl("pull", "hf.co/someone/Tiny-GGUF/tiny-Q8_0.gguf")
+    assert done.returncode == 0, done.stderr
+    snapshot = next((cache / "models--someone--Tiny-GGUF" / "snapshots").iterdir())
+    assert [p.name for p in snapshot.iterdir()] == ["tiny-Q8_0.gguf"]  # that file only
+    assert _chat(base, "hf.co/someone/Tiny-GGUF:Q8_0").status_code == 200
+
+
+def test_ollama_registry_pull(daemon: Any, hub: Hub, tmp_path: Path) -> None:
     _ld, base, _ = daemon
     resp = httpx.post(f"{base}/api/pull", json={"model": "tinyllama:1b"}, timeout=60)
     lines = _lines(resp)
@@ -98,6 +116,15 @@ def test_ollama_registry_pull(daemon: Any, tmp_path: Path) -> None:
     assert (store / "manifests" / "registry.ollama.ai" / "library" / "tinyllama" / "1b").is_file()
     assert not [p for p in (store / "blobs").iterdir() if p.name.endswith("-partial")]
     assert _chat(base, "tinyllama:1b").status_code == 200
+    named = b"the bytes the manifest names"
+    hub.ollama["badllama:1b"] = [("application/vnd.ollama.image.model", named)]
+    digest = "sha256:" + hashlib.sha256(named).hexdigest()
+    hub.served_instead[digest] = b"other bytes than it names"
+    refused = httpx.post(f"{base}/api/pull", json={"model": "badllama:1b", "stream": False})
+    assert "sha256 mismatch" in refused.json()["error"]
+    assert not (store / "manifests" / "registry.ollama.ai" / "library" / "badllama").exists()
+    assert not [p for p in (store / "blobs").iterdir() if p.name.endswith("-partial")]
+    assert _chat(base, "badllama:1b").status_code == 404
     missing = httpx.post(f"{base}/api/pull", json={"model": "nothere", "stream": False}, timeout=30)
     assert "no such model in Ollama's registry" in missing.json()["error"]
     assert os.path.exists(store)

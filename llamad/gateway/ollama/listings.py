@@ -49,7 +49,7 @@ class Listings:
         """GET /api/tags: every routable model, from headers only (never waits on a load)."""
         views = self.gateway.models()
         metas = dict(zip((v.name for v in views), await metadata.headers(views), strict=True))
-        listed = listing.names(views, self.list_aliases())
+        listed = listing.names(views, self.list_aliases(), metadata.tagged)
         models = [metadata.tag_entry(v, metas[v.name], n, a) for n, v, a in listed]
         return JSONResponse({"models": models})
 

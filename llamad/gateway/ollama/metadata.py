@@ -24,6 +24,7 @@ from llamad.backends.gguf_meta import (
     read_gguf_meta,
 )
 from llamad.gateway import capabilities
+from llamad.gateway.memory import weights
 from llamad.gateway.ollama.durations import NEVER, rfc3339
 from llamad.gateway.ollama.port import ModelView
 
@@ -109,7 +110,12 @@ def details(meta: GGUFMeta | None) -> dict[str, Any]:
 
 def _file_size(view: ModelView) -> int:
     st = _stat(view)
-    return st.st_size if st is not None else view.size_bytes or 0
+    if st is None or view.model_path is None:
+        return view.size_bytes or 0
+    try:  # every part of a split model, as Ollama's size is the whole model's
+        return weights(view.model_path.expanduser())
+    except OSError:
+        return st.st_size
 
 
 def _modified_at(view: ModelView) -> str:
