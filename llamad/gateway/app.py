@@ -35,6 +35,7 @@ from llamad.gateway.proxy import (
     now,
     read_body,
 )
+from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.gateway.resend import answered
 from llamad.gateway.shapes import refuse, valid_text
 
@@ -82,8 +83,9 @@ class Proxied:
         async def work() -> None:
             nonlocal model, status
             try:
-                model, path = self._target(scope, body)
+                model, path, doc = self._target(scope, body)
                 asked, sent = model, enforce(path, body)
+                HINTS.set(hints_of(scope["headers"], doc))  # this task's own context
                 async with self.gateway.lease(model) as upstream:
                     model = upstream.model.name
                     await answered(
@@ -116,15 +118,16 @@ class Proxied:
             tally.model = tally.model or model
             self.gateway.activity.add(tally.record(end))
 
-    def _target(self, scope: Scope, body: bytes) -> tuple[str, str]:
+    def _target(self, scope: Scope, body: bytes) -> tuple[str, str, object]:
+        """The model, the upstream path and the parsed body (None when not routed by it)."""
         if self.by == "path":  # /upstream/{model}/{path}
             params = scope["path_params"]
-            return params["model"], "/" + params.get("path", "")
+            return params["model"], "/" + params.get("path", ""), None
         if self.by == "query":
             model = _query(scope).get("model")
             if not model:
                 raise Bad("add ?model=NAME to say which model's props you want")
-            return model, scope["path"]
+            return model, scope["path"], None
         try:
             doc = json.loads(body) if body else None
         except ValueError:
@@ -136,7 +139,7 @@ class Proxied:
             raise Bad("the request body has no `model`; GET /v1/models lists them")
         if not valid_text(model):
             raise Bad("`model` is not valid Unicode (a lone surrogate)")
-        return model, scope["path"]
+        return model, scope["path"], doc
 
 
 def _query(scope: Scope) -> dict[str, str]:

@@ -6,6 +6,7 @@ import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -35,6 +36,12 @@ from llamad.gateway.port import (
     UpstreamError,
 )
 from llamad.gateway.progress import LoadProgress
+from llamad.gateway.replicas.balancer import Balancer
+from llamad.gateway.replicas.hints import current as current_hints
+from llamad.gateway.replicas.lease import ReplicaLeases
+from llamad.gateway.replicas.peer_upstream import remote_upstream, remote_view
+from llamad.gateway.replicas.replica import LOCAL
+from llamad.gateway.replicas.snapshot import Snapshot
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
 from llamad.gateway.state_watch import StateWatch
@@ -55,6 +62,7 @@ class Gateway:
         metrics: GatewayMetrics | None = None,
         fleet: FleetModels | None = None,
         pending: Callable[[str], GatewayError | None] | None = None,
+        balancer: Balancer | None = None,
     ) -> None:
         self.settings = settings
         self.fleet = fleet
@@ -79,6 +87,20 @@ class Gateway:
         ]
         self.activity = Activity(lambda: self.settings().activity_size, listeners)
         self.watch = StateWatch(supervisor, self.bus, self.progress, self.sched.size)
+        # Shared with the fleet, which reads our counts on a peer as its status arrives.
+        self.balancer = balancer or Balancer(settings().affinity_size)
+        self.replicas = ReplicaLeases(
+            Snapshot(self.router, self.sched, self._fleet),
+            self.sched,
+            self.balancer,
+            self._fleet,
+            settings,
+            self._upstream,
+        )
+
+    def _fleet(self) -> FleetModels | None:
+        """The fleet's models while `[gateway] fleet` is on, else None."""
+        return self.fleet if self.fleet is not None and self.settings().fleet else None
 
     def draining(self, removed: list[str], changed: list[str]) -> AbstractAsyncContextManager[None]:
         """The drain around a reload's or a restart's stops and starts
@@ -107,10 +129,26 @@ class Gateway:
         return [v for v in self._all_models() if keys.may_use(v.name)]
 
     def _all_models(self) -> list[ModelView]:
-        local = [self._view(f) for f in self.router.routable()]
-        names = {n for v in local for n in (v.name, *v.aliases)}
-        remote = [remote_view(e, m) for e, m in self._fleet_models() if m.name not in names]
-        return local + remote
+        """Each model once, with the hosts of its replicas (this llamad first)."""
+        hosts: dict[str, list[str]] = {}
+        for entry, model in self._fleet_models():
+            for n in (model.name, *model.aliases):
+                hosts.setdefault(n, []).append(entry.peer.name)
+
+        def replicas(view: ModelView, *first: str) -> tuple[str, ...]:
+            found = [*first, *(h for n in (view.name, *view.aliases) for h in hosts.get(n, []))]
+            return tuple(dict.fromkeys(found))
+
+        out = [
+            replace(v, replicas=replicas(v, LOCAL)) for v in map(self._view, self.router.routable())
+        ]
+        listed = {n for v in out for n in (v.name, *v.aliases)}
+        for entry, model in self._fleet_models():
+            if model.name not in listed:
+                listed.add(model.name)
+                view = remote_view(entry, model)
+                out.append(replace(view, replicas=replicas(view)))
+        return out
 
     def find(self, name: str) -> ModelView | None:
         """The model named `name` (instance name or alias), or None."""
@@ -127,6 +165,15 @@ class Gateway:
         tally = current_tally()
         if tally is not None:
             tally.model = name
+        hints = current_hints()
+        if not hints.relayed and self.replicas.several(name):
+            keys.check(facts.name if facts is not None else name)
+            self.balancer.affinity_size = self.settings().affinity_size
+            if not self.settings().affinity:
+                hints = replace(hints, prefix=(), affinity=False)
+            async with self.replicas.lease(name, hints, keep_alive) as upstream:
+                yield upstream
+            return
         if facts is None:
             async with self._remote_lease(name) as upstream:
                 yield upstream
@@ -134,6 +181,10 @@ class Gateway:
         keys.check(facts.name)
         serving, t0 = facts.state is State.RUNNING, time.perf_counter()
         slot, facts = await self.sched.admit(facts, keep_alive)
+        # Counted with in_flight, so the relaying gateway can tell its requests apart.
+        relayed = (facts.name, hints.relayed) if hints.relayed else None
+        if relayed is not None:
+            self.balancer.relayed[relayed] += 1
         if tally is not None:
             tally.instance = facts.name
             tally.waited(time.perf_counter() - t0, loading=not serving)
@@ -141,10 +192,16 @@ class Gateway:
             yield self._upstream(facts)
         finally:
             self.sched.release(slot)
+            if relayed is not None:
+                self.balancer.relayed[relayed] -= 1
+                if self.balancer.relayed[relayed] <= 0:
+                    del self.balancer.relayed[relayed]
 
     async def restarted(self, upstream: Upstream) -> Upstream | None:
         """Where to send a request again whose process failed before answering: its
         successor once it serves, or None when the process was not restarting."""
+        if upstream.failover is not None:
+            return await upstream.failover()
         if upstream.pid is None or not await self.sched.left(upstream.model.name, upstream.pid):
             return None
         log.info("gateway.resending", model=upstream.model.name, pid=upstream.pid)
@@ -190,14 +247,11 @@ class Gateway:
             ]
             raise self._unknown(name, known)
         entry, model = picked
-        assert entry.gateway_url is not None
         keys.check(model.name)
         if (tally := current_tally()) is not None:
             tally.instance, tally.host = model.name, entry.peer.name
-        key = entry.key()
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
         try:
-            yield Upstream(entry.gateway_url, headers, remote_view(entry, model))
+            yield remote_upstream(entry, model, self.balancer.id)
         except UpstreamError as exc:
             # The peer went away since we last asked: say which host, and send the next
             # request elsewhere.
@@ -251,6 +305,8 @@ class Gateway:
             "idle_left_s": None if expires is None else round(expires - time.monotonic(), 1),
             "in_flight": slot.in_flight,
             "queued": slot.waiting,
+            "slots": backend_for(facts.spec.kind).serving(facts.spec).slots if facts else None,
+            "relayed": {s: n for (i, s), n in self.balancer.relayed.items() if i == name},
             "estimate_bytes": memory.estimate(facts.spec) if facts else None,
             "footprint_bytes": slot.measured,
             "load_progress": self.load_progress(name),
@@ -278,21 +334,3 @@ class Gateway:
             "left_bytes": None if budget is None else budget - used,
             "keys": self.key_totals.to_dict(),
         }
-
-
-def remote_view(entry: PeerModels, model: RemoteModel) -> ModelView:
-    """A peer's model as the gateway's routes see it, with its host."""
-    return ModelView(
-        name=model.name,
-        aliases=model.aliases,
-        model_path=None,
-        state=model.state,
-        loaded=model.loaded,
-        on_demand=model.on_demand,
-        idle_timeout=0.0,
-        expires_at=None,
-        size_bytes=None,
-        ctx_size=None,
-        mmproj=False,
-        host=entry.peer.name,
-    )
