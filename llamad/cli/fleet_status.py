@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llamad.cli import exits, table
+from llamad.cli.fleet_replicas import replica_lines, replicas
 from llamad.client.http import Client, ClientError, Unreachable, find_socket
 from llamad.fleet import peers
 
@@ -178,6 +179,7 @@ def render(hosts: list[Host], skews: dict[str, dict[str, list[str]]], colour: bo
             why = table.problem(inst) if inst.get("state") != "running" else None
             if why:
                 notes.append(f"{host.name}/{inst.get('name')}: {why}")
+    notes += replica_lines([(h.name, h.status) for h in hosts if h.status is not None])
     if not hosts:
         notes.append("(no hosts: add [fleet] peers or a tailscale_tag, or use --discover)")
     what = {"llamad": "llamad versions", "llama_server": "llama.cpp builds"}
@@ -217,7 +219,8 @@ def fleet_status(args: argparse.Namespace, out: Callable[[str], None] = print) -
             | {"error": h.error, "status": h.status}
             for h in hosts
         ]
-        out(json.dumps({"hosts": docs, "skew": skews}, indent=2))
+        served = replicas([(h.name, h.status) for h in hosts if h.status is not None])
+        out(json.dumps({"hosts": docs, "skew": skews, "replicas": served}, indent=2))
     else:
         out(render(hosts, skews, table.use_colour(sys.stdout)))
     statuses = [h.status for h in hosts if h.status is not None]
