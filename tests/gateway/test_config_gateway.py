@@ -96,6 +96,14 @@ def test_gateway_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
             ("max_queue = 8", 'max_queue = 8\nallowed_origins = ["http://x/path"]'),
             "llamad.toml:8: gateway.allowed_origins: must be",
         ),
+        (
+            ("max_queue = 8", "max_queue = 8\naffinity_size = 0"),
+            "llamad.toml:8: gateway.affinity_size: ",
+        ),
+        (
+            ("max_queue = 8", 'max_queue = 8\naffinity = "maybe"'),
+            "llamad.toml:8: gateway.affinity: ",
+        ),
     ],
     ids=[
         "alias is an instance",
@@ -109,6 +117,8 @@ def test_gateway_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
         "alias takes an Ollama name",
         "keyless beyond loopback",
         "origin with a path",
+        "affinity_size",
+        "affinity",
     ],
 )
 def test_gateway_config_errors_are_one_line(
