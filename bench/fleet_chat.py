@@ -26,22 +26,32 @@ SLOTS, CTX = 3, 4096  # slots per replica; tokens per slot (the byte-level vocab
 SYSTEM = "You are a careful assistant. Keep to the facts you are given, and say so. " * 20
 TURNS, CONVERSATIONS, TOKENS = 20, 5, 12
 EARLY, LATE = slice(1, 6), slice(-5, None)  # turns 2-6 (turn 1 is cold anyway), last 5
-FLAT = 1.5  # with affinity, the late turns' TTFT against the early ones'
+# With affinity, a late turn's TTFT against the first turn's, which reads its (shorter)
+# history cold: attention over a longer context still costs more per new token.
+COLD = 0.5
 
 
 def rows(ctx: Context, front: str) -> list[Result]:
     """Per-turn rows for both modes, on fresh system prompts for each."""
     turns = ctx.reps(TURNS, 8)
     seen = {mode: _conversations(front, mode, turns) for mode in ("affinity", "balance")}
-    out = [_against(seen)]
+    first = seen["affinity"][0]
+    late = statistics.median(first[LATE])
+    out = [
+        Result(
+            "fleet: affinity TTFT, last 5 turns against the cold first", turns, "ms", [late],
+            [first[0]], "ratio", "ratio", COLD, f"<= {COLD}x (no history re-read)",
+            "the first turn reads the system prompt cold; a late turn's history is twice "
+            "as long, so re-reading it would cost about twice the first",
+        ),
+        _against(seen),
+    ]  # fmt: skip
     for mode, (ttft, cached) in seen.items():
-        early, late = statistics.median(ttft[EARLY]), statistics.median(ttft[LATE])
-        judged = mode == "affinity"
+        early = statistics.median(ttft[EARLY])
         out.append(
             Result(
-                f"fleet: {mode} TTFT, last 5 turns against turns 2-6", turns, "ms", [late],
-                [early], "ratio", "ratio" if judged else "none", FLAT if judged else None,
-                f"<= {FLAT}x (flat)" if judged else "-",
+                f"fleet: {mode} TTFT, last 5 turns against turns 2-6", turns, "ms",
+                [statistics.median(ttft[LATE])], [early], "ratio", "none", None, "-",
                 f"median of {CONVERSATIONS} conversations per turn; TTFT ms by turn "
                 f"{[round(t) for t in ttft]}; cache_n by turn {cached}",
                 extra={"ttft_ms": ttft, "cache_n": cached, "mode": mode},
