@@ -21,7 +21,7 @@ from llamad.gateway.activity_metrics import ActivityMetrics
 from llamad.gateway.activity_stats import KeyTotals, model_rates
 from llamad.gateway.bus import EventBus
 from llamad.gateway.drain import drain
-from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
+from llamad.gateway.fleet import FleetModels
 from llamad.gateway.idle import IdleTimers
 from llamad.gateway.instance_auth import instance_auth
 from llamad.gateway.loads import LIVE
@@ -39,13 +39,13 @@ from llamad.gateway.progress import LoadProgress
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.gateway.replicas.hints import current as current_hints
 from llamad.gateway.replicas.lease import ReplicaLeases
-from llamad.gateway.replicas.peer_upstream import remote_upstream, remote_view
-from llamad.gateway.replicas.replica import LOCAL
+from llamad.gateway.replicas.peer_upstream import remote_upstream
 from llamad.gateway.replicas.snapshot import Snapshot
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
 from llamad.gateway.state_watch import StateWatch
 from llamad.gateway.view import SupervisorView
+from llamad.gateway.views import Views
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
 
@@ -89,6 +89,7 @@ class Gateway:
         self.watch = StateWatch(supervisor, self.bus, self.progress, self.sched.size)
         # Shared with the fleet, which reads our counts on a peer as its status arrives.
         self.balancer = balancer or Balancer(settings().affinity_size)
+        self.views = Views(self.router, self.sched, self.idle, self.progress, self._fleet)
         self.replicas = ReplicaLeases(
             Snapshot(self.router, self.sched, self._fleet),
             self.sched,
@@ -126,36 +127,14 @@ class Gateway:
         """Every routable model, never waiting on a load: this host's, then the fleet's
         that no local name shadows."""
         # A named key limited to some models lists only those.
-        return [v for v in self._all_models() if keys.may_use(v.name)]
-
-    def _all_models(self) -> list[ModelView]:
-        """Each model once, with the hosts of its replicas (this llamad first)."""
-        hosts: dict[str, list[str]] = {}
-        for entry, model in self._fleet_models():
-            for n in (model.name, *model.aliases):
-                hosts.setdefault(n, []).append(entry.peer.name)
-
-        def replicas(view: ModelView, *first: str) -> tuple[str, ...]:
-            found = [*first, *(h for n in (view.name, *view.aliases) for h in hosts.get(n, []))]
-            return tuple(dict.fromkeys(found))
-
-        out = [
-            replace(v, replicas=replicas(v, LOCAL)) for v in map(self._view, self.router.routable())
-        ]
-        listed = {n for v in out for n in (v.name, *v.aliases)}
-        for entry, model in self._fleet_models():
-            if model.name not in listed:
-                listed.add(model.name)
-                view = remote_view(entry, model)
-                out.append(replace(view, replicas=replicas(view)))
-        return out
+        return [v for v in self.views.all() if keys.may_use(v.name)]
 
     def find(self, name: str) -> ModelView | None:
         """The model named `name` (instance name or alias), or None."""
         facts = self.router.find(name)
         if facts is not None:
-            return self._view(facts)
-        return next((v for v in self._all_models() if name in (v.name, *v.aliases)), None)
+            return self.views.local(facts)
+        return next((v for v in self.views.all() if name in (v.name, *v.aliases)), None)
 
     @asynccontextmanager
     async def lease(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[Upstream]:
@@ -211,7 +190,7 @@ class Gateway:
         return Upstream(
             server_url(facts.spec.probe_host, facts.spec.port, ""),
             dict(instance_auth(facts.spec)),
-            self._view(facts),
+            self.views.view(facts),
             functools.partial(backend_for(facts.spec.kind).request_body, facts.spec),
             facts.pid,
         )
@@ -230,8 +209,9 @@ class Gateway:
             return None
         return self._upstream(facts)
 
-    def _fleet_models(self) -> list[tuple[PeerModels, RemoteModel]]:
-        return self.fleet.models() if self.fleet and self.settings().fleet else []
+    def load_progress(self, name: str) -> dict[str, Any] | None:
+        """How far `name`'s load is (`progress.LoadProgress.of`), while it loads."""
+        return self.views.load_progress(name)
 
     @asynccontextmanager
     async def _remote_lease(self, name: str) -> AsyncIterator[Upstream]:
@@ -243,7 +223,7 @@ class Gateway:
                 hosts = ", ".join(e.peer.name for e in picked)
                 raise Unavailable(f"model {name!r} is served by {hosts}, which does not answer")
             known = self.router.names() + [
-                n for e, m in self._fleet_models() for n in (m.name, *m.aliases)
+                n for e, m in self.views.fleet_models() for n in (m.name, *m.aliases)
             ]
             raise self._unknown(name, known)
         entry, model = picked
@@ -261,36 +241,6 @@ class Gateway:
     def _unknown(self, name: str, known: list[str]) -> GatewayError:
         why = self.pending(name) if self.pending is not None else None
         return why if why is not None else UnknownModel(name, known)
-
-    # Views -----------------------------------------------------------------------
-
-    def _view(self, facts: Facts) -> ModelView:
-        spec, settings = facts.spec, dict(facts.spec.settings)
-        ctx = settings.get("LLAMA_ARG_CTX_SIZE")
-        serving = backend_for(spec.kind).serving(spec)
-        return ModelView(
-            name=facts.name,
-            aliases=spec.aliases,
-            model_path=spec.model,
-            state=facts.state.value,
-            loaded=facts.state is State.RUNNING,
-            on_demand=spec.on_demand,
-            idle_timeout=self.sched.timeout(facts.name) or 0.0,
-            expires_at=self.idle.expires_at(facts.name),
-            size_bytes=self.sched.size(facts.name),
-            ctx_size=int(ctx) if ctx and ctx.isdigit() else None,
-            mmproj=serving.vision,
-            serving=serving,
-            load_progress=self.load_progress(facts.name),
-        )
-
-    def load_progress(self, name: str) -> dict[str, Any] | None:
-        """How far `name`'s load is (`progress.LoadProgress.of`), while it loads."""
-        facts = self.router.find(name)
-        # The watcher looks every tick; the state itself says at once that a load ended.
-        if facts is None or facts.state is not State.STARTING:
-            return None
-        return self.progress.of(name, self.sched.size(name), time.monotonic())
 
     def status_of(self, name: str) -> dict[str, Any]:
         """The `gateway` object of an instance in the status document."""
