@@ -153,6 +153,8 @@ class Gateway:
             async with self.replicas.lease(name, hints, keep_alive) as upstream:
                 yield upstream
             return
+        if facts is None and hints.relayed:
+            raise self._unknown(name, self.router.names())  # never relayed twice: no loops
         if facts is None:
             async with self._remote_lease(name) as upstream:
                 yield upstream

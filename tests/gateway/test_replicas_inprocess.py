@@ -14,7 +14,7 @@ from llamad.config.gateway_table import Gateway as Settings
 from llamad.fleet.table import Peer
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
-from llamad.gateway.port import QueueFull, Upstream
+from llamad.gateway.port import QueueFull, UnknownModel, Upstream
 from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.lifecycle.states import State
 
@@ -182,4 +182,18 @@ async def test_cold_peers_get_one_copy_where_the_most_memory_is_left() -> None:
     assert gw.balancer.sent == {("c", "m"): 4}
     gate.set_result(None)
     await asyncio.gather(*tasks)
+    await gw.close()
+
+
+async def test_a_relayed_request_is_served_here_or_refused_never_relayed_again() -> None:
+    double, gw, _ = setup()
+    HINTS.set(hints_of([(b"x-llamad-hop", b"frontid")], None))
+    async with gw.lease("m") as upstream:  # local is served here, even with b free
+        assert where(upstream) == "local"
+        assert gw.status_of("m")["relayed"] == {"frontid": 1}
+    assert gw.status_of("m")["relayed"] == {}
+    double.remove("m")  # b's copy only: not relayed on
+    with pytest.raises(UnknownModel):
+        async with gw.lease("m"):
+            pass
     await gw.close()
