@@ -81,7 +81,7 @@ class ReplicaLeases:
             failed.add(held.replica.key)
             self._away(name, held, "failed before answering")
             self._give_back(held)
-            log.info("gateway.failover", model=name, replica="/".join(held.replica.key))
+            log.info("gateway.resending", model=name, replica="/".join(held.replica.key))
             held = await self._take(name, hints, keep_alive, failed)
             return replace(held.upstream, failover=None)  # once: then the failure stays
 
