@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from bench import concurrency, fleet_chat
 from bench.common import Context, Result, wait_for
 from bench.gateway import latency_pair
@@ -97,8 +99,7 @@ def run(ctx: Context) -> list[Result]:
 
 
 def _replicas(url: str) -> int:
-    import httpx
-
+    """How many replicas of MODEL the gateway at `url` lists (0 before it knows any)."""
     try:
         data = httpx.get(f"{url}/v1/models", timeout=2).json()["data"]
     except (httpx.HTTPError, ValueError, KeyError):
