@@ -20,6 +20,7 @@ from typing import Any
 
 from bench import (
     cold_start,
+    fleet,
     footprint,
     gateway,
     machinery,
@@ -47,6 +48,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "machinery": machinery.run,
     "stress": stress.run,
     "peers": peers.run,
+    "fleet": fleet.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 

@@ -144,6 +144,8 @@ def toml_value(value: object) -> str:
         return json.dumps(str(value))
     if isinstance(value, dict):  # an inline table: an instance's env or supervise keys
         return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):  # e.g. [fleet] peers, as inline tables
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     return str(value)
 
 
@@ -153,13 +155,15 @@ def write_config(
     daemon: dict[str, object],
     supervise: dict[str, object] | None = None,
     gateway: dict[str, object] | None = None,
+    tables: dict[str, dict[str, object]] | None = None,
 ) -> Path:
-    """Write a llamad.toml from plain dicts (atomically: a reload must never see half)."""
+    """Write a llamad.toml from plain dicts (atomically: a reload must never see half);
+    `tables` are more top-level tables, such as `fleet`."""
     out: list[str] = ["[daemon]", *(f"{k} = {toml_value(v)}" for k, v in daemon.items())]
-    if supervise:
-        out += ["[supervise]", *(f"{k} = {toml_value(v)}" for k, v in supervise.items())]
-    if gateway:
-        out += ["[gateway]", *(f"{k} = {toml_value(v)}" for k, v in gateway.items())]
+    sections = {"supervise": supervise or {}, "gateway": gateway or {}, **(tables or {})}
+    for section, keys in sections.items():
+        if keys:
+            out += [f"[{section}]", *(f"{k} = {toml_value(v)}" for k, v in keys.items())]
     for name, keys in instances.items():
         out.append(f"[instances.{name}]")
         out += [f"{k} = {toml_value(v)}" for k, v in keys.items()]

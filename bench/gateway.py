@@ -42,13 +42,21 @@ def _latency(
     ctx: Context, direct: int, gateway: int, model: str
 ) -> tuple[list[float], list[float]]:
     """Interleaved 1-token completions, direct and through the gateway (ms)."""
-    d = http.client.HTTPConnection("127.0.0.1", direct, timeout=30)
-    g = http.client.HTTPConnection("127.0.0.1", gateway, timeout=30)
+    return latency_pair(ctx, direct, gateway, {}, {"model": model})
+
+
+def latency_pair(
+    ctx: Context, floor_port: int, our_port: int, floor_keys: dict[str, str],
+    our_keys: dict[str, str],
+) -> tuple[list[float], list[float]]:  # fmt: skip
+    """Interleaved 1-token completions to two ports (ms): (ours, floor)."""
+    d = http.client.HTTPConnection("127.0.0.1", floor_port, timeout=30)
+    g = http.client.HTTPConnection("127.0.0.1", our_port, timeout=30)
     ours: list[float] = []
     floor: list[float] = []
     for i in range(ctx.reps(400, 100) + 20):
-        a = _post(d, "/v1/completions", ONE_TOKEN)
-        b = _post(g, "/v1/completions", {**ONE_TOKEN, "model": model})
+        a = _post(d, "/v1/completions", {**ONE_TOKEN, **floor_keys})
+        b = _post(g, "/v1/completions", {**ONE_TOKEN, **our_keys})
         if i >= 20:  # warm-up: connections, caches
             floor.append(a)
             ours.append(b)

@@ -35,6 +35,7 @@ RECORDS: dict[str, set[str]] = {
     "gateway/ollama/stream.py": {"piece"},
     "gateway/pool.py": {"host", "conn"},
     "gateway/proxy.py": {"tally"},
+    "gateway/replicas/lease.py": {"tally", "held"},
     "gateway/scheduler.py": {"slot"},
     "library/folder.py": {"found"},
     "library/hf_cache.py": {"found"},

@@ -7,6 +7,7 @@ from pathlib import Path
 from llamad.backends.serving import Serving
 
 ALIAS_ENV = "LLAMA_ARG_ALIAS"
+AUTO_SLOTS = 4  # what llama-server takes when the number of slots is left to it
 # llama-server's truthy values, exactly (its --help): anything else is false.
 _TRUE = {"on", "enabled", "true", "1"}
 
@@ -25,7 +26,13 @@ def llama_serving(settings: dict[str, str]) -> Serving:
         template=template,
         template_file=Path(template_file) if template_file else None,
         ctx_per_request=_per_request(settings),
+        slots=_slots(settings),
     )
+
+
+def _slots(settings: dict[str, str]) -> int:
+    parallel = _int(settings.get("LLAMA_ARG_N_PARALLEL"))
+    return parallel if parallel and parallel > 0 else AUTO_SLOTS
 
 
 def _true(settings: dict[str, str], key: str) -> bool:

@@ -26,3 +26,4 @@ class Serving:
     # Tokens each request may use, computed from the spec (context / parallel slots);
     # None: the model's trained context, as the server takes it.
     ctx_per_request: int | None = None
+    slots: int = 1  # requests it serves at once; more wait inside the server

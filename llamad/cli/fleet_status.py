@@ -13,6 +13,7 @@ import sys
 
 from llamad.cli import cells, exits, table
 from llamad.cli.fleet_hosts import Host, hosts_of, query
+from llamad.cli.fleet_replicas import replica_lines, replicas
 from llamad.fleet import peers
 
 # Importing typing slows llamactl's start; annotations are never evaluated at run time.
@@ -76,6 +77,7 @@ def render(hosts: list[Host], skews: dict[str, dict[str, list[str]]], colour: bo
             why = table.problem(inst) if inst.get("state") != "running" else None
             if why:
                 notes.append(f"{host.name}/{inst.get('name')}: {why}")
+    notes += replica_lines([(h.name, h.status) for h in hosts if h.status is not None])
     if not hosts:
         notes.append("(no hosts: add [fleet] peers or a tailscale_tag, or use --discover)")
     what = {"llamad": "llamad versions", "llama_server": "llama.cpp builds"}
@@ -115,7 +117,8 @@ def fleet_status(args: argparse.Namespace, out: Callable[[str], None] = print) -
             | {"error": h.error, "status": h.status}
             for h in hosts
         ]
-        out(json.dumps({"hosts": docs, "skew": skews}, indent=2))
+        served = replicas([(h.name, h.status) for h in hosts if h.status is not None])
+        out(json.dumps({"hosts": docs, "skew": skews, "replicas": served}, indent=2))
     else:
         out(render(hosts, skews, table.use_colour(sys.stdout)))
     statuses = [h.status for h in hosts if h.status is not None]

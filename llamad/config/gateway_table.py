@@ -71,6 +71,8 @@ class GatewaySettings(BaseModel):
     queue_timeout: PositiveFloat = 120.0
     max_queue: PositiveInt = 64
     fleet: bool = False  # also route to models that `[fleet]` peers serve
+    affinity: bool = True  # a conversation's next turn goes where its prefix is cached
+    affinity_size: PositiveInt = 10000  # prompt prefixes remembered per model (LRU)
     keys: dict[str, KeySettings] = {}  # [gateway.keys.NAME]
     activity_size: PositiveInt = 1000  # requests kept for /v1/activity
     max_body: str = DEFAULT_MAX_BODY  # an instance's own `max_body` may raise it
@@ -128,6 +130,8 @@ class GatewayConfig:
     queue_timeout: float = 120.0
     max_queue: int = 64
     fleet: bool = False
+    affinity: bool = True
+    affinity_size: int = 10000
     keys: tuple[NamedKey, ...] = field(default=(), repr=False)  # api_key_file's, named ones
     activity_size: int = 1000
     max_body: int = 32 * 1024 * 1024
@@ -175,6 +179,8 @@ def resolve_gateway(
         queue_timeout=settings.queue_timeout,
         max_queue=settings.max_queue,
         fleet=settings.fleet,
+        affinity=settings.affinity,
+        affinity_size=settings.affinity_size,
         keys=keys,
         activity_size=settings.activity_size,
         max_body=body_size(settings.max_body),

@@ -28,6 +28,7 @@ from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.origin import OriginGuard
 from llamad.gateway.page import BrowserRoot, page_routes
 from llamad.gateway.pool import Pool
+from llamad.gateway.replicas.balancer import Balancer
 from llamad.library.pulls import Pulls
 from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.gateway_link import GatewayLink
@@ -65,9 +66,12 @@ def start_gateway(
         lambda: state.resolved.peers,
         lambda: state.resolved.daemon.remote,
     )
-    fleet = FleetModels(hosts.current, me)
+    balancer = Balancer(first.affinity_size)
+    fleet = FleetModels(hosts.current, me, balancer.id)
     pending = functools.partial(downloading, pulls) if pulls is not None else None
-    gateway = Gateway(state.supervisor, settings, GatewayMetrics(metrics.registry), fleet, pending)
+    gateway = Gateway(
+        state.supervisor, settings, GatewayMetrics(metrics.registry), fleet, pending, balancer
+    )
     link.connect(gateway)
     page = _page(gateway, state)
     bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)

@@ -28,6 +28,12 @@ class ActivityMetrics:
             buckets=_TTFT,
             registry=registry,
         )
+        self.replica_requests = Counter(
+            "llamad_gateway_replica_requests",
+            "Requests by model and the replica that served them (host: local or a peer).",
+            ["model", "host", "instance"],
+            registry=registry,
+        )
         self.key_requests = Counter(
             "llamad_gateway_key_requests",
             "Requests by key name and status.",
@@ -47,6 +53,8 @@ class ActivityMetrics:
             self.speed.labels(model).observe(r.tokens_per_s)
         if r.ttft_s is not None and r.status < 400:
             self.ttft.labels(model).observe(r.ttft_s)
+        if r.instance is not None:
+            self.replica_requests.labels(r.model, r.host or "local", r.instance).inc()
         key = r.key or "-"
         self.key_requests.labels(key, str(r.status)).inc()
         if r.prompt_tokens:

@@ -35,6 +35,7 @@ from llamad.gateway.proxy import (
     now,
     read_body,
 )
+from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.gateway.resend import answered
 from llamad.gateway.shapes import valid_text
 
@@ -84,9 +85,10 @@ class Proxied:
         async def work() -> None:
             nonlocal model, status
             try:
-                model, path, streamed = self._target(scope, body)
+                model, path, doc = self._target(scope, body)
                 asked, sent = model, enforce(path, body)
-                if streamed:
+                HINTS.set(hints_of(scope["headers"], doc))  # this task's own context
+                if isinstance(doc, dict) and doc.get("stream") is True:
                     keep.arm(lambda: sse_beat(scope["path"]))
                 async with self.gateway.lease(model) as upstream:
                     await keep.stop()
@@ -124,16 +126,16 @@ class Proxied:
             self.gateway.activity.add(tally.record(end))
             await keep.stop()  # last: a shutdown's cancel here skips no bookkeeping
 
-    def _target(self, scope: Scope, body: bytes) -> tuple[str, str, bool]:
-        """The model asked for, the path upstream, and whether the answer streams."""
+    def _target(self, scope: Scope, body: bytes) -> tuple[str, str, object]:
+        """The model, the upstream path and the parsed body (None when not routed by it)."""
         if self.by == "path":  # /upstream/{model}/{path}
             params = scope["path_params"]
-            return params["model"], "/" + params.get("path", ""), False
+            return params["model"], "/" + params.get("path", ""), None
         if self.by == "query":
             model = _query(scope).get("model")
             if not model:
                 raise Bad("add ?model=NAME to say which model's props you want")
-            return model, scope["path"], False
+            return model, scope["path"], None
         try:
             doc = json.loads(body) if body else None
         except ValueError:
@@ -147,7 +149,7 @@ class Proxied:
             raise Bad("the request body has no `model`; GET /v1/models lists them")
         if not valid_text(model):
             raise Bad("`model` is not valid Unicode (a lone surrogate)")
-        return model, scope["path"], doc.get("stream") is True
+        return model, scope["path"], doc
 
 
 def _query(scope: Scope) -> dict[str, str]:

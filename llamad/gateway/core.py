@@ -6,6 +6,7 @@ import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -20,7 +21,7 @@ from llamad.gateway.activity_metrics import ActivityMetrics
 from llamad.gateway.activity_stats import KeyTotals, model_rates
 from llamad.gateway.bus import EventBus
 from llamad.gateway.drain import drain
-from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
+from llamad.gateway.fleet import FleetModels
 from llamad.gateway.idle import IdleTimers
 from llamad.gateway.instance_auth import instance_auth
 from llamad.gateway.loads import LIVE
@@ -35,10 +36,16 @@ from llamad.gateway.port import (
     UpstreamError,
 )
 from llamad.gateway.progress import LoadProgress
+from llamad.gateway.replicas.balancer import Balancer
+from llamad.gateway.replicas.hints import current as current_hints
+from llamad.gateway.replicas.lease import ReplicaLeases
+from llamad.gateway.replicas.peer_upstream import remote_upstream
+from llamad.gateway.replicas.snapshot import Snapshot
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
 from llamad.gateway.state_watch import StateWatch
 from llamad.gateway.view import SupervisorView
+from llamad.gateway.views import Views
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
 
@@ -55,6 +62,7 @@ class Gateway:
         metrics: GatewayMetrics | None = None,
         fleet: FleetModels | None = None,
         pending: Callable[[str], GatewayError | None] | None = None,
+        balancer: Balancer | None = None,
     ) -> None:
         self.settings = settings
         self.fleet = fleet
@@ -79,6 +87,21 @@ class Gateway:
         ]
         self.activity = Activity(lambda: self.settings().activity_size, listeners)
         self.watch = StateWatch(supervisor, self.bus, self.progress, self.sched.size)
+        # Shared with the fleet, which reads our counts on a peer as its status arrives.
+        self.balancer = balancer or Balancer(settings().affinity_size)
+        self.views = Views(self.router, self.sched, self.idle, self.progress, self._fleet)
+        self.replicas = ReplicaLeases(
+            Snapshot(self.router, self.sched, self._fleet),
+            self.sched,
+            self.balancer,
+            self._fleet,
+            settings,
+            self._upstream,
+        )
+
+    def _fleet(self) -> FleetModels | None:
+        """The fleet's models while `[gateway] fleet` is on, else None."""
+        return self.fleet if self.fleet is not None and self.settings().fleet else None
 
     def draining(self, removed: list[str], changed: list[str]) -> AbstractAsyncContextManager[None]:
         """The drain around a reload's or a restart's stops and starts
@@ -104,20 +127,14 @@ class Gateway:
         """Every routable model, never waiting on a load: this host's, then the fleet's
         that no local name shadows."""
         # A named key limited to some models lists only those.
-        return [v for v in self._all_models() if keys.may_use(v.name)]
-
-    def _all_models(self) -> list[ModelView]:
-        local = [self._view(f) for f in self.router.routable()]
-        names = {n for v in local for n in (v.name, *v.aliases)}
-        remote = [remote_view(e, m) for e, m in self._fleet_models() if m.name not in names]
-        return local + remote
+        return [v for v in self.views.all() if keys.may_use(v.name)]
 
     def find(self, name: str) -> ModelView | None:
         """The model named `name` (instance name or alias), or None."""
         facts = self.router.find(name)
         if facts is not None:
-            return self._view(facts)
-        return next((v for v in self._all_models() if name in (v.name, *v.aliases)), None)
+            return self.views.local(facts)
+        return next((v for v in self.views.all() if name in (v.name, *v.aliases)), None)
 
     @asynccontextmanager
     async def lease(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[Upstream]:
@@ -127,6 +144,17 @@ class Gateway:
         tally = current_tally()
         if tally is not None:
             tally.model = name
+        hints = current_hints()
+        if not hints.relayed and self.replicas.several(name):
+            keys.check(facts.name if facts is not None else name)
+            self.balancer.resize(self.settings().affinity_size)
+            if not self.settings().affinity:
+                hints = replace(hints, prefix=(), affinity=False)
+            async with self.replicas.lease(name, hints, keep_alive) as upstream:
+                yield upstream
+            return
+        if facts is None and hints.relayed:
+            raise self._unknown(name, self.router.names())  # never relayed twice: no loops
         if facts is None:
             async with self._remote_lease(name) as upstream:
                 yield upstream
@@ -134,6 +162,10 @@ class Gateway:
         keys.check(facts.name)
         serving, t0 = facts.state is State.RUNNING, time.perf_counter()
         slot, facts = await self.sched.admit(facts, keep_alive)
+        # Counted with in_flight, so the relaying gateway can tell its requests apart.
+        relayed = (facts.name, hints.relayed) if hints.relayed else None
+        if relayed is not None:
+            self.balancer.relayed[relayed] += 1
         if tally is not None:
             tally.instance = facts.name
             tally.waited(time.perf_counter() - t0, loading=not serving)
@@ -141,10 +173,16 @@ class Gateway:
             yield self._upstream(facts)
         finally:
             self.sched.release(slot)
+            if relayed is not None:
+                self.balancer.relayed[relayed] -= 1
+                if self.balancer.relayed[relayed] <= 0:
+                    del self.balancer.relayed[relayed]
 
     async def restarted(self, upstream: Upstream) -> Upstream | None:
         """Where to send a request again whose process failed before answering: its
         successor once it serves, or None when the process was not restarting."""
+        if upstream.failover is not None:
+            return await upstream.failover()
         if upstream.pid is None or not await self.sched.left(upstream.model.name, upstream.pid):
             return None
         log.info("gateway.resending", model=upstream.model.name, pid=upstream.pid)
@@ -154,7 +192,7 @@ class Gateway:
         return Upstream(
             server_url(facts.spec.probe_host, facts.spec.port, ""),
             dict(instance_auth(facts.spec)),
-            self._view(facts),
+            self.views.view(facts),
             functools.partial(backend_for(facts.spec.kind).request_body, facts.spec),
             facts.pid,
         )
@@ -173,8 +211,9 @@ class Gateway:
             return None
         return self._upstream(facts)
 
-    def _fleet_models(self) -> list[tuple[PeerModels, RemoteModel]]:
-        return self.fleet.models() if self.fleet and self.settings().fleet else []
+    def load_progress(self, name: str) -> dict[str, Any] | None:
+        """How far `name`'s load is (`progress.LoadProgress.of`), while it loads."""
+        return self.views.load_progress(name)
 
     @asynccontextmanager
     async def _remote_lease(self, name: str) -> AsyncIterator[Upstream]:
@@ -186,18 +225,15 @@ class Gateway:
                 hosts = ", ".join(e.peer.name for e in picked)
                 raise Unavailable(f"model {name!r} is served by {hosts}, which does not answer")
             known = self.router.names() + [
-                n for e, m in self._fleet_models() for n in (m.name, *m.aliases)
+                n for e, m in self.views.fleet_models() for n in (m.name, *m.aliases)
             ]
             raise self._unknown(name, known)
         entry, model = picked
-        assert entry.gateway_url is not None
         keys.check(model.name)
         if (tally := current_tally()) is not None:
             tally.instance, tally.host = model.name, entry.peer.name
-        key = entry.key()
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
         try:
-            yield Upstream(entry.gateway_url, headers, remote_view(entry, model))
+            yield remote_upstream(entry, model, self.balancer.id)
         except UpstreamError as exc:
             # The peer went away since we last asked: say which host, and send the next
             # request elsewhere.
@@ -207,36 +243,6 @@ class Gateway:
     def _unknown(self, name: str, known: list[str]) -> GatewayError:
         why = self.pending(name) if self.pending is not None else None
         return why if why is not None else UnknownModel(name, known)
-
-    # Views -----------------------------------------------------------------------
-
-    def _view(self, facts: Facts) -> ModelView:
-        spec, settings = facts.spec, dict(facts.spec.settings)
-        ctx = settings.get("LLAMA_ARG_CTX_SIZE")
-        serving = backend_for(spec.kind).serving(spec)
-        return ModelView(
-            name=facts.name,
-            aliases=spec.aliases,
-            model_path=spec.model,
-            state=facts.state.value,
-            loaded=facts.state is State.RUNNING,
-            on_demand=spec.on_demand,
-            idle_timeout=self.sched.timeout(facts.name) or 0.0,
-            expires_at=self.idle.expires_at(facts.name),
-            size_bytes=self.sched.size(facts.name),
-            ctx_size=int(ctx) if ctx and ctx.isdigit() else None,
-            mmproj=serving.vision,
-            serving=serving,
-            load_progress=self.load_progress(facts.name),
-        )
-
-    def load_progress(self, name: str) -> dict[str, Any] | None:
-        """How far `name`'s load is (`progress.LoadProgress.of`), while it loads."""
-        facts = self.router.find(name)
-        # The watcher looks every tick; the state itself says at once that a load ended.
-        if facts is None or facts.state is not State.STARTING:
-            return None
-        return self.progress.of(name, self.sched.size(name), time.monotonic())
 
     def status_of(self, name: str) -> dict[str, Any]:
         """The `gateway` object of an instance in the status document."""
@@ -251,6 +257,8 @@ class Gateway:
             "idle_left_s": None if expires is None else round(expires - time.monotonic(), 1),
             "in_flight": slot.in_flight,
             "queued": slot.waiting,
+            "slots": backend_for(facts.spec.kind).serving(facts.spec).slots if facts else None,
+            "relayed": {s: n for (i, s), n in self.balancer.relayed.items() if i == name},
             "estimate_bytes": memory.estimate(facts.spec) if facts else None,
             "footprint_bytes": slot.measured,
             "load_progress": self.load_progress(name),
@@ -278,21 +286,3 @@ class Gateway:
             "left_bytes": None if budget is None else budget - used,
             "keys": self.key_totals.to_dict(),
         }
-
-
-def remote_view(entry: PeerModels, model: RemoteModel) -> ModelView:
-    """A peer's model as the gateway's routes see it, with its host."""
-    return ModelView(
-        name=model.name,
-        aliases=model.aliases,
-        model_path=None,
-        state=model.state,
-        loaded=model.loaded,
-        on_demand=model.on_demand,
-        idle_timeout=0.0,
-        expires_at=None,
-        size_bytes=None,
-        ctx_size=None,
-        mmproj=False,
-        host=entry.peer.name,
-    )

@@ -46,6 +46,10 @@ class RemoteModel:
     state: str
     loaded: bool
     on_demand: bool
+    slots: int = 1  # requests it serves at once
+    in_flight: int = 0  # its gateway's counts when it was asked
+    queued: int = 0
+    ours: int = 0  # of in_flight, those this gateway had relayed there (its count of them)
 
 
 @dataclass
@@ -74,10 +78,14 @@ class FleetModels:
     """The peers' models, refreshed in the background and on a miss."""
 
     def __init__(
-        self, peers: Callable[[], Awaitable[Mapping[str, Peer]]], me: Identity | None = None
+        self,
+        peers: Callable[[], Awaitable[Mapping[str, Peer]]],
+        me: Identity | None = None,
+        sender: str = "-",
     ) -> None:
         self.peers = peers  # asked at every refresh: follows reloads and discovery
         self.me = me  # this daemon's identity: a peer that turns out to be us is skipped
+        self.sender = sender  # this gateway's id in peers' `relayed` counts
         self.seen: dict[str, PeerModels] = {}
         self._last_miss = 0.0
         self._refreshing: asyncio.Task[None] | None = None
@@ -142,7 +150,7 @@ class FleetModels:
         entry.gateway_url = _gateway_url(gateway["listen"], peer.url)
         left = gateway.get("left_bytes")
         entry.left_bytes = left if isinstance(left, int) else None
-        entry.models = _models(doc.get("instances"))
+        entry.models = _models(doc.get("instances"), self.sender)
 
     def _drop_duplicates(self) -> None:
         """One entry per daemon: the one from the best-ranked source keeps its models."""
@@ -176,16 +184,17 @@ class FleetModels:
     async def pick(self, name: str) -> tuple[PeerModels, RemoteModel] | list[PeerModels]:
         """The peer to send `name` to: one where it is loaded, then the one with the most
         free memory budget. Without one: the away peers that served it (maybe none)."""
-        found = self._candidates(name)
+        found = self.candidates(name)
         if not found and time.monotonic() - self._last_miss > MISS_REFRESH_GAP_S:
             self._last_miss = time.monotonic()
             await self.refresh()
-            found = self._candidates(name)
+            found = self.candidates(name)
         if found:
             return max(found, key=lambda c: (c[1].loaded, c[0].left_bytes or 0))
         return [e for e in self.seen.values() if e.error is not None and name in e.models]
 
-    def _candidates(self, name: str) -> list[tuple[PeerModels, RemoteModel]]:
+    def candidates(self, name: str) -> list[tuple[PeerModels, RemoteModel]]:
+        """Every reachable peer serving `name`, with its model as it said last."""
         return [
             (entry, entry.models[name])
             for entry in self.seen.values()
@@ -203,7 +212,7 @@ def _gateway_url(listen: str, peer_url: str) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _models(instances: object) -> dict[str, RemoteModel]:
+def _models(instances: object, sender: str) -> dict[str, RemoteModel]:
     """Every routable model of a status document's `instances`, by name and alias."""
     out: dict[str, RemoteModel] = {}
     for doc in instances if isinstance(instances, list) else []:
@@ -213,8 +222,22 @@ def _models(instances: object) -> dict[str, RemoteModel]:
         aliases = tuple(a for a in gw.get("aliases", []) if isinstance(a, str))
         state = str(doc.get("state"))
         model = RemoteModel(
-            str(doc.get("name")), aliases, state, state == "running", bool(gw.get("on_demand"))
+            str(doc.get("name")),
+            aliases,
+            state,
+            state == "running",
+            bool(gw.get("on_demand")),
+            _count(gw.get("slots"), 1),
+            _count(gw.get("in_flight"), 0),
+            _count(gw.get("queued"), 0),
+            _count((gw.get("relayed") or {}).get(sender), 0),
         )
         for key in (model.name, *aliases):
             out.setdefault(key, model)
     return out
+
+
+def _count(value: object, default: int) -> int:
+    return (
+        value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+    )

@@ -51,6 +51,7 @@ def model_entry(
             "expires_at": view.expires_at,
             "size_bytes": view.size_bytes,
             "load_progress": view.load_progress,
+            "replicas": list(view.replicas),
         },
     }
 

@@ -7,7 +7,7 @@ routes on the gateway's app with `app.build_app(gateway, extra_routes, pool=...)
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +36,7 @@ class ModelView:
     # fleet peer's is unknown here (its own gateway answers by the name asked).
     serving: Serving = field(default_factory=Serving)
     load_progress: Mapping[str, Any] | None = None  # while it loads (progress.LoadProgress)
+    replicas: tuple[str, ...] = ()  # the hosts serving it ("local": this llamad), if listed
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class Upstream:
     # The request body as the instance's backend needs it (mlx pins `model`).
     adapt: Callable[[bytes], bytes] = lambda body: body
     pid: int | None = None  # the process leased (None: a fleet peer)
+    # Another replica of the model, once this one failed before answering (replicas/).
+    failover: Callable[[], Awaitable[Upstream | None]] | None = None
 
 
 class GatewayError(Exception):

@@ -41,6 +41,10 @@ class Router:
         hits = [f for f in routable if folded in {n.casefold() for n in (f.name, *f.spec.aliases)}]
         return hits[0] if len(hits) == 1 else None
 
+    def find_all(self, model: str) -> list[Facts]:
+        """Every instance named `model` or having it as an alias: its local replicas."""
+        return [f for f in self.routable() if model == f.name or model in f.spec.aliases]
+
     def names(self) -> list[str]:
         """Every model name a request may use, for a 404's list."""
         return [n for f in self.routable() for n in (f.name, *f.spec.aliases)]

@@ -31,7 +31,7 @@ class Scheduler(Loads):
 
         Raises QueueFull, QueueTimeout, LoadFailed, Unavailable or Removed."""
         name, slot = facts.name, self.slot(facts.name)
-        if (now := self._try_admit(slot, keep_alive)) is not None:
+        if (now := self.try_admit(slot, keep_alive)) is not None:
             return slot, now
         cfg = self.settings()
         if not slot.enqueue(cfg.max_queue):
@@ -47,7 +47,8 @@ class Scheduler(Loads):
             if slot.dequeue() and slot.deciding and slot.load is not None:
                 slot.load.cancel()  # nobody wants it any more: evict nothing for it
 
-    def _try_admit(self, slot: Slot, keep_alive: float | None) -> Facts | None:
+    def try_admit(self, slot: Slot, keep_alive: float | None) -> Facts | None:
+        """Count one request in flight on `slot` if its model serves and admits now."""
         facts = self.sup.facts(slot.name)
         if facts is None or facts.closing or facts.state is not State.RUNNING or not slot.admits:
             return None
@@ -60,7 +61,7 @@ class Scheduler(Loads):
             facts = self.sup.facts(name)
             if facts is None or facts.closing or self.slots.get(name) is not slot:
                 raise Removed(name)
-            if (admitted := self._try_admit(slot, keep_alive)) is not None:
+            if (admitted := self.try_admit(slot, keep_alive)) is not None:
                 return admitted
             if not slot.admits or facts.state is State.STOPPING:
                 await self._changes(name, facts.state)  # a stop or a drain must end first

@@ -81,6 +81,26 @@ def _answers(url: str) -> bool:
         return False
 
 
+def peer_tables(
+    base: Path, gateway: int, control: int, advertise: bool = False
+) -> dict[str, dict[str, object]]:
+    """A peer's own tables: its state dir, control on TCP with the read token READ, and
+    a gateway wanting GW_KEY_B."""
+    return {
+        "daemon": {"state_dir": base / "state"},
+        "daemon.remote": {
+            "listen": f"127.0.0.1:{control}",
+            "token_file": write_token(base / "admin.token", ADMIN),
+            "read_token_file": write_token(base / "read.token", READ),
+            "advertise": advertise,
+        },
+        "gateway": {
+            "listen": f"127.0.0.1:{gateway}",
+            "api_key_file": write_token(base / "gw.key", GW_KEY_B),
+        },
+    }
+
+
 def start_b(tiny_model: Path, advertise: bool = False) -> Host:
     """B: `bonly` and `both` behind its gateway (with a key), control on TCP with the
     read token READ, advertised over mDNS on loopback when `advertise`."""
@@ -88,17 +108,7 @@ def start_b(tiny_model: Path, advertise: bool = False) -> Host:
     b_gw, b_ctl = free_port(), free_port()
     text = toml(
         {
-            "daemon": {"state_dir": b_dir / "state"},
-            "daemon.remote": {
-                "listen": f"127.0.0.1:{b_ctl}",
-                "token_file": write_token(b_dir / "admin.token", ADMIN),
-                "read_token_file": write_token(b_dir / "read.token", READ),
-                "advertise": advertise,
-            },
-            "gateway": {
-                "listen": f"127.0.0.1:{b_gw}",
-                "api_key_file": write_token(b_dir / "gw.key", GW_KEY_B),
-            },
+            **peer_tables(b_dir, b_gw, b_ctl, advertise),
             "instances.bonly": {
                 "model": tiny_model,
                 "port": free_port(),

@@ -100,6 +100,14 @@ def test_gateway_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
             ("max_queue = 8", "max_queue = 8\nkeepalive_interval = -1"),
             "llamad.toml:8: gateway.keepalive_interval: ",
         ),
+        (
+            ("max_queue = 8", "max_queue = 8\naffinity_size = 0"),
+            "llamad.toml:8: gateway.affinity_size: ",
+        ),
+        (
+            ("max_queue = 8", 'max_queue = 8\naffinity = "maybe"'),
+            "llamad.toml:8: gateway.affinity: ",
+        ),
     ],
     ids=[
         "alias is an instance",
@@ -114,6 +122,8 @@ def test_gateway_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
         "keyless beyond loopback",
         "origin with a path",
         "negative keep-alive interval",
+        "affinity_size",
+        "affinity",
     ],
 )
 def test_gateway_config_errors_are_one_line(

@@ -36,6 +36,7 @@ from llamad.gateway.ollama.pull import delete_endpoint, downloading, pull_endpoi
 from llamad.gateway.ollama.requests import chat_plan, generate_plan
 from llamad.gateway.ollama.upstream import resolve
 from llamad.gateway.pool import Pool
+from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.library.pulls import Pulls
 
 log = structlog.get_logger("llamad.gateway.ollama")
@@ -80,6 +81,7 @@ class OllamaAPI:
     async def chat(self, request: Request, leases: AsyncExitStack) -> Response:
         """POST /api/chat."""
         body = await read_body(request)
+        HINTS.set(hints_of(request.headers.raw, body))  # this request's task alone
         name = model_name(body)
         stream = field(body, "stream", bool, True)
         messages = field(body, "messages", list, [])
@@ -103,6 +105,7 @@ class OllamaAPI:
     async def generate(self, request: Request, leases: AsyncExitStack) -> Response:
         """POST /api/generate."""
         body = await read_body(request)
+        HINTS.set(hints_of(request.headers.raw, body))  # this request's task alone
         name = model_name(body)
         stream = field(body, "stream", bool, True)
         prompt = field(body, "prompt", str, "")

@@ -1,0 +1,165 @@
+"""A request for a model with several replicas: wait for a free slot at the gateway,
+hold it while the answer flows, and move to another replica when one fails before its
+first byte.
+
+The choice and its mark are one synchronous step (`_try`): the balancer marks a peer's
+replica, the scheduler a local one, with no await between the snapshot and the marks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+
+import structlog
+
+from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.gateway.activity import current as current_tally
+from llamad.gateway.admission import Slot
+from llamad.gateway.fleet import FleetModels
+from llamad.gateway.port import QueueFull, QueueTimeout, Unavailable, Upstream, UpstreamError
+from llamad.gateway.replicas.affinity import Key
+from llamad.gateway.replicas.balancer import Balancer
+from llamad.gateway.replicas.hints import Hints
+from llamad.gateway.replicas.peer_upstream import remote_upstream
+from llamad.gateway.replicas.replica import Replica
+from llamad.gateway.replicas.snapshot import Seen, Snapshot
+from llamad.gateway.scheduler import Scheduler
+from llamad.supervise.facts import Facts
+
+log = structlog.get_logger("llamad.gateway")
+
+
+@dataclass
+class Held:
+    """The replica a request holds now, and the local slot it was admitted to."""
+
+    replica: Replica
+    upstream: Upstream
+    slot: Slot | None = None
+    released: bool = False
+
+
+class ReplicaLeases:
+    """Leases on models served by several replicas."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        sched: Scheduler,
+        balancer: Balancer,
+        fleet: Callable[[], FleetModels | None],
+        settings: Callable[[], Settings],
+        local_upstream: Callable[[Facts], Upstream],
+    ) -> None:
+        self.snapshot, self.sched, self.balancer = snapshot, sched, balancer
+        self.fleet, self.settings, self.local_upstream = fleet, settings, local_upstream
+
+    def several(self, name: str) -> bool:
+        """`name` has more than one replica now: the balanced lease serves it."""
+        fleet = self.fleet()
+        return (
+            fleet is not None and bool(fleet.candidates(name)) and len(self.snapshot.of(name)) > 1
+        )
+
+    @asynccontextmanager
+    async def lease(
+        self, name: str, hints: Hints, keep_alive: float | None
+    ) -> AsyncIterator[Upstream]:
+        """Hold a slot on the best replica of `name` while the context is open."""
+        t0 = time.perf_counter()
+        held = await self._take(name, hints, keep_alive, set())
+        if (tally := current_tally()) is not None:
+            tally.waited(time.perf_counter() - t0, loading=not held.replica.ready)
+        failed: set[Key] = set()
+
+        async def failover() -> Upstream | None:
+            nonlocal held
+            failed.add(held.replica.key)
+            self._away(name, held, "failed before answering")
+            self._give_back(held)
+            log.info("gateway.resending", model=name, replica="/".join(held.replica.key))
+            held = await self._take(name, hints, keep_alive, failed)
+            return replace(held.upstream, failover=None)  # once: then the failure stays
+
+        try:
+            yield replace(held.upstream, failover=failover)
+        except UpstreamError as exc:
+            self._away(name, held, exc.message)
+            raise
+        finally:
+            self._give_back(held)
+
+    async def _take(
+        self, name: str, hints: Hints, keep_alive: float | None, exclude: set[Key]
+    ) -> Held:
+        cfg, queued = self.settings(), False
+        try:
+            async with asyncio.timeout(cfg.queue_timeout):
+                while True:
+                    seen = self.snapshot.of(name, exclude)
+                    if not seen:
+                        raise Unavailable(f"model {name!r}: no replica answers")
+                    held = self._try(name, seen, hints, keep_alive)
+                    if isinstance(held, Held):
+                        return held
+                    if isinstance(held, Seen):  # a local one that loads: admission waits
+                        slot, facts = await self.sched.admit(held.target, keep_alive)  # type: ignore[arg-type]
+                        return self._held(held.replica, self.local_upstream(facts), slot)
+                    if not queued:
+                        if self.balancer.waiting[name] >= cfg.max_queue:
+                            raise QueueFull(
+                                f"{cfg.max_queue} requests already wait for model {name!r}"
+                            )
+                        self.balancer.waiting[name] += 1
+                        queued = True
+                    await self.balancer.changed()
+        except TimeoutError:
+            raise QueueTimeout(
+                f"no replica of model {name!r} was free within {cfg.queue_timeout:g}s"
+            ) from None
+        finally:
+            if queued:
+                self.balancer.waiting[name] -= 1
+
+    def _try(
+        self, name: str, seen: dict[Key, Seen], hints: Hints, keep_alive: float | None
+    ) -> Held | Seen | None:
+        """Choose and mark, in one step: Held, a cold local replica to load, or None."""
+        replicas = [s.replica for s in seen.values()]
+        chosen = self.balancer.pick(name, replicas, hints.prefix, hints.affinity)
+        if chosen is None:
+            return None
+        target = seen[chosen.key].target
+        if isinstance(target, Facts):
+            if not chosen.ready:
+                return seen[chosen.key]
+            slot = self.sched.slot(target.name)
+            facts = self.sched.try_admit(slot, keep_alive)
+            assert facts is not None, "a ready replica admits"  # read in this same step
+            return self._held(chosen, self.local_upstream(facts), slot)
+        entry, model = target
+        return self._held(chosen, remote_upstream(entry, model, self.balancer.id))
+
+    def _held(self, replica: Replica, upstream: Upstream, slot: Slot | None = None) -> Held:
+        if (tally := current_tally()) is not None:
+            tally.instance = replica.instance
+            tally.host = None if replica.local else replica.host
+        return Held(replica, upstream, slot)
+
+    def _give_back(self, held: Held) -> None:
+        if held.released:
+            return
+        held.released = True
+        if held.slot is not None:
+            self.sched.release(held.slot)
+        self.balancer.done(held.replica)
+
+    def _away(self, name: str, held: Held, why: str) -> None:
+        self.balancer.gone(name, held.replica)
+        fleet = self.fleet()
+        if fleet is not None and not held.replica.local and held.replica.host:
+            fleet.mark_away(held.replica.host, why)

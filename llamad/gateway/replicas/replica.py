@@ -1,0 +1,68 @@
+"""A replica, as the balancer sees it at one instant, and the pure rule that picks one.
+
+Every count here is a snapshot taken in the same synchronous step as the choice and its
+mark (balancer.py), so two requests can never both take a replica's last free slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+LOCAL = "local"  # the host name of this llamad's own replicas
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One target serving a model: this llamad's instance or a peer's gateway."""
+
+    host: str  # LOCAL, or the `[fleet]` peer's name
+    instance: str  # the instance name (local) or the model name the peer routes
+    slots: int  # requests it serves at once (llama-server's parallel slots)
+    busy: int  # requests it serves now, as far as this gateway knows
+    queued: int = 0  # requests waiting there (a peer's own queue)
+    ready: bool = True  # it serves now; False: idle or loading (on demand)
+    loading: bool = False  # a load is under way, started by us or by its host
+    memory_left: int = 0  # the host's memory budget left (placement of a cold model)
+    ours: int = 0  # a peer's: of its `busy`, the requests we had sent when it said so
+    last_pick: int = 0  # when the balancer last chose it (a serial number; 0: never)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What marks and affinity remember it by."""
+        return (self.host, self.instance)
+
+    @property
+    def free(self) -> int:
+        """Slots free now (never negative)."""
+        return max(0, self.slots - self.busy) if self.ready else 0
+
+    @property
+    def local(self) -> bool:
+        """Served by this llamad."""
+        return self.host == LOCAL
+
+
+def choose(replicas: Sequence[Replica], preferred: tuple[str, str] | None = None) -> Replica | None:
+    """The replica a request goes to now, or None: it waits at the gateway.
+
+    - `preferred` (the prompt's affinity) wins while it has a free slot;
+    - else the replica with a free slot and the least queued work; this llamad's own
+      wins a tie, so local is preferred only when it has a free slot; among peers, the
+      one chosen least recently (idle replicas take new conversations in turn);
+    - with no replica serving yet, one already loading takes the request (N cold
+      requests start one copy); else the cold one with the most memory left, local first.
+    """
+    free = [r for r in replicas if r.free > 0]
+    if free:
+        for r in free:
+            if r.key == preferred:
+                return r
+        return min(free, key=lambda r: (r.queued, r.busy - r.slots, not r.local, r.last_pick))
+    if any(r.ready for r in replicas):
+        return None  # all full: wait for a slot rather than queue on a busy server
+    loading = [r for r in replicas if r.loading]
+    if loading:
+        return min(loading, key=lambda r: (r.busy, not r.local))
+    cold = list(replicas)
+    return max(cold, key=lambda r: (r.local, r.memory_left)) if cold else None

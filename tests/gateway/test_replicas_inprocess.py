@@ -1,0 +1,199 @@
+"""Balancing between replicas under forced interleavings, in process: a local instance
+over the supervisor double and a peer whose status the test writes. No processes, no
+sleeps: each request holds its lease until the test releases it."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+from supervisor_double import Double, spec, until
+
+from llamad.config.gateway_table import Gateway as Settings
+from llamad.fleet.table import Peer
+from llamad.gateway.core import Gateway
+from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
+from llamad.gateway.port import QueueFull, UnknownModel, Upstream
+from llamad.gateway.replicas.hints import HINTS, hints_of
+from llamad.lifecycle.states import State
+
+pytestmark = pytest.mark.timeout(20)
+
+
+async def no_peers() -> dict[str, Peer]:
+    return {}
+
+
+def setup(peer_slots: int = 1, **settings: object) -> tuple[Double, Gateway, PeerModels]:
+    """Local `m` with one slot, and peer b serving `m` with `peer_slots`."""
+    double = Double()
+    one_slot = (("LLAMA_ARG_N_PARALLEL", "1"),)
+    double.add(dataclasses.replace(spec("m", on_demand=False), settings=one_slot), State.RUNNING)
+    fleet = FleetModels(no_peers)
+    entry = fleet.seen["b"] = PeerModels(Peer("b", "http://127.0.0.1:9"), "http://127.0.0.1:9")
+    entry.models = {"m": RemoteModel("m", (), "running", True, False, peer_slots)}
+    cfg = Settings(host="127.0.0.1", port=0, memory_budget=None, fleet=True, **settings)  # type: ignore[arg-type]
+    return double, Gateway(double, lambda: cfg, fleet=fleet), entry
+
+
+async def hold(gw: Gateway, release: asyncio.Future[None], body: object = None) -> Upstream:
+    if body is not None:
+        HINTS.set(hints_of([], body))
+    async with gw.lease("m") as upstream:
+        await release
+    return upstream
+
+
+def where(upstream: Upstream) -> str:
+    return upstream.model.host or "local"
+
+
+async def test_a_request_goes_to_a_free_replica_and_waits_when_all_are_full() -> None:
+    _double, gw, _ = setup()
+    loop = asyncio.get_running_loop()
+    gates = [loop.create_future() for _ in range(3)]
+    first = asyncio.ensure_future(hold(gw, gates[0]))
+    second = asyncio.ensure_future(hold(gw, gates[1]))
+    third = asyncio.ensure_future(hold(gw, gates[2]))
+    await until(lambda: gw.balancer.waiting["m"] == 1, "the third waits at the gateway")
+    assert gw.sched.slot("m").in_flight == 1, "local took one, never two"
+    assert gw.balancer.sent[("b", "m")] == 1
+    gates[1].set_result(None)  # b frees its slot: the waiter takes it
+    assert where(await second) == "b"
+    await until(lambda: gw.balancer.waiting["m"] == 0, "the waiter admitted")
+    assert gw.balancer.sent[("b", "m")] == 1
+    assert gw.sched.slot("m").in_flight == 1
+    for gate in (gates[0], gates[2]):
+        gate.set_result(None)
+    assert {where(await first), where(await third)} == {"local", "b"}
+    assert not gw.balancer.sent
+    assert gw.sched.slot("m").in_flight == 0
+    await gw.close()
+
+
+async def test_two_requests_in_one_step_never_take_the_same_last_slot() -> None:
+    _double, gw, _ = setup()
+    loop = asyncio.get_running_loop()
+    gate: asyncio.Future[None] = loop.create_future()
+    tasks = [asyncio.ensure_future(hold(gw, gate)) for _ in range(2)]  # started together
+    await until(lambda: gw.sched.slot("m").in_flight + gw.balancer.sent[("b", "m")] == 2, "both in")
+    assert gw.sched.slot("m").in_flight == 1
+    assert gw.balancer.sent[("b", "m")] == 1
+    gate.set_result(None)
+    assert sorted(where(u) for u in await asyncio.gather(*tasks)) == ["b", "local"]
+    await gw.close()
+
+
+async def test_a_peers_own_load_counts_and_the_queue_is_bounded() -> None:
+    _double, gw, entry = setup(max_queue=1)
+    entry.models["m"] = dataclasses.replace(entry.models["m"], in_flight=1)  # b is busy
+    loop = asyncio.get_running_loop()
+    gate: asyncio.Future[None] = loop.create_future()
+    first = asyncio.ensure_future(hold(gw, gate))
+    second = asyncio.ensure_future(hold(gw, gate))
+    await until(lambda: gw.balancer.waiting["m"] == 1, "the second waits: b said it is full")
+    with pytest.raises(QueueFull):
+        await hold(gw, gate)
+    gate.set_result(None)
+    assert [where(await first), where(await second)] == ["local", "local"]
+    await gw.close()
+
+
+async def test_the_next_turn_follows_its_prefix_unless_that_replica_is_full() -> None:
+    _double, gw, _ = setup()
+    loop = asyncio.get_running_loop()
+    turn = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]}
+    later = {
+        "messages": [
+            *turn["messages"],
+            {"role": "assistant", "content": "yo"},
+            {"role": "user", "content": "more"},
+        ]
+    }  # type: ignore[list-item]
+    hog: asyncio.Future[None] = loop.create_future()
+    busy = asyncio.ensure_future(hold(gw, hog, {"prompt": "someone else"}))  # takes local
+    await until(lambda: gw.sched.slot("m").in_flight == 1, "local busy")
+    done: asyncio.Future[None] = loop.create_future()
+    done.set_result(None)
+    assert where(await hold(gw, done, turn)) == "b"  # local full: b serves turn 1
+    hog.set_result(None)
+    await busy
+    assert where(await hold(gw, done, later)) == "b"  # local is free, but b has the prefix
+    HINTS.set(hints_of([(b"x-llamad-affinity", b"off")], later))
+    async with gw.lease("m") as upstream:
+        assert where(upstream) == "local"  # opted out: the free local slot wins
+    await gw.close()
+
+
+async def test_a_failed_replica_hands_the_request_to_another_and_is_skipped() -> None:
+    _double, gw, entry = setup()
+    loop = asyncio.get_running_loop()
+    hog: asyncio.Future[None] = loop.create_future()
+    busy = asyncio.ensure_future(hold(gw, hog))  # local busy: the next goes to b
+    await until(lambda: gw.sched.slot("m").in_flight == 1, "local busy")
+    async with gw.lease("m") as upstream:
+        assert where(upstream) == "b"
+        moved = asyncio.ensure_future(gw.restarted(upstream))  # b refused before answering
+        await until(lambda: gw.balancer.waiting["m"] == 1, "the failover waits for local")
+        assert entry.error is not None, "b is marked away"
+        assert not gw.balancer.sent
+        hog.set_result(None)
+        again = await moved
+        assert again is not None
+        assert where(again) == "local"
+        assert await gw.restarted(again) is None  # once: a second failure is the answer
+    await busy
+    async with gw.lease("m") as upstream:  # b stays skipped until a refresh finds it back
+        assert where(upstream) == "local"
+    await gw.close()
+
+
+async def test_concurrent_cold_requests_start_one_copy_not_one_each() -> None:
+    double, gw, entry = setup()
+    double.auto = False  # a Start leaves the local copy loading until the test moves it
+    double.insts["m"].spec = dataclasses.replace(double.insts["m"].spec, on_demand=True)
+    double.move("m", State.IDLE)
+    entry.models["m"] = dataclasses.replace(entry.models["m"], state="idle", loaded=False)
+    loop = asyncio.get_running_loop()
+    gate: asyncio.Future[None] = loop.create_future()
+    tasks = [asyncio.ensure_future(hold(gw, gate)) for _ in range(5)]
+    await until(lambda: gw.sched.slot("m").waiting == 5, "all five wait for one load")
+    await until(lambda: double.insts["m"].state is State.STARTING, "the one load started")
+    assert [c for c in double.commands if c[1] == "Start"] == [("m", "Start", 0)]
+    assert not gw.balancer.sent, "no copy started on the peer"
+    double.move("m", State.RUNNING)
+    gate.set_result(None)
+    assert {where(u) for u in await asyncio.gather(*tasks)} == {"local"}
+    await gw.close()
+
+
+async def test_cold_peers_get_one_copy_where_the_most_memory_is_left() -> None:
+    double, gw, entry = setup()
+    double.remove("m")
+    more = gw.fleet.seen["c"] = PeerModels(Peer("c", "http://127.0.0.1:8"), "http://127.0.0.1:8")  # type: ignore[union-attr]
+    more.models = {"m": RemoteModel("m", (), "idle", False, True)}
+    more.left_bytes, entry.left_bytes = 8 << 30, 2 << 30
+    entry.models["m"] = dataclasses.replace(entry.models["m"], state="idle", loaded=False)
+    loop = asyncio.get_running_loop()
+    gate: asyncio.Future[None] = loop.create_future()
+    tasks = [asyncio.ensure_future(hold(gw, gate)) for _ in range(4)]
+    await until(lambda: sum(gw.balancer.sent.values()) == 4, "all four sent")
+    assert gw.balancer.sent == {("c", "m"): 4}
+    gate.set_result(None)
+    await asyncio.gather(*tasks)
+    await gw.close()
+
+
+async def test_a_relayed_request_is_served_here_or_refused_never_relayed_again() -> None:
+    double, gw, _ = setup()
+    HINTS.set(hints_of([(b"x-llamad-hop", b"frontid")], None))
+    async with gw.lease("m") as upstream:  # local is served here, even with b free
+        assert where(upstream) == "local"
+        assert gw.status_of("m")["relayed"] == {"frontid": 1}
+    assert gw.status_of("m")["relayed"] == {}
+    double.remove("m")  # b's copy only: not relayed on
+    with pytest.raises(UnknownModel):
+        async with gw.lease("m"):
+            pass
+    await gw.close()
