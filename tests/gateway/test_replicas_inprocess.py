@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 from supervisor_double import Double, spec, until
 
-from llamad.config.gateway_table import Gateway as Settings
+from llamad.config.gateway_table import GatewayConfig as Settings
 from llamad.fleet.table import Peer
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
