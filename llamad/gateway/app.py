@@ -69,7 +69,8 @@ class Proxied:
             body = await read_body(receive)
         except ClientGone:
             return
-        model, status = "", 0
+        # `label`: the name the lease resolved, for the metrics ("-" when none was).
+        model, label, status = "", "", 0
         tally = begin(scope, t0)
         token = CURRENT.set(tally)
 
@@ -80,12 +81,12 @@ class Proxied:
             self.gateway.metrics.ttfb.labels(model).observe(tally.ttfb - t0)
 
         async def work() -> None:
-            nonlocal model, status
+            nonlocal model, label, status
             try:
                 model, path = self._target(scope, body)
                 asked, sent = model, enforce(path, body)
                 async with self.gateway.lease(model) as upstream:
-                    model = upstream.model.name
+                    model = label = upstream.name
                     await answered(
                         self.gateway,
                         upstream,
@@ -96,7 +97,7 @@ class Proxied:
                             path,
                             up.adapt(sent),
                             first_byte,
-                            renamer(up.model, asked, path),
+                            renamer(up, asked, path),
                             tally,
                         ),
                     )
@@ -109,7 +110,8 @@ class Proxied:
         finally:
             CURRENT.reset(token)
             end = now()
-            label = model if self.gateway.find(model) else "-"
+            if not label:  # refused before a lease: a known name keeps its own series
+                label = model if model and self.gateway.find(model) else "-"
             # 499, as nginx logs it: the client closed the connection first.
             self.gateway.metrics.requests.labels(label, str(status or 499)).inc()
             self.gateway.metrics.latency.labels(label).observe(end - t0)

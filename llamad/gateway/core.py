@@ -1,8 +1,11 @@
-"""The gateway: model views, leases on upstreams, unloads and what status shows."""
+"""The gateway: leases on upstreams, restarts and unloads, over the supervisor.
+
+Listings and status are built apart (`model_views.py`, `status_doc.py`); a relayed
+request resolves its model once, in `lease`, and carries the name on its `Upstream`.
+"""
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -10,37 +13,29 @@ from typing import Any
 
 import structlog
 
-from llamad.backends.probes import server_url
-from llamad.backends.registry import backend_for
 from llamad.config.gateway_table import Gateway as Settings
-from llamad.gateway import keys, memory
+from llamad.gateway import keys
 from llamad.gateway.activity import Activity, Listener, Record
 from llamad.gateway.activity import current as current_tally
 from llamad.gateway.activity_metrics import ActivityMetrics
-from llamad.gateway.activity_stats import KeyTotals, model_rates
+from llamad.gateway.activity_stats import KeyTotals
 from llamad.gateway.bus import EventBus
 from llamad.gateway.drain import drain
-from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
+from llamad.gateway.fleet import FleetModels
+from llamad.gateway.fleet_lease import FleetLease
 from llamad.gateway.idle import IdleTimers
-from llamad.gateway.instance_auth import instance_auth
-from llamad.gateway.loads import LIVE
 from llamad.gateway.metrics import GatewayMetrics
+from llamad.gateway.model_views import Views
 from llamad.gateway.notes import BusNotes
-from llamad.gateway.port import (
-    GatewayError,
-    ModelView,
-    Unavailable,
-    UnknownModel,
-    Upstream,
-    UpstreamError,
-)
+from llamad.gateway.port import GatewayError, ModelView, UnknownModel, Upstream
 from llamad.gateway.progress import LoadProgress
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
 from llamad.gateway.state_watch import StateWatch
+from llamad.gateway.status_doc import StatusDoc
+from llamad.gateway.upstreams import Upstreams
 from llamad.gateway.view import SupervisorView
 from llamad.lifecycle.states import State
-from llamad.supervise.facts import Facts
 
 log = structlog.get_logger("llamad.gateway")
 
@@ -67,9 +62,9 @@ class Gateway:
         self.metrics = self.sched.metrics
         self.metrics.watch(self.sched.counts)
         self.created = int(time.time())
-        # Why a name no model answers to is not served yet (a pull under way), else None:
-        # asked only on that miss path, never for a routed request.
-        self.pending = pending
+        self.upstreams = Upstreams()
+        self.remote = FleetLease(fleet, settings, self.router, pending)
+        self.views = Views(self.router, self.sched, self.idle, self.progress, self.remote)
         # Per-request activity: the ring, the live stream, Prometheus and usage per key.
         self.key_totals = KeyTotals()
         listeners: list[Listener] = [
@@ -79,6 +74,9 @@ class Gateway:
         ]
         self.activity = Activity(lambda: self.settings().activity_size, listeners)
         self.watch = StateWatch(supervisor, self.bus, self.progress, self.sched.size)
+        self.status_doc = StatusDoc(
+            settings, self.router, self.sched, self.views, self.activity, self.key_totals
+        )
 
     def draining(self, removed: list[str], changed: list[str]) -> AbstractAsyncContextManager[None]:
         """The drain around a reload's or a restart's stops and starts
@@ -101,23 +99,12 @@ class Gateway:
     # The port --------------------------------------------------------------------
 
     def models(self) -> list[ModelView]:
-        """Every routable model, never waiting on a load: this host's, then the fleet's
-        that no local name shadows."""
-        # A named key limited to some models lists only those.
-        return [v for v in self._all_models() if keys.may_use(v.name)]
-
-    def _all_models(self) -> list[ModelView]:
-        local = [self._view(f) for f in self.router.routable()]
-        names = {n for v in local for n in (v.name, *v.aliases)}
-        remote = [remote_view(e, m) for e, m in self._fleet_models() if m.name not in names]
-        return local + remote
+        """Every routable model, never waiting on a load (`model_views.Views.models`)."""
+        return self.views.models()
 
     def find(self, name: str) -> ModelView | None:
         """The model named `name` (instance name or alias), or None."""
-        facts = self.router.find(name)
-        if facts is not None:
-            return self._view(facts)
-        return next((v for v in self._all_models() if name in (v.name, *v.aliases)), None)
+        return self.views.find(name)
 
     @asynccontextmanager
     async def lease(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[Upstream]:
@@ -128,7 +115,7 @@ class Gateway:
         if tally is not None:
             tally.model = name
         if facts is None:
-            async with self._remote_lease(name) as upstream:
+            async with self.remote.lease(name) as upstream:
                 yield upstream
             return
         keys.check(facts.name)
@@ -138,26 +125,17 @@ class Gateway:
             tally.instance = facts.name
             tally.waited(time.perf_counter() - t0, loading=not serving)
         try:
-            yield self._upstream(facts)
+            yield self.upstreams.of(facts)
         finally:
             self.sched.release(slot)
 
     async def restarted(self, upstream: Upstream) -> Upstream | None:
         """Where to send a request again whose process failed before answering: its
         successor once it serves, or None when the process was not restarting."""
-        if upstream.pid is None or not await self.sched.left(upstream.model.name, upstream.pid):
+        if upstream.pid is None or not await self.sched.left(upstream.name, upstream.pid):
             return None
-        log.info("gateway.resending", model=upstream.model.name, pid=upstream.pid)
-        return self._upstream(await self.sched.running_again(upstream.model.name))
-
-    def _upstream(self, facts: Facts) -> Upstream:
-        return Upstream(
-            server_url(facts.spec.probe_host, facts.spec.port, ""),
-            dict(instance_auth(facts.spec)),
-            self._view(facts),
-            functools.partial(backend_for(facts.spec.kind).request_body, facts.spec),
-            facts.pid,
-        )
+        log.info("gateway.resending", model=upstream.name, pid=upstream.pid)
+        return self.upstreams.of(await self.sched.running_again(upstream.name))
 
     async def unload(self, name: str) -> None:
         """Stop `name` (to IDLE) now, or once its requests in flight have ended."""
@@ -171,128 +149,18 @@ class Gateway:
         facts = self.router.find(name)
         if facts is None or facts.state is not State.RUNNING:
             return None
-        return self._upstream(facts)
+        return self.upstreams.of(facts)
 
-    def _fleet_models(self) -> list[tuple[PeerModels, RemoteModel]]:
-        return self.fleet.models() if self.fleet and self.settings().fleet else []
-
-    @asynccontextmanager
-    async def _remote_lease(self, name: str) -> AsyncIterator[Upstream]:
-        if self.fleet is None or not self.settings().fleet:
-            raise self._unknown(name, self.router.names())
-        picked = await self.fleet.pick(name)
-        if isinstance(picked, list):
-            if picked:
-                hosts = ", ".join(e.peer.name for e in picked)
-                raise Unavailable(f"model {name!r} is served by {hosts}, which does not answer")
-            known = self.router.names() + [
-                n for e, m in self._fleet_models() for n in (m.name, *m.aliases)
-            ]
-            raise self._unknown(name, known)
-        entry, model = picked
-        assert entry.gateway_url is not None
-        keys.check(model.name)
-        if (tally := current_tally()) is not None:
-            tally.instance, tally.host = model.name, entry.peer.name
-        key = entry.key()
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        try:
-            yield Upstream(entry.gateway_url, headers, remote_view(entry, model))
-        except UpstreamError as exc:
-            # The peer went away since we last asked: say which host, and send the next
-            # request elsewhere.
-            self.fleet.mark_away(entry.peer.name, exc.message)
-            raise Unavailable(f"model {name!r} on {entry.peer.name}: {exc.message}") from None
-
-    def _unknown(self, name: str, known: list[str]) -> GatewayError:
-        why = self.pending(name) if self.pending is not None else None
-        return why if why is not None else UnknownModel(name, known)
-
-    # Views -----------------------------------------------------------------------
-
-    def _view(self, facts: Facts) -> ModelView:
-        spec, settings = facts.spec, dict(facts.spec.settings)
-        ctx = settings.get("LLAMA_ARG_CTX_SIZE")
-        serving = backend_for(spec.kind).serving(spec)
-        return ModelView(
-            name=facts.name,
-            aliases=spec.aliases,
-            model_path=spec.model,
-            state=facts.state.value,
-            loaded=facts.state is State.RUNNING,
-            on_demand=spec.on_demand,
-            idle_timeout=self.sched.timeout(facts.name) or 0.0,
-            expires_at=self.idle.expires_at(facts.name),
-            size_bytes=self.sched.size(facts.name),
-            ctx_size=int(ctx) if ctx and ctx.isdigit() else None,
-            mmproj=serving.vision,
-            serving=serving,
-            load_progress=self.load_progress(facts.name),
-        )
+    # Status ----------------------------------------------------------------------
 
     def load_progress(self, name: str) -> dict[str, Any] | None:
         """How far `name`'s load is (`progress.LoadProgress.of`), while it loads."""
-        facts = self.router.find(name)
-        # The watcher looks every tick; the state itself says at once that a load ended.
-        if facts is None or facts.state is not State.STARTING:
-            return None
-        return self.progress.of(name, self.sched.size(name), time.monotonic())
+        return self.views.load_progress(name)
 
     def status_of(self, name: str) -> dict[str, Any]:
         """The `gateway` object of an instance in the status document."""
-        slot = self.sched.slot(name)
-        facts = self.router.find(name)
-        expires = slot.expires
-        return {
-            "routable": facts is not None,
-            "aliases": list(facts.spec.aliases) if facts else [],
-            "on_demand": bool(facts and facts.spec.on_demand),
-            "idle_timeout_s": self.sched.timeout(name),
-            "idle_left_s": None if expires is None else round(expires - time.monotonic(), 1),
-            "in_flight": slot.in_flight,
-            "queued": slot.waiting,
-            "estimate_bytes": memory.estimate(facts.spec) if facts else None,
-            "footprint_bytes": slot.measured,
-            "load_progress": self.load_progress(name),
-            **self._rates.get(name, {}),
-        }
-
-    @property
-    def _rates(self) -> dict[str, dict[str, Any]]:
-        return model_rates(self.activity)
+        return self.status_doc.of(name)
 
     def status(self) -> dict[str, Any]:
         """The daemon-wide `gateway` object: where it listens and the memory budget."""
-        cfg = self.settings()
-        live = [f for f in self.router.routable() if f.state in LIVE]
-        used = sum(self.sched.size(f.name) or 0 for f in live)
-        budget = cfg.memory_budget
-        if budget == "auto":
-            budget = memory.auto_budget(self.sched.slot(f.name).measured for f in live)
-        return {
-            "listen": f"{cfg.host}:{cfg.port}",
-            "max_loaded": cfg.max_loaded,
-            "memory_budget": cfg.memory_budget if cfg.memory_budget == "auto" else budget,
-            "budget_bytes": budget,
-            "used_bytes": used,
-            "left_bytes": None if budget is None else budget - used,
-            "keys": self.key_totals.to_dict(),
-        }
-
-
-def remote_view(entry: PeerModels, model: RemoteModel) -> ModelView:
-    """A peer's model as the gateway's routes see it, with its host."""
-    return ModelView(
-        name=model.name,
-        aliases=model.aliases,
-        model_path=None,
-        state=model.state,
-        loaded=model.loaded,
-        on_demand=model.on_demand,
-        idle_timeout=0.0,
-        expires_at=None,
-        size_bytes=None,
-        ctx_size=None,
-        mmproj=False,
-        host=entry.peer.name,
-    )
+        return self.status_doc.daemon()

@@ -188,8 +188,8 @@ async def _error(send: Send, path: str, answer: Answer, first_byte: Callable[[in
 
 
 def _sse_error(upstream: Upstream, exc: Exception, path: str) -> bytes:
-    where = f" on {upstream.model.host}" if upstream.model.host else ""
-    message = f"model {upstream.model.name!r}{where} broke off: {exc or type(exc).__name__}"
+    where = f" on {upstream.host}" if upstream.host else ""
+    message = f"model {upstream.name!r}{where} broke off: {exc or type(exc).__name__}"
     data = gateway_shape(path, 502, "upstream_error", message)
     # Anthropic's clients read an error by its event name; OpenAI's by its data.
     event = b"event: error\n" if family(path) == "anthropic" else b""
