@@ -19,24 +19,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llamad.gateway import listing
 from llamad.gateway.activity import CURRENT, begin
+from llamad.gateway.client_side import ClientGone, guard, read_body
 from llamad.gateway.core import Gateway
 from llamad.gateway.families import gateway_shape
 from llamad.gateway.jsonmode import enforce
-from llamad.gateway.keyguard import KeyGuard
-from llamad.gateway.keys import CALLER, given, lookup, needs_key
+from llamad.gateway.keycheck import KeyCheck
+from llamad.gateway.metrics import Series
 from llamad.gateway.naming import renamer
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import GatewayError, UnknownModel
-from llamad.gateway.proxy import (
-    Bad,
-    ClientGone,
-    Relay,
-    guard,
-    now,
-    read_body,
-)
+from llamad.gateway.proxy import Bad, Relay, now
 from llamad.gateway.resend import answered
-from llamad.gateway.shapes import refuse, valid_text
+from llamad.gateway.shapes import valid_text
 
 # Routed by the body's `model`.
 BODY_ROUTED = (
@@ -62,6 +56,9 @@ class Proxied:
 
     def __init__(self, gateway: Gateway, relay: Relay, by: str, path: str | None = None) -> None:
         self.gateway, self.relay, self.by, self.path = gateway, relay, by, path
+        metrics = gateway.metrics
+        self.requests, self.latency = Series(metrics.requests), Series(metrics.latency)
+        self.ttfb = Series(metrics.ttfb)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = now()
@@ -78,7 +75,7 @@ class Proxied:
             nonlocal status
             status = tally.status = code
             tally.ttfb = now()
-            self.gateway.metrics.ttfb.labels(model).observe(tally.ttfb - t0)
+            self.ttfb(model).observe(tally.ttfb - t0)
 
         async def work() -> None:
             nonlocal model, label, status
@@ -113,8 +110,8 @@ class Proxied:
             if not label:  # refused before a lease: a known name keeps its own series
                 label = model if model and self.gateway.find(model) else "-"
             # 499, as nginx logs it: the client closed the connection first.
-            self.gateway.metrics.requests.labels(label, str(status or 499)).inc()
-            self.gateway.metrics.latency.labels(label).observe(end - t0)
+            self.requests(label, str(status or 499)).inc()
+            self.latency(label).observe(end - t0)
             tally.model = tally.model or model
             self.gateway.activity.add(tally.record(end))
 
@@ -145,39 +142,6 @@ def _query(scope: Scope) -> dict[str, str]:
     from urllib.parse import parse_qsl
 
     return dict(parse_qsl(scope.get("query_string", b"").decode()))
-
-
-class KeyCheck:
-    """Bearer or x-api-key against the gateway's keys (`keys.py`); /health, the page's
-    files and the probes Ollama apps send before they know of any key (GET or HEAD of /
-    and /api/version, which say nothing but the version) stay open. The key found serves
-    the request as `keys.CALLER`. Wrong keys are counted per address by `guard`, which
-    answers 429 to an address past its limit."""
-
-    def __init__(self, app: ASGIApp, gateway: Gateway, guard: KeyGuard | None = None) -> None:
-        self.app, self.gateway, self.guard = app, gateway, guard or KeyGuard()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        keys = self.gateway.settings().keys
-        if scope["type"] == "http" and keys and needs_key(scope):
-            path = scope["path"]
-            if (wait := self.guard.blocked(scope)) is not None:
-                await refuse(send, path, 429, "rate_limited", "too many wrong keys; wait", wait)
-                return
-            secret = given(scope)
-            key = lookup(keys, secret)  # every key compared in constant time: none revealed
-            if key is None:
-                self.guard.failed(scope, bool(secret))
-                message = "a valid API key is required (Bearer or x-api-key)"
-                await refuse(send, path, 401, "invalid_api_key", message)
-                return
-            token = CALLER.set(key)
-            try:
-                await self.app(scope, receive, send)
-            finally:
-                CALLER.reset(token)
-            return
-        await self.app(scope, receive, send)
 
 
 def build_app(
@@ -212,11 +176,26 @@ def build_app(
         Route("/props", Proxied(gateway, relay, "query"), methods=["GET"]),
         Route("/upstream/{model}/{path:path}", Proxied(gateway, relay, "path")),
     ]
-    routes += [Route(p, Proxied(gateway, relay, "body"), methods=["POST"]) for p in BODY_ROUTED]
+    by_body = Proxied(gateway, relay, "body")
+    routes += [Route(p, by_body, methods=["POST"]) for p in BODY_ROUTED]
     handlers = {HTTPException: not_found}
-    return KeyCheck(
-        Starlette(routes=[*routes, *extra_routes], exception_handlers=handlers), gateway
-    )
+    app = Starlette(routes=[*routes, *extra_routes], exception_handlers=handlers)
+    return KeyCheck(Posts(app, frozenset(BODY_ROUTED), by_body), gateway)
+
+
+class Posts:
+    """A POST to a body-routed path goes straight to its handler, past Starlette's
+    routing and middleware (route matching one by one, two exception layers, wrapped
+    sends); everything else goes through `app`, which routes that POST the same way."""
+
+    def __init__(self, app: ASGIApp, paths: frozenset[str], handler: ASGIApp) -> None:
+        self.app, self.paths, self.handler = app, paths, handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.paths:
+            await self.handler(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:

@@ -1,6 +1,6 @@
 """The gateway's keys: which named key a request carries, and what that key may use.
 
-`KeyCheck` (app.py) asks `lookup` for the request's key and sets `CALLER` for the task
+`KeyCheck` (keycheck.py) asks `lookup` for the request's key and sets `CALLER` for the task
 that serves it; the lease refuses a model outside the key's list with a 403, which each
 API family's routes answer in their own shape. Rate limits and strength checks belong
 around `lookup`.
