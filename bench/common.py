@@ -144,6 +144,8 @@ def toml_value(value: object) -> str:
         return json.dumps(str(value))
     if isinstance(value, dict):  # an inline table: an instance's env or supervise keys
         return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):  # `[fleet] peers`, each an inline table
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     return str(value)
 
 
@@ -153,6 +155,7 @@ def write_config(
     daemon: dict[str, object],
     supervise: dict[str, object] | None = None,
     gateway: dict[str, object] | None = None,
+    fleet: dict[str, object] | None = None,
 ) -> Path:
     """Write a llamad.toml from plain dicts (atomically: a reload must never see half)."""
     out: list[str] = ["[daemon]", *(f"{k} = {toml_value(v)}" for k, v in daemon.items())]
@@ -160,6 +163,8 @@ def write_config(
         out += ["[supervise]", *(f"{k} = {toml_value(v)}" for k, v in supervise.items())]
     if gateway:
         out += ["[gateway]", *(f"{k} = {toml_value(v)}" for k, v in gateway.items())]
+    if fleet:
+        out += ["[fleet]", *(f"{k} = {toml_value(v)}" for k, v in fleet.items())]
     for name, keys in instances.items():
         out.append(f"[instances.{name}]")
         out += [f"{k} = {toml_value(v)}" for k, v in keys.items()]

@@ -45,6 +45,7 @@ class Daemon:
         supervise: dict[str, object] | None = None,
         gateway: dict[str, object] | None = None,
         daemon: dict[str, object] | None = None,
+        fleet: dict[str, object] | None = None,
     ) -> None:
         self.work, sock_dir = ctx.fresh(name)
         self.socket = sock_dir / "s"
@@ -53,9 +54,9 @@ class Daemon:
             "socket": self.socket,
             **(daemon or {}),
         }
-        self.supervise, self.gateway = supervise, gateway
+        self.supervise, self.gateway, self.fleet = supervise, gateway, fleet
         self.config = write_config(
-            self.work / "llamad.toml", instances, self.daemon_keys, supervise, gateway
+            self.work / "llamad.toml", instances, self.daemon_keys, supervise, gateway, fleet
         )
         self.stderr_path = self.work / "llamad.stderr"
         self._stderr = self.stderr_path.open("wb")
@@ -73,7 +74,9 @@ class Daemon:
 
     def rewrite(self, instances: dict[str, dict[str, object]]) -> None:
         """Save a new config the way an editor does: write aside, rename over."""
-        write_config(self.config, instances, self.daemon_keys, self.supervise, self.gateway)
+        write_config(
+            self.config, instances, self.daemon_keys, self.supervise, self.gateway, self.fleet
+        )
 
     def events(self, name: str, **match: object) -> list[dict[str, Any]]:
         """Every JSON log event named `name` so far whose fields match."""
