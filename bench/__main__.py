@@ -68,7 +68,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--soak-requests",
         type=int,
         metavar="N",
-        help="requests through each proxy in the peers' memory soak (default 20000, quick 2000)",
+        help="requests through each proxy in the peers' memory soak (default 100000, llamad's "
+        "all of them and a peer's up to 60 s; quick 2000)",
     )
     p.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON")
     return p.parse_args(argv)

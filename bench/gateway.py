@@ -20,6 +20,7 @@ import psutil
 from bench.common import Context, Result, instance_keys, wait_for
 from bench.gateway_sse import sse_instances, sse_rows
 from bench.procs import Daemon, floor_specs, launch_direct, stop_direct
+from bench.targets import cpu_seconds
 from llamad.client.http import Client
 
 ONE_TOKEN = {"prompt": "hi", "max_tokens": 1, "temperature": 0}
@@ -70,11 +71,11 @@ def _cpu_per_request(ctx: Context, daemon: Daemon, gateway: int) -> float:
     proc = psutil.Process(daemon.proc.pid)
     conn = http.client.HTTPConnection("127.0.0.1", gateway, timeout=30)
     n = ctx.reps(400, 100)
-    before = sum(proc.cpu_times()[:2])
+    before = cpu_seconds(proc)
     for _ in range(n):
         _post(conn, "/v1/completions", {**ONE_TOKEN, "model": "hot"})
     conn.close()
-    return (sum(proc.cpu_times()[:2]) - before) / n * 1e6
+    return (cpu_seconds(proc) - before) / n * 1e6
 
 
 def _latency_rows(ctx: Context, gw_port: int, ports: dict[str, int]) -> list[Result]:

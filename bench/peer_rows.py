@@ -52,7 +52,7 @@ def latency(ctx: Context, direct: Target, peers: list[Target], model: str) -> li
 def cpu_per_request(ctx: Context, peers: list[Target], model: str) -> dict[str, float]:
     """Microseconds of each proxy's own CPU per 1-token completion, sent one at a time."""
     body = {**ONE_TOKEN, "model": model}
-    n = ctx.reps(300, 60)
+    n = ctx.reps(300, 150)
     cpu = {}
     for t in peers:
         conn = _connect(t, model)

@@ -7,7 +7,8 @@ llama-servers (bench/peer_procs.py); a peer that cannot run here is skipped with
 reason, printed and kept in results.json's notes. Rows, each against direct requests to
 the same llama-server in the same run: added latency p50/p99, CPU per request, SSE time,
 RSS at idle and after the run, a cold request's time to first byte for those that start
-models on demand, throughput under concurrency and memory under a long run.
+models on demand, throughput under concurrency and memory under a long run; then the
+fleet path (bench/fleet_path.py): the same llamad as a `[fleet]` peer of another.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from bench import concurrency, peer_rows
+from bench import concurrency, fleet_path, peer_rows
 from bench.common import Context, Result, instance_keys, wait_for
 from bench.gateway import _direct_cold, _healthy, _unload
 from bench.gateway_sse import PACED
@@ -64,9 +65,12 @@ def _start_peers(ctx: Context, upstreams: dict[str, int]) -> list[Target]:
 
 def run(ctx: Context) -> list[Result]:
     """Every peer row, from one llamad and the peers in front of its llama-servers."""
-    gw_port = ctx.port()
+    gw_port, control = ctx.port(), ctx.port()
     instances = _instances(ctx)
-    daemon = Daemon(ctx, "peers", instances, gateway={"listen": f"127.0.0.1:{gw_port}"})
+    # Its control API on TCP too: the fleet path's front llamad learns its models there.
+    remote, read_token = fleet_path.remote_keys(ctx, control)
+    daemon = Daemon(ctx, "peers", instances, gateway={"listen": f"127.0.0.1:{gw_port}"},
+                    daemon={"remote": remote})  # fmt: skip
     peers: list[Target] = []
     try:
         daemon.wait_running([TINY, PACED_MODEL], timeout=60.0)
@@ -79,7 +83,8 @@ def run(ctx: Context) -> list[Result]:
         peers = [llamad, *_start_peers(ctx, ports)]
         for name, text in NOT_MEASURED.items():
             ctx.notes[f"peers: {name}"] = text
-        return _measure(ctx, daemon, direct, peers, instances["cold"])
+        rows = _measure(ctx, daemon, direct, peers, instances["cold"])
+        return rows + fleet_path.rows(ctx, direct, llamad, control, read_token, TINY, PACED_MODEL)
     finally:
         for t in peers[1:]:
             t.stop()

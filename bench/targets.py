@@ -10,6 +10,7 @@ import contextlib
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
 
@@ -49,8 +50,7 @@ class Target:
         total = 0.0
         for proc in self.processes(model):
             with contextlib.suppress(psutil.Error):
-                times = proc.cpu_times()
-                total += times.user + times.system
+                total += cpu_seconds(proc)
         return total
 
     def rss_mb(self, model: str) -> float:
@@ -82,6 +82,18 @@ class Target:
             for kid in kids:
                 with contextlib.suppress(psutil.Error):
                     kid.kill()
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    """User + system CPU seconds of `proc`'s threads, to the nanosecond where Linux's
+    scheduler says (`/proc/PID/task/*/schedstat`): psutil's come in clock ticks of 10 ms,
+    as much as a quick run's 60 requests through nginx take in all."""
+    try:
+        tasks = Path(f"/proc/{proc.pid}/task").iterdir()
+        return sum(int((t / "schedstat").read_text().split()[0]) for t in tasks) / 1e9
+    except (OSError, ValueError, IndexError):
+        times = proc.cpu_times()
+        return float(times.user + times.system)
 
 
 def wait_answering(

@@ -19,22 +19,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llamad.gateway import listing
 from llamad.gateway.activity import CURRENT, begin
+from llamad.gateway.client_side import ClientGone, guard, read_body
 from llamad.gateway.core import Gateway
 from llamad.gateway.families import gateway_shape
 from llamad.gateway.jsonmode import enforce
 from llamad.gateway.keepalive import KeepAlive, sse_beat
 from llamad.gateway.keycheck import KeyCheck
+from llamad.gateway.metrics import Series
 from llamad.gateway.naming import renamer
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import GatewayError, UnknownModel
-from llamad.gateway.proxy import (
-    Bad,
-    ClientGone,
-    Relay,
-    guard,
-    now,
-    read_body,
-)
+from llamad.gateway.proxy import Bad, Relay, now
 from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.gateway.resend import answered
 from llamad.gateway.shapes import valid_text
@@ -63,6 +58,9 @@ class Proxied:
 
     def __init__(self, gateway: Gateway, relay: Relay, by: str, path: str | None = None) -> None:
         self.gateway, self.relay, self.by, self.path = gateway, relay, by, path
+        metrics = gateway.metrics
+        self.requests, self.latency = Series(metrics.requests), Series(metrics.latency)
+        self.ttfb = Series(metrics.ttfb)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = now()
@@ -70,7 +68,8 @@ class Proxied:
             body = await read_body(receive)
         except ClientGone:
             return
-        model, status = "", 0
+        # `label`: the name the lease resolved, for the metrics ("-" when none was).
+        model, label, status = "", "", 0
         tally = begin(scope, t0)
         token = CURRENT.set(tally)
 
@@ -78,12 +77,12 @@ class Proxied:
             nonlocal status
             status = tally.status = code
             tally.ttfb = now()
-            self.gateway.metrics.ttfb.labels(model).observe(tally.ttfb - t0)
+            self.ttfb(model).observe(tally.ttfb - t0)
 
         keep = KeepAlive(send, self.gateway.settings().keepalive_interval)
 
         async def work() -> None:
-            nonlocal model, status
+            nonlocal model, label, status
             try:
                 model, path, doc = self._target(scope, body)
                 asked, sent = model, enforce(path, body)
@@ -93,7 +92,7 @@ class Proxied:
                 async with self.gateway.lease(model) as upstream:
                     await keep.stop()
                     out = keep.out
-                    model = upstream.model.name
+                    model = label = upstream.name
                     await answered(
                         self.gateway,
                         upstream,
@@ -104,7 +103,7 @@ class Proxied:
                             path,
                             up.adapt(sent),
                             first_byte,
-                            renamer(up.model, asked, path),
+                            renamer(up, asked, path),
                             tally,
                         ),
                     )
@@ -118,10 +117,11 @@ class Proxied:
         finally:
             CURRENT.reset(token)
             end = now()
-            label = model if self.gateway.find(model) else "-"
+            if not label:  # refused before a lease: a known name keeps its own series
+                label = model if model and self.gateway.find(model) else "-"
             # 499, as nginx logs it: the client closed the connection first.
-            self.gateway.metrics.requests.labels(label, str(status or 499)).inc()
-            self.gateway.metrics.latency.labels(label).observe(end - t0)
+            self.requests(label, str(status or 499)).inc()
+            self.latency(label).observe(end - t0)
             tally.model = tally.model or model
             self.gateway.activity.add(tally.record(end))
             await keep.stop()  # last: a shutdown's cancel here skips no bookkeeping
@@ -190,11 +190,26 @@ def build_app(
         Route("/props", Proxied(gateway, relay, "query"), methods=["GET"]),
         Route("/upstream/{model}/{path:path}", Proxied(gateway, relay, "path")),
     ]
-    routes += [Route(p, Proxied(gateway, relay, "body"), methods=["POST"]) for p in BODY_ROUTED]
+    by_body = Proxied(gateway, relay, "body")
+    routes += [Route(p, by_body, methods=["POST"]) for p in BODY_ROUTED]
     handlers = {HTTPException: not_found}
-    return KeyCheck(
-        Starlette(routes=[*routes, *extra_routes], exception_handlers=handlers), gateway
-    )
+    app = Starlette(routes=[*routes, *extra_routes], exception_handlers=handlers)
+    return KeyCheck(Posts(app, frozenset(BODY_ROUTED), by_body), gateway)
+
+
+class Posts:
+    """A POST to a body-routed path goes straight to its handler, past Starlette's
+    routing and middleware (route matching one by one, two exception layers, wrapped
+    sends); everything else goes through `app`, which routes that POST the same way."""
+
+    def __init__(self, app: ASGIApp, paths: frozenset[str], handler: ASGIApp) -> None:
+        self.app, self.paths, self.handler = app, paths, handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.paths:
+            await self.handler(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:

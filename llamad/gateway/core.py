@@ -1,8 +1,11 @@
-"""The gateway: model views, leases on upstreams, unloads and what status shows."""
+"""The gateway: leases on upstreams, restarts and unloads, over the supervisor.
+
+Listings and status are built apart (`views.py`, `status_doc.py`); a relayed
+request resolves its model once, in `lease`, and carries the name on its `Upstream`.
+"""
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -11,43 +14,33 @@ from typing import Any
 
 import structlog
 
-from llamad.backends.probes import server_url
-from llamad.backends.registry import backend_for
 from llamad.config.gateway_table import GatewayConfig as Settings
-from llamad.gateway import keys, memory
+from llamad.gateway import keys
 from llamad.gateway.activity import Activity, Listener, Record
 from llamad.gateway.activity import current as current_tally
 from llamad.gateway.activity_metrics import ActivityMetrics
-from llamad.gateway.activity_stats import KeyTotals, model_rates
+from llamad.gateway.activity_stats import KeyTotals
 from llamad.gateway.bus import EventBus
 from llamad.gateway.drain import drain
 from llamad.gateway.fleet import FleetModels
+from llamad.gateway.fleet_lease import FleetLease
 from llamad.gateway.idle import IdleTimers
-from llamad.gateway.instance_auth import instance_auth
-from llamad.gateway.loads import LIVE
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.notes import BusNotes
-from llamad.gateway.port import (
-    GatewayError,
-    ModelView,
-    Unavailable,
-    UnknownModel,
-    Upstream,
-    UpstreamError,
-)
+from llamad.gateway.port import GatewayError, ModelView, UnknownModel, Upstream
 from llamad.gateway.progress import LoadProgress
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.gateway.replicas.hints import current as current_hints
 from llamad.gateway.replicas.lease import ReplicaLeases
-from llamad.gateway.replicas.peer_upstream import remote_upstream
 from llamad.gateway.replicas.snapshot import Snapshot
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
 from llamad.gateway.state_watch import StateWatch
+from llamad.gateway.status_doc import StatusDoc
+from llamad.gateway.upstreams import Upstreams
 from llamad.gateway.view import SupervisorView
 from llamad.gateway.views import Views
 from llamad.lifecycle.states import State
-from llamad.supervise.facts import Facts
 
 log = structlog.get_logger("llamad.gateway")
 
@@ -75,9 +68,19 @@ class Gateway:
         self.metrics = self.sched.metrics
         self.metrics.watch(self.sched.counts)
         self.created = int(time.time())
-        # Why a name no model answers to is not served yet (a pull under way), else None:
-        # asked only on that miss path, never for a routed request.
-        self.pending = pending
+        self.upstreams = Upstreams()
+        # Shared with the fleet, which reads our counts on a peer as its status arrives.
+        self.balancer = balancer or Balancer(settings().affinity_size)
+        self.remote = FleetLease(fleet, settings, self.router, pending, self.balancer.id)
+        self.views = Views(self.router, self.sched, self.idle, self.progress, self._fleet)
+        self.replicas = ReplicaLeases(
+            Snapshot(self.router, self.sched, self._fleet),
+            self.sched,
+            self.balancer,
+            self._fleet,
+            settings,
+            self.upstreams.of,
+        )
         # Per-request activity: the ring, the live stream, Prometheus and usage per key.
         self.key_totals = KeyTotals()
         listeners: list[Listener] = [
@@ -87,16 +90,14 @@ class Gateway:
         ]
         self.activity = Activity(lambda: self.settings().activity_size, listeners)
         self.watch = StateWatch(supervisor, self.bus, self.progress, self.sched.size)
-        # Shared with the fleet, which reads our counts on a peer as its status arrives.
-        self.balancer = balancer or Balancer(settings().affinity_size)
-        self.views = Views(self.router, self.sched, self.idle, self.progress, self._fleet)
-        self.replicas = ReplicaLeases(
-            Snapshot(self.router, self.sched, self._fleet),
-            self.sched,
-            self.balancer,
-            self._fleet,
+        self.status_doc = StatusDoc(
             settings,
-            self._upstream,
+            self.router,
+            self.sched,
+            self.views,
+            self.activity,
+            self.key_totals,
+            self.balancer,
         )
 
     def _fleet(self) -> FleetModels | None:
@@ -153,10 +154,10 @@ class Gateway:
             async with self.replicas.lease(name, hints, keep_alive) as upstream:
                 yield upstream
             return
-        if facts is None and hints.relayed:
-            raise self._unknown(name, self.router.names())  # never relayed twice: no loops
+        if facts is None and hints.relayed:  # never relayed twice: no loops
+            raise self.remote.unknown(name, self.router.names())
         if facts is None:
-            async with self._remote_lease(name) as upstream:
+            async with self.remote.lease(name) as upstream:
                 yield upstream
             return
         keys.check(facts.name)
@@ -170,32 +171,22 @@ class Gateway:
             tally.instance = facts.name
             tally.waited(time.perf_counter() - t0, loading=not serving)
         try:
-            yield self._upstream(facts)
+            yield self.upstreams.of(facts)
         finally:
             self.sched.release(slot)
             if relayed is not None:
-                self.balancer.relayed[relayed] -= 1
-                if self.balancer.relayed[relayed] <= 0:
-                    del self.balancer.relayed[relayed]
+                self.balancer.unrelayed(relayed)
 
     async def restarted(self, upstream: Upstream) -> Upstream | None:
         """Where to send a request again whose process failed before answering: its
-        successor once it serves, or None when the process was not restarting."""
+        successor once it serves (another replica's, for a model several serve), or None
+        when the process was not restarting."""
         if upstream.failover is not None:
             return await upstream.failover()
-        if upstream.pid is None or not await self.sched.left(upstream.model.name, upstream.pid):
+        if upstream.pid is None or not await self.sched.left(upstream.name, upstream.pid):
             return None
-        log.info("gateway.resending", model=upstream.model.name, pid=upstream.pid)
-        return self._upstream(await self.sched.running_again(upstream.model.name))
-
-    def _upstream(self, facts: Facts) -> Upstream:
-        return Upstream(
-            server_url(facts.spec.probe_host, facts.spec.port, ""),
-            dict(instance_auth(facts.spec)),
-            self.views.view(facts),
-            functools.partial(backend_for(facts.spec.kind).request_body, facts.spec),
-            facts.pid,
-        )
+        log.info("gateway.resending", model=upstream.name, pid=upstream.pid)
+        return self.upstreams.of(await self.sched.running_again(upstream.name))
 
     async def unload(self, name: str) -> None:
         """Stop `name` (to IDLE) now, or once its requests in flight have ended."""
@@ -209,80 +200,18 @@ class Gateway:
         facts = self.router.find(name)
         if facts is None or facts.state is not State.RUNNING:
             return None
-        return self._upstream(facts)
+        return self.upstreams.of(facts)
+
+    # Status ----------------------------------------------------------------------
 
     def load_progress(self, name: str) -> dict[str, Any] | None:
         """How far `name`'s load is (`progress.LoadProgress.of`), while it loads."""
         return self.views.load_progress(name)
 
-    @asynccontextmanager
-    async def _remote_lease(self, name: str) -> AsyncIterator[Upstream]:
-        if self.fleet is None or not self.settings().fleet:
-            raise self._unknown(name, self.router.names())
-        picked = await self.fleet.pick(name)
-        if isinstance(picked, list):
-            if picked:
-                hosts = ", ".join(e.peer.name for e in picked)
-                raise Unavailable(f"model {name!r} is served by {hosts}, which does not answer")
-            known = self.router.names() + [
-                n for e, m in self.views.fleet_models() for n in (m.name, *m.aliases)
-            ]
-            raise self._unknown(name, known)
-        entry, model = picked
-        keys.check(model.name)
-        if (tally := current_tally()) is not None:
-            tally.instance, tally.host = model.name, entry.peer.name
-        try:
-            yield remote_upstream(entry, model, self.balancer.id)
-        except UpstreamError as exc:
-            # The peer went away since we last asked: say which host, and send the next
-            # request elsewhere.
-            self.fleet.mark_away(entry.peer.name, exc.message)
-            raise Unavailable(f"model {name!r} on {entry.peer.name}: {exc.message}") from None
-
-    def _unknown(self, name: str, known: list[str]) -> GatewayError:
-        why = self.pending(name) if self.pending is not None else None
-        return why if why is not None else UnknownModel(name, known)
-
     def status_of(self, name: str) -> dict[str, Any]:
         """The `gateway` object of an instance in the status document."""
-        slot = self.sched.slot(name)
-        facts = self.router.find(name)
-        expires = slot.expires
-        return {
-            "routable": facts is not None,
-            "aliases": list(facts.spec.aliases) if facts else [],
-            "on_demand": bool(facts and facts.spec.on_demand),
-            "idle_timeout_s": self.sched.timeout(name),
-            "idle_left_s": None if expires is None else round(expires - time.monotonic(), 1),
-            "in_flight": slot.in_flight,
-            "queued": slot.waiting,
-            "slots": backend_for(facts.spec.kind).serving(facts.spec).slots if facts else None,
-            "relayed": {s: n for (i, s), n in self.balancer.relayed.items() if i == name},
-            "estimate_bytes": memory.estimate(facts.spec) if facts else None,
-            "footprint_bytes": slot.measured,
-            "load_progress": self.load_progress(name),
-            **self._rates.get(name, {}),
-        }
-
-    @property
-    def _rates(self) -> dict[str, dict[str, Any]]:
-        return model_rates(self.activity)
+        return self.status_doc.of(name)
 
     def status(self) -> dict[str, Any]:
         """The daemon-wide `gateway` object: where it listens and the memory budget."""
-        cfg = self.settings()
-        live = [f for f in self.router.routable() if f.state in LIVE]
-        used = sum(self.sched.size(f.name) or 0 for f in live)
-        budget = cfg.memory_budget
-        if budget == "auto":
-            budget = memory.auto_budget(self.sched.slot(f.name).measured for f in live)
-        return {
-            "listen": f"{cfg.host}:{cfg.port}",
-            "max_loaded": cfg.max_loaded,
-            "memory_budget": cfg.memory_budget if cfg.memory_budget == "auto" else budget,
-            "budget_bytes": budget,
-            "used_bytes": used,
-            "left_bytes": None if budget is None else budget - used,
-            "keys": self.key_totals.to_dict(),
-        }
+        return self.status_doc.daemon()

@@ -15,9 +15,9 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from llamad.gateway.bus import EventBus, Subscriber
+from llamad.gateway.client_side import ClientGone, guard, read_body
 from llamad.gateway.core import Gateway
 from llamad.gateway.keys import CALLER, may_use
-from llamad.gateway.proxy import ClientGone, guard, read_body
 
 KEEPALIVE_S = 15.0
 MAX_LIMIT = 10_000

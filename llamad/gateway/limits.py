@@ -35,16 +35,15 @@ class GatewayLimits:
 
     def __call__(self) -> Limits:
         """The listener's limits: a body up to the largest any model allows."""
-        now = (self.settings(), self.specs())
-        if self._seen is None or any(a is not b for a, b in zip(now, self._seen, strict=True)):
-            ceiling = max([self.default, *(s.max_body or 0 for s in now[1].values())])
-            s = now[0]
+        s, specs = self.settings(), self.specs()
+        if self._seen is None or self._seen[0] is not s or self._seen[1] is not specs:
+            ceiling = max([s.max_body, *(spec.max_body or 0 for spec in specs.values())])
             self._limits = Limits(
                 max_body=ceiling,
                 request_timeout=s.request_timeout,
                 trust_loopback=s.trust_loopback,
             )
-            self._seen = now
+            self._seen = (s, specs)
         return self._limits
 
     @property

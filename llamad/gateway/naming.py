@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from llamad.gateway.port import ModelView
+from llamad.gateway.port import Upstream
 
 # Compact (llama-server, nlohmann) and Python's default separators (mlx_lm.server).
 _SEPARATORS = (b":", b": ")
@@ -61,12 +61,12 @@ class Renamer:
         return 0
 
 
-def renamer(view: ModelView, asked: str, path: str) -> Renamer | None:
+def renamer(upstream: Upstream, asked: str, path: str) -> Renamer | None:
     """What the answer to `path` needs renamed, if anything: the model's name when its
     server gives another than the one asked for, and `/props`' file."""
-    if path == "/props" and view.model_path is not None:
-        return Renamer(str(view.model_path), asked, key="model_path")
-    served = view.serving.answer_name
+    if path == "/props" and upstream.model_path is not None:
+        return Renamer(str(upstream.model_path), asked, key="model_path")
+    served = upstream.answer_name
     if served is None or served == asked:
         return None
     return Renamer(served, asked)

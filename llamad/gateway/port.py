@@ -41,11 +41,16 @@ class ModelView:
 
 @dataclass(frozen=True)
 class Upstream:
-    """Where to send a leased request: the instance's address and its own auth."""
+    """Where to send a leased request: the model it was resolved to (once, by the
+    lease), the instance's address and its own auth."""
 
     base_url: str  # "http://127.0.0.1:8089"
     headers: Mapping[str, str]  # the instance's own auth (Authorization: Bearer ...)
-    model: ModelView
+    name: str  # the instance (or the fleet peer's model) serving it: the metrics label
+    host: str | None = None  # the `[fleet]` peer that serves it; None: this llamad
+    # The `model` its server writes in answers (`Serving.answer_name`); None: as asked.
+    answer_name: str | None = None
+    model_path: Path | None = None  # the GGUF file, which `/props` names
     # The request body as the instance's backend needs it (mlx pins `model`).
     adapt: Callable[[bytes], bytes] = lambda body: body
     pid: int | None = None  # the process leased (None: a fleet peer)

@@ -8,12 +8,11 @@ upstream connection, so llama-server stops generating.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import quote
 
-from starlette.types import Receive, Scope, Send
+from starlette.types import Scope, Send
 
 from llamad.gateway.activity import Tally
 from llamad.gateway.answer import Answer
@@ -46,45 +45,6 @@ class Bad(GatewayError):
 
     status = 400
     code = "invalid_request"
-
-
-class ClientGone(Exception):
-    """The client disconnected before its request was read."""
-
-
-async def read_body(receive: Receive) -> bytes:
-    """The whole request body."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-async def until_disconnect(receive: Receive) -> None:
-    """Return when the client has gone (the body has been read already)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-async def guard(receive: Receive, work: Awaitable[None]) -> None:
-    """Run `work`; cancel it the moment the client disconnects."""
-    task = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(until_disconnect(receive))
-    try:
-        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not task.done():
-            task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            if not gone.done() or gone.cancelled():
-                raise
 
 
 class Relay:
@@ -149,15 +109,18 @@ class Relay:
         # Only the last two chunks are kept (no copy, no parsing on the way): usage and
         # timings end the answer, and are read from them once it is over.
         prev = last = b""
+        ended = False
         try:
             async for chunk in answer.chunks():
                 if not last and tally is not None:
                     tally.ttft = now()
+                # The whole answer is in: its last chunk ends the response, in one send.
+                ended = answer.complete
                 if rename is not None:
-                    chunk = rename(chunk)
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    chunk = rename(chunk) + (rename.flush() if ended else b"")
+                await send({"type": "http.response.body", "body": chunk, "more_body": not ended})
                 prev, last = last, chunk
-            if rename is not None and (held := rename.flush()):
+            if not ended and rename is not None and (held := rename.flush()):
                 await send({"type": "http.response.body", "body": held, "more_body": True})
                 prev, last = last, held
         except OSError as exc:
@@ -166,7 +129,8 @@ class Relay:
             if sse:
                 error = _sse_error(upstream, exc, path)
                 await send({"type": "http.response.body", "body": error, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if not ended:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
         if tally is not None and last:
             tally.usage = from_chunks(prev, last)
 
@@ -188,8 +152,8 @@ async def _error(send: Send, path: str, answer: Answer, first_byte: Callable[[in
 
 
 def _sse_error(upstream: Upstream, exc: Exception, path: str) -> bytes:
-    where = f" on {upstream.model.host}" if upstream.model.host else ""
-    message = f"model {upstream.model.name!r}{where} broke off: {exc or type(exc).__name__}"
+    where = f" on {upstream.host}" if upstream.host else ""
+    message = f"model {upstream.name!r}{where} broke off: {exc or type(exc).__name__}"
     data = gateway_shape(path, 502, "upstream_error", message)
     # Anthropic's clients read an error by its event name; OpenAI's by its data.
     event = b"event: error\n" if family(path) == "anthropic" else b""

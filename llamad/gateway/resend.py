@@ -35,5 +35,5 @@ async def answered(
 
 
 def _error(upstream: Upstream, exc: Exception) -> UpstreamError:
-    where = f" on {upstream.model.host}" if upstream.model.host else ""
-    return UpstreamError(f"model {upstream.model.name!r}{where}: {exc or type(exc).__name__}")
+    where = f" on {upstream.host}" if upstream.host else ""
+    return UpstreamError(f"model {upstream.name!r}{where}: {exc or type(exc).__name__}")

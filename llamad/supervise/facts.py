@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llamad.backends.spec import InstanceSpec
@@ -19,7 +20,8 @@ class Facts:
     state: State
     pid: int | None
     error: str | None
-    stderr_tail: tuple[str, ...]  # the last lines its last process wrote
+    # The last lines its last process wrote: its `ExitInfo`'s, shared, never copied.
+    stderr_tail: Sequence[str]
     closing: bool  # being removed from the config
 
     @property
@@ -36,7 +38,7 @@ class Facts:
 
 def facts_of(inst: Instance) -> Facts:
     """The snapshot of `inst` now."""
-    tail = tuple(inst.last_exit.stderr_tail) if inst.last_exit else ()
+    tail = inst.last_exit.stderr_tail if inst.last_exit else ()
     pid = inst.child.pid if inst.child is not None else None
     return Facts(inst.spec, inst.record.state, pid, inst.record.error, tail, inst.closing)
 

@@ -16,14 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from llamad.common.clock import utcnow
+from llamad.supervise.output import Output, pipe
 from llamad.supervise.port_owner import port_owner
 
 TAIL_LINES = 50
-_CHUNK = 65536
-# llama-server logs several lines per request, on the loop the gateway relays on: output
-# gathered this long is redacted and written in one go. A read of half a chunk or more (a
-# verbose child) goes on at once.
-_GATHER_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -103,8 +99,7 @@ class Child:
         self.started = asyncio.get_running_loop().time()
         self.started_at = time.time()  # wall clock, for the start-time metric
         self._write = write
-        self._exited = asyncio.Event()  # the last output is wanted now: no more gathering
-        self._pump = asyncio.create_task(self._read_output(), name=f"pump-{proc.pid}")
+        self.output = Output(self._lines)
 
     @classmethod
     async def spawn(
@@ -115,29 +110,26 @@ class Child:
     ) -> Child:
         """Launch `argv` in a new session so signals reach its whole process group.
         `write(text)` keeps its output and returns it as kept (redacted) for the tail."""
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent(os.getpid()) if _PRCTL is not None else None,
-        )
-        return cls(proc, write)
-
-    async def _read_output(self) -> None:
-        assert self.proc.stdout is not None
-        partial = b""
-        while chunk := await self.proc.stdout.read(_CHUNK):
-            *lines, partial = (partial + chunk).split(b"\n")
-            if lines:
-                self._lines(lines)
-            if len(chunk) < _CHUNK // 2 and not self._exited.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._exited.wait(), _GATHER_S)
-        if partial:
-            self._lines([partial])
+        read_fd, write_fd = pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                start_new_session=True,
+                preexec_fn=die_with_parent(os.getpid()) if _PRCTL is not None else None,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)  # the child's copy is the only writer: EOF comes with its exit
+        child = cls(proc, write)
+        reading = os.fdopen(read_fd, "rb", buffering=0)  # the transport closes it
+        await asyncio.get_running_loop().connect_read_pipe(lambda: child.output, reading)
+        return child
 
     def _lines(self, raw: list[bytes]) -> None:
         # One redaction and one write per read, however many lines it brought: llama-server
@@ -155,13 +147,7 @@ class Child:
     async def wait(self) -> ExitInfo:
         """Wait for the exit (reaped by asyncio, so no zombie) and the last of its output."""
         code = await self.proc.wait()
-        self._exited.set()
-        try:
-            # Output still in the pipe belongs to the tail; a grandchild holding the pipe
-            # open must not keep the exit from being reported.
-            await asyncio.wait_for(asyncio.shield(self._pump), 0.5)
-        except TimeoutError:
-            self._pump.cancel()
+        await self.output.drain(0.5)  # output still in the pipe belongs to the tail
         if code < 0:
             return ExitInfo(None, signal.Signals(-code).name, utcnow(), list(self.tail))
         return ExitInfo(code, None, utcnow(), list(self.tail))

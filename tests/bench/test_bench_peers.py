@@ -1,5 +1,5 @@
 """The peer benchmark's helpers, without starting a peer: the load client's counting,
-local-engine-router's config, and the reasons a peer is skipped."""
+local-engine-router's config, the reasons a peer is skipped, and the fleet path's configs."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import load_client, peer_nginx, peer_procs
+from bench import fleet_path, load_client, peer_nginx, peer_procs
+from bench.common import Context, write_config
 from bench.concurrency import summary
+from llamad.config.load import load
 
 EVENT = b'data: {"choices":[{"text":"%s","index":0}]}\n\n'
 
@@ -76,3 +78,27 @@ def test_a_missing_peer_is_skipped_with_its_reason(
     monkeypatch.setattr(peer_procs, "PEERS_VENV", tmp_path)
     with pytest.raises(peer_procs.Unavailable, match="make bench-peers"):
         peer_procs._peer_bin("litellm")
+
+
+def test_the_fleet_paths_configs_are_ones_llamad_takes(tmp_path: Path) -> None:
+    """The peer llamad's control on TCP and the front llamad's `[fleet]` peer, as the
+    fleet path writes them, load with llamad's own config code."""
+    ctx = Context(root=tmp_path, short=tmp_path, model=tmp_path / "m.gguf",
+                  binary=tmp_path / "llama-server", quick=True)  # fmt: skip
+    remote, read = fleet_path.remote_keys(ctx, 18123)
+    work = tmp_path / "front"
+    work.mkdir()
+    peer = {"name": "peer", "url": "http://127.0.0.1:18123", "token_file": read}
+    config = write_config(
+        work / "llamad.toml",
+        {},
+        {"state_dir": work / "state", "remote": remote},
+        gateway={"listen": "127.0.0.1:18124", "fleet": True},
+        fleet={"peers": [peer]},
+    )
+    loaded = load(config)
+    assert loaded.daemon.remote is not None
+    assert loaded.daemon.remote.read_token == read.read_text().strip()
+    assert [(p.name, p.url, p.token_file) for p in loaded.fleet.peers] == [
+        ("peer", "http://127.0.0.1:18123", read)
+    ]

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from llamad.backends.serving import Serving
 from llamad.gateway.jsonmode import enforce
 from llamad.gateway.naming import Renamer, renamer
-from llamad.gateway.port import ModelView
+from llamad.gateway.port import Upstream
 
 # The generated text holds what looks like the pair, escaped as JSON strings are.
 CONTENT = b'{"content":"\\"model\\":\\"tiny\\""}'
@@ -34,9 +32,8 @@ def test_a_pair_split_across_chunks_is_renamed(size: int) -> None:
     assert json.loads(out + rename.flush()) == {"a": 1, "model": "m", "b": []}
 
 
-def view(answer_name: str | None, path: Path | None = None) -> ModelView:
-    base = ModelView("tiny", (), path, "running", True, False, 0, None, None, None, False)
-    return replace(base, serving=Serving(answer_name=answer_name))
+def view(answer_name: str | None, path: Path | None = None) -> Upstream:
+    return Upstream("http://127.0.0.1:1", {}, "tiny", answer_name=answer_name, model_path=path)
 
 
 def test_nothing_to_rename_when_the_server_says_the_name_asked() -> None:

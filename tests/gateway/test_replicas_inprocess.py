@@ -46,7 +46,7 @@ async def hold(gw: Gateway, release: asyncio.Future[None], body: object = None) 
 
 
 def where(upstream: Upstream) -> str:
-    return upstream.model.host or "local"
+    return upstream.host or "local"
 
 
 async def test_a_request_goes_to_a_free_replica_and_waits_when_all_are_full() -> None:

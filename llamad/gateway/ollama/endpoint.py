@@ -19,9 +19,10 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from llamad.gateway.activity import CURRENT, Activity, Tally, begin
+from llamad.gateway.client_side import ClientGone, guard, read_body
 from llamad.gateway.keepalive import Beat, KeepAlive
 from llamad.gateway.ollama.errors import OllamaError, error_response
-from llamad.gateway.proxy import ClientGone, guard, now, read_body
+from llamad.gateway.proxy import now
 
 log = structlog.get_logger("llamad.gateway.ollama")
 

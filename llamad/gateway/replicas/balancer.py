@@ -35,6 +35,12 @@ class Balancer:
         self._serial = 0
         self._changed = asyncio.Event()
 
+    def unrelayed(self, key: tuple[str, str]) -> None:
+        """A request a peer relayed here (instance, sender) has ended."""
+        self.relayed[key] -= 1
+        if self.relayed[key] <= 0:
+            del self.relayed[key]
+
     def resize(self, affinity_size: int) -> None:
         """Follow `[gateway] affinity_size` on reload; a model's map is remade at its next use."""
         self.affinity_size = affinity_size

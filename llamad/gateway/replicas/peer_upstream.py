@@ -31,4 +31,4 @@ def remote_upstream(entry: PeerModels, model: RemoteModel, sender: str) -> Upstr
     assert entry.gateway_url is not None
     key = entry.key()
     headers = {HOP_HEADER: sender} | ({"Authorization": f"Bearer {key}"} if key else {})
-    return Upstream(entry.gateway_url, headers, remote_view(entry, model))
+    return Upstream(entry.gateway_url, headers, model.name, entry.peer.name)

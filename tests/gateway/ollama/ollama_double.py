@@ -52,7 +52,10 @@ class Up:
 
     base_url: str
     headers: dict[str, str]
-    model: View
+    name: str
+    host: str | None = None
+    answer_name: str | None = None
+    model_path: Path | None = None
     pid: int | None = None
 
 
@@ -178,7 +181,7 @@ class DoubleGateway:
         if keep_alive is not None:
             slot.keep_alive = keep_alive
         try:
-            yield Up(f"http://127.0.0.1:{slot.port}", {}, slot.view)
+            yield Up(f"http://127.0.0.1:{slot.port}", {}, view.name)
         finally:
             slot.in_flight -= 1
             ka = slot.keep_alive
@@ -191,7 +194,7 @@ class DoubleGateway:
         slot = self.slots.get(name)
         if slot is None or slot.proc is None or not slot.view.loaded:
             return None
-        return Up(f"http://127.0.0.1:{slot.port}", {}, slot.view, slot.proc.pid)
+        return Up(f"http://127.0.0.1:{slot.port}", {}, name, pid=slot.proc.pid)
 
     async def restarted(self, upstream: Up) -> Up | None:
         return None  # the double's processes are never restarted under a request

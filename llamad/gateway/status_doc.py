@@ -1,0 +1,74 @@
+"""What the status document shows of the gateway: per instance, and daemon-wide."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from llamad.backends.registry import backend_for
+from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.gateway import memory
+from llamad.gateway.activity import Activity
+from llamad.gateway.activity_stats import KeyTotals, model_rates
+from llamad.gateway.loads import LIVE
+from llamad.gateway.replicas.balancer import Balancer
+from llamad.gateway.router import Router
+from llamad.gateway.scheduler import Scheduler
+from llamad.gateway.views import Views
+
+
+class StatusDoc:
+    """The `gateway` objects of the status document."""
+
+    def __init__(
+        self,
+        settings: Callable[[], Settings],
+        router: Router,
+        sched: Scheduler,
+        views: Views,
+        activity: Activity,
+        key_totals: KeyTotals,
+        balancer: Balancer,
+    ) -> None:
+        self.settings, self.router, self.sched, self.views = settings, router, sched, views
+        self.activity, self.key_totals, self.balancer = activity, key_totals, balancer
+
+    def of(self, name: str) -> dict[str, Any]:
+        """The `gateway` object of an instance in the status document."""
+        slot = self.sched.slot(name)
+        facts = self.router.find(name)
+        expires = slot.expires
+        return {
+            "routable": facts is not None,
+            "aliases": list(facts.spec.aliases) if facts else [],
+            "on_demand": bool(facts and facts.spec.on_demand),
+            "idle_timeout_s": self.sched.timeout(name),
+            "idle_left_s": None if expires is None else round(expires - time.monotonic(), 1),
+            "in_flight": slot.in_flight,
+            "queued": slot.waiting,
+            "slots": backend_for(facts.spec.kind).serving(facts.spec).slots if facts else None,
+            "relayed": {s: n for (i, s), n in self.balancer.relayed.items() if i == name},
+            "estimate_bytes": memory.estimate(facts.spec) if facts else None,
+            "footprint_bytes": slot.measured,
+            "load_progress": self.views.load_progress(name),
+            **model_rates(self.activity).get(name, {}),
+        }
+
+    def daemon(self) -> dict[str, Any]:
+        """The daemon-wide `gateway` object: where it listens and the memory budget."""
+        cfg = self.settings()
+        live = [f for f in self.router.routable() if f.state in LIVE]
+        used = sum(self.sched.size(f.name) or 0 for f in live)
+        budget = cfg.memory_budget
+        if budget == "auto":
+            budget = memory.auto_budget(self.sched.slot(f.name).measured for f in live)
+        return {
+            "listen": f"{cfg.host}:{cfg.port}",
+            "max_loaded": cfg.max_loaded,
+            "memory_budget": cfg.memory_budget if cfg.memory_budget == "auto" else budget,
+            "budget_bytes": budget,
+            "used_bytes": used,
+            "left_bytes": None if budget is None else budget - used,
+            "keys": self.key_totals.to_dict(),
+        }

@@ -1,0 +1,51 @@
+"""Where a leased request to a local instance goes, built once per spec and process.
+
+Everything an `Upstream` holds follows from the instance's spec (its address, auth, how
+its server names the model, how its backend wants the body) and its process id, so it is
+made when either changes, not for every request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from llamad.backends.probes import server_url
+from llamad.backends.registry import backend_for
+from llamad.backends.spec import InstanceSpec
+from llamad.gateway.instance_auth import instance_auth
+from llamad.gateway.port import Upstream
+from llamad.supervise.facts import Facts
+
+
+class Upstreams:
+    """The `Upstream` of each local instance, remade when its spec or process changes."""
+
+    def __init__(self) -> None:
+        # Instance name -> (the spec it was made from, the upstream).
+        self._made: dict[str, tuple[InstanceSpec, Upstream]] = {}
+
+    def of(self, facts: Facts) -> Upstream:
+        """The upstream of the instance `facts` describe, for its process now."""
+        spec, made = self._made.get(facts.name, (None, None))
+        if made is None or spec is not facts.spec:
+            made = _build(facts.spec, facts.pid)
+        elif made.pid != facts.pid:  # restarted: the same spec, another process
+            made = dataclasses.replace(made, pid=facts.pid)
+        else:
+            return made
+        self._made[facts.name] = (facts.spec, made)
+        return made
+
+
+def _build(spec: InstanceSpec, pid: int | None) -> Upstream:
+    backend = backend_for(spec.kind)
+    return Upstream(
+        server_url(spec.probe_host, spec.port, ""),
+        dict(instance_auth(spec)),
+        spec.name,
+        answer_name=backend.serving(spec).answer_name,
+        model_path=spec.model,
+        adapt=functools.partial(backend.request_body, spec),
+        pid=pid,
+    )

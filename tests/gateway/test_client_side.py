@@ -1,0 +1,121 @@
+"""gateway.client_side.guard: the request's own task does the work, and a client that
+leaves cancels it, and nothing else; and the app's shortcut for POSTs (no server)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from starlette.types import ASGIApp
+from supervisor_double import Double, gateway
+
+from llamad.gateway.app import build_app
+from llamad.gateway.client_side import guard
+from llamad.gateway.pool import Pool
+
+Message = dict[str, object]
+
+
+class Client:
+    """An ASGI `receive` whose disconnect comes when `leave()` is called."""
+
+    def __init__(self) -> None:
+        self.gone = asyncio.Event()
+
+    def leave(self) -> None:
+        self.gone.set()
+
+    async def receive(self) -> Message:
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+
+async def _settle() -> None:
+    """A few turns of the loop: whatever was scheduled has run."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_work_runs_in_the_request_task_and_leaves_no_cancel_behind() -> None:
+    client, ran_in = Client(), []
+
+    async def work() -> None:
+        ran_in.append(asyncio.current_task())
+
+    await guard(client.receive, work())
+    client.leave()  # after the work: nothing of this request is left to cancel
+    await _settle()
+    me = asyncio.current_task()
+    assert me is not None
+    assert ran_in == [me]
+    assert me.cancelling() == 0
+
+
+async def test_a_client_that_leaves_cancels_the_work_and_guard_returns() -> None:
+    client, started, cancelled = Client(), asyncio.Event(), asyncio.Event()
+
+    async def work() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # a load or a stream that would go on
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def leave_once_started() -> None:
+        await started.wait()
+        client.leave()
+
+    async with asyncio.timeout(10), asyncio.TaskGroup() as group:
+        group.create_task(leave_once_started())
+        await guard(client.receive, work())
+    assert cancelled.is_set()
+    me = asyncio.current_task()
+    assert me is not None
+    assert me.cancelling() == 0
+
+
+async def test_a_cancel_from_outside_still_cancels_the_task() -> None:
+    client, started = Client(), asyncio.Event()
+
+    async def work() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.ensure_future(guard(client.receive, work()))
+    async with asyncio.timeout(10):
+        await started.wait()
+    task.cancel()  # a shutdown, say: not the client leaving
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def _call(app: ASGIApp, method: str, path: str) -> tuple[int, dict[str, object]]:
+    """One request to `app` with no body: its status and its JSON."""
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "method": method, "path": path, "raw_path": path.encode(),
+        "root_path": "", "query_string": b"", "headers": [], "client": ("127.0.0.1", 1),
+    }  # fmt: skip
+    await app(scope, receive, send)
+    body = b"".join(bytes(m.get("body", b"")) for m in sent[1:])  # type: ignore[arg-type]
+    return int(str(sent[0]["status"])), json.loads(body)
+
+
+async def test_a_body_routed_path_by_another_method_is_still_refused_by_the_router() -> None:
+    """POSTs to the body-routed paths skip the router; other methods still meet it."""
+    app = build_app(gateway(Double()), pool=Pool())
+    status, doc = await _call(app, "GET", "/v1/chat/completions")
+    assert status == 405
+    assert doc["error"]["code"] == "method_not_allowed"  # type: ignore[index]
+    status, doc = await _call(app, "POST", "/v1/chat/completions")  # no body: no model
+    assert status == 400
+    assert "model" in doc["error"]["message"]  # type: ignore[index]

@@ -1,0 +1,39 @@
+"""gateway.upstreams: an instance's Upstream is made once per spec and process (no server)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from supervisor_double import spec
+
+from llamad.gateway.upstreams import Upstreams
+from llamad.lifecycle.states import State
+from llamad.supervise.facts import Facts
+
+
+def facts(name: str = "a", pid: int | None = 100, **changes: object) -> Facts:
+    return Facts(dataclasses.replace(spec(name), **changes), State.RUNNING, pid, None, (), False)
+
+
+def test_the_same_spec_and_process_give_the_same_upstream() -> None:
+    ups, first = Upstreams(), facts()
+    up = ups.of(first)
+    assert (up.name, up.base_url, up.pid, up.host) == ("a", "http://127.0.0.1:9", 100, None)
+    again = dataclasses.replace(first, state=State.RUNNING)  # a fresh snapshot, same spec
+    assert ups.of(again) is up
+
+
+def test_a_restart_or_a_reload_gives_a_new_one() -> None:
+    ups, first = Upstreams(), facts()
+    up = ups.of(first)
+    restarted = ups.of(dataclasses.replace(first, pid=101))
+    assert (restarted.pid, restarted.base_url) == (101, up.base_url)
+    reloaded = ups.of(facts(port=10, pid=101))  # another spec object: another port
+    assert (reloaded.base_url, reloaded.pid) == ("http://127.0.0.1:10", 101)
+
+
+def test_the_answer_name_and_file_come_from_the_spec() -> None:
+    settings = (("LLAMA_ARG_ALIAS", "served-name"),)
+    up = Upstreams().of(facts(settings=settings))
+    assert up.answer_name == "served-name"
+    assert up.model_path is None
