@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway import keys
 from llamad.gateway.activity import Activity, Listener, Record
 from llamad.gateway.activity import current as current_tally
@@ -51,7 +51,7 @@ class Gateway:
     def __init__(
         self,
         supervisor: SupervisorView,
-        settings: Callable[[], Settings],
+        settings: Callable[[], GatewayConfig],
         metrics: GatewayMetrics | None = None,
         fleet: FleetModels | None = None,
         pending: Callable[[str], GatewayError | None] | None = None,
@@ -106,7 +106,7 @@ class Gateway:
 
     def draining(self, removed: list[str], changed: list[str]) -> AbstractAsyncContextManager[None]:
         """The drain around a reload's or a restart's stops and starts
-        (`Supervisor.draining`)."""
+        (the supervisor's `draining`)."""
         return drain(self.router, self.sched, removed, changed)
 
     async def run(self) -> None:

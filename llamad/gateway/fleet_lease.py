@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway import keys
 from llamad.gateway.activity import current as current_tally
 from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
@@ -20,7 +20,7 @@ class FleetLease:
     def __init__(
         self,
         fleet: FleetModels | None,
-        settings: Callable[[], Settings],
+        settings: Callable[[], GatewayConfig],
         router: Router,
         pending: Callable[[str], GatewayError | None] | None,
         sender: str,

@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from llamad.backends.spec import InstanceSpec
 from llamad.common.limits import Limits, Refused, body_too_large
-from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.families import gateway_shape
 
 __all__ = ["BodyLimit", "GatewayLimits", "gateway_shape"]
@@ -27,7 +27,7 @@ class GatewayLimits:
     """The limits in force, from the current `[gateway]` and instances (reloads apply)."""
 
     def __init__(
-        self, settings: Callable[[], Settings], specs: Callable[[], Mapping[str, InstanceSpec]]
+        self, settings: Callable[[], GatewayConfig], specs: Callable[[], Mapping[str, InstanceSpec]]
     ) -> None:
         self.settings, self.specs = settings, specs
         self._seen: tuple[object, object] | None = None

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from llamad.common.limits import Refused, client_key, is_loopback
-from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.shapes import refuse
 
 _PREFLIGHT_HEADERS = [
@@ -42,7 +42,7 @@ _OWN_SUFFIXES = (".local", ".ts.net")
 class Policy:
     """Who may call, from one `[gateway]`'s lists and this machine's name."""
 
-    def __init__(self, settings: Settings, hostname: str) -> None:
+    def __init__(self, settings: GatewayConfig, hostname: str) -> None:
         self.origins = settings.allowed_origins
         self.hosts = settings.allowed_hosts
         self.hostname = hostname.lower().split(".")[0]
@@ -95,12 +95,12 @@ class OriginGuard:
     def __init__(
         self,
         app: ASGIApp,
-        settings: Callable[[], Settings],
+        settings: Callable[[], GatewayConfig],
         refused: Refused,
         hostname: Callable[[], str] = socket.gethostname,
     ) -> None:
         self.app, self.settings, self.refused, self.hostname = app, settings, refused, hostname
-        self._policy: tuple[Settings, Policy] | None = None
+        self._policy: tuple[GatewayConfig, Policy] | None = None
 
     def policy(self) -> Policy:
         """The policy for the settings in force (rebuilt when a reload changes them)."""

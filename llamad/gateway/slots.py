@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.admission import Slot
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.notes import Notes
@@ -28,7 +28,7 @@ class Slots:
     def __init__(
         self,
         supervisor: SupervisorView,
-        settings: Callable[[], Settings],
+        settings: Callable[[], GatewayConfig],
         metrics: GatewayMetrics | None = None,
         notes: Notes | None = None,
     ) -> None:

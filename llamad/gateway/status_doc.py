@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llamad.backends.registry import backend_for
-from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway import memory
 from llamad.gateway.activity import Activity
 from llamad.gateway.activity_stats import KeyTotals, model_rates
@@ -23,7 +23,7 @@ class StatusDoc:
 
     def __init__(
         self,
-        settings: Callable[[], Settings],
+        settings: Callable[[], GatewayConfig],
         router: Router,
         sched: Scheduler,
         views: Views,

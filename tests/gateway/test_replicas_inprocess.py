@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 from supervisor_double import Double, spec, until
 
-from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.config.gateway_table import GatewayConfig
 from llamad.fleet.table import Peer
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
@@ -33,7 +33,7 @@ def setup(peer_slots: int = 1, **settings: object) -> tuple[Double, Gateway, Pee
     fleet = FleetModels(no_peers)
     entry = fleet.seen["b"] = PeerModels(Peer("b", "http://127.0.0.1:9"), "http://127.0.0.1:9")
     entry.models = {"m": RemoteModel("m", (), "running", True, False, peer_slots)}
-    cfg = Settings(host="127.0.0.1", port=0, memory_budget=None, fleet=True, **settings)  # type: ignore[arg-type]
+    cfg = GatewayConfig(host="127.0.0.1", port=0, memory_budget=None, fleet=True, **settings)  # type: ignore[arg-type]
     return double, Gateway(double, lambda: cfg, fleet=fleet), entry
 
 

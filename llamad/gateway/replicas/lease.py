@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from llamad.config.gateway_table import GatewayConfig as Settings
+from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.activity import current as current_tally
 from llamad.gateway.admission import Slot
 from llamad.gateway.fleet import FleetModels
@@ -52,7 +52,7 @@ class ReplicaLeases:
         sched: Scheduler,
         balancer: Balancer,
         fleet: Callable[[], FleetModels | None],
-        settings: Callable[[], Settings],
+        settings: Callable[[], GatewayConfig],
         local_upstream: Callable[[Facts], Upstream],
     ) -> None:
         self.snapshot, self.sched, self.balancer = snapshot, sched, balancer
