@@ -26,6 +26,7 @@ RECORDS: dict[str, set[str]] = {
     "gateway/answer.py": {"c"},
     "gateway/app.py": {"tally"},
     "gateway/core.py": {"tally"},
+    "gateway/fleet_lease.py": {"tally"},
     "gateway/drain.py": {"sched.slot(name)"},
     "gateway/fleet.py": {"entry"},
     "gateway/idle.py": {"self.sched.slot(name)"},
