@@ -96,7 +96,7 @@ class Proxied:
                             path,
                             up.adapt(sent),
                             first_byte,
-                            renamer(up.model, asked, path),
+                            renamer(up.model, asked, self._document(scope)),
                             tally,
                         ),
                     )
@@ -115,6 +115,10 @@ class Proxied:
             self.gateway.metrics.latency.labels(label).observe(end - t0)
             tally.model = tally.model or model
             self.gateway.activity.add(tally.record(end))
+
+    def _document(self, scope: Scope) -> bool:
+        # A GET passed through answers one of llama-server's own documents (props, slots).
+        return self.by != "body" and scope["method"] == "GET"
 
     def _target(self, scope: Scope, body: bytes) -> tuple[str, str]:
         if self.by == "path":  # /upstream/{model}/{path}
