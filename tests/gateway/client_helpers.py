@@ -6,6 +6,8 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import httpx
 from gateway_helpers import Gw, gateway
@@ -20,7 +22,10 @@ INSTANCES = {
             "on_demand": True, "aliases": ["nomic-embed-text"]},
     # 128 a slot by the config, which llama-server raises to 256 (its figure wins once up).
     "pair": {"ctx_size": 256, "n_parallel": 2, "on_demand": True},
+    # Writes until stopped (context shift): a stream to break off in the middle.
+    "long": {"ctx_size": 256, "n_parallel": 1, "context_shift": True, "on_demand": True},
 }  # fmt: skip
+LISTED = {"tiny", "gpt-4o-mini", "emb", "nomic-embed-text", "pair", "long"}
 PER_REQUEST = 512
 # A 1x1 PNG.
 IMAGE = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQ" + (
@@ -30,10 +35,51 @@ IMAGE = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQ" + (
 
 @contextmanager
 def client_gateway(model: Path, tmp: Path) -> Iterator[Gw]:
-    """llamad with the instances above behind a gateway key."""
+    """llamad with the instances above behind a gateway key; every answer the gateway
+    gives meanwhile, to the clients or to httpx, must name no file of the model's."""
     key = write_token(tmp / "gateway.key", KEY)
-    with gateway(model, INSTANCES, api_key_file=str(key)) as gw:
+    with gateway(model, INSTANCES, api_key_file=str(key)) as gw, scanned(gw) as answers:
         yield gw
+    assert answers, "no answer was scanned"
+    named = [(url, body[:300]) for url, body in answers if not no_path(gw, body)]
+    assert not named, named
+
+
+class _Tee(httpx.SyncByteStream):
+    """An answer's body as the client reads it, kept for the scan too."""
+
+    def __init__(self, inner: httpx.SyncByteStream, into: bytearray) -> None:
+        self.inner, self.into = inner, into
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.inner:
+            self.into += chunk
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@contextmanager
+def scanned(gw: Gw) -> Iterator[list[tuple[str, str]]]:
+    """(URL, body) of every answer from the gateway while the context is open: the
+    openai, ollama and anthropic clients and httpx all send through HTTPTransport."""
+    bodies: list[tuple[str, bytearray]] = []
+    send = httpx.HTTPTransport.handle_request
+
+    def keep(transport: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+        response = send(transport, request)
+        if str(request.url).startswith(gw.base):
+            body = bytearray()
+            bodies.append((str(request.url), body))
+            assert isinstance(response.stream, httpx.SyncByteStream)
+            response.stream = _Tee(response.stream, body)
+        return response
+
+    answers: list[tuple[str, str]] = []
+    with mock.patch.object(httpx.HTTPTransport, "handle_request", keep):
+        yield answers
+    answers += [(url, body.decode("utf-8", "replace")) for url, body in bodies]
 
 
 def advertised(gw: Gw, name: str) -> int:
@@ -41,6 +87,16 @@ def advertised(gw: Gw, name: str) -> int:
     shown = httpx.post(f"{gw.base}/api/show", json={"model": name}, headers=AUTH, timeout=10)
     params = shown.json()["parameters"].splitlines()
     return int(next(p.split()[1] for p in params if p.startswith("num_ctx ")))
+
+
+def refused(gw: Gw, routes: list[tuple[str, str, int]], headers: dict[str, str]) -> list[Any]:
+    """The bodies of the answers to (method, path, status) each, checked for that status."""
+    bodies = []
+    for method, path, status in routes:
+        answer = httpx.request(method, gw.base + path, headers=headers, timeout=10)
+        assert answer.status_code == status, (method, path, answer.text)
+        bodies.append(answer.json())
+    return bodies
 
 
 def prompt_of(tokens: int) -> str:
