@@ -80,7 +80,8 @@ def _answers(url: str) -> bool:
 
 
 def start_b(tiny_model: Path, advertise: bool = False) -> Host:
-    """B: `bonly` and `both` behind its gateway (with a key), control on TCP with the
+    """B: `bonly` (alias `b-mini`) and `both` behind its gateway (with a key), control on
+    TCP with the
     read token READ, advertised over mDNS on loopback when `advertise`."""
     b_dir = short_dir()
     b_gw, b_ctl = free_port(), free_port()
@@ -102,6 +103,7 @@ def start_b(tiny_model: Path, advertise: bool = False) -> Host:
                 "port": free_port(),
                 **TINY,
                 "context_shift": True,  # lets the tiny model write past its context
+                "aliases": ["b-mini"],
             },
             "instances.both": {"model": tiny_model, "port": free_port(), **TINY},
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,9 +70,33 @@ def test_a_model_only_on_b_is_served_through_a(fleet: tuple[Host, Host]) -> None
     assert chunks
     assert {c.model for c in chunks} == {"bonly"}
     assert chunks[-1].choices[0].finish_reason is not None
+    by_alias(a)
     # Without B's key, B's own gateway refuses: A added it.
     direct = httpx.post(f"{b.gateway}/v1/chat/completions", json={"model": "bonly"}, timeout=5)
     assert direct.status_code == 401
+
+
+def by_alias(a: Host) -> None:
+    """Asked by the alias of B's model, each kind of answer through A names that alias,
+    whole and streamed."""
+    assert a.models()["b-mini"]["llamad"]["alias_of"] == "bonly"
+    hi = [{"role": "user", "content": "hi"}]
+    for path, body in [
+        ("/v1/chat/completions", {"messages": hi, "max_tokens": 2}),
+        ("/v1/completions", {"prompt": "hi", "max_tokens": 2}),
+        ("/v1/responses", {"input": "hi", "max_output_tokens": 2}),
+        ("/v1/messages", {"messages": hi, "max_tokens": 2}),
+    ]:
+        whole = httpx.post(a.gateway + path, json={"model": "b-mini", **body}, timeout=30)
+        assert whole.json()["model"] == "b-mini", (path, whole.text)
+        streamed = {"model": "b-mini", "stream": True, **body}
+        with httpx.stream("POST", a.gateway + path, json=streamed, timeout=30) as events:
+            # Wherever an event names the model (messages and responses: in an object).
+            named = set(re.findall(r'"model": ?"([^"]*)"', events.read().decode()))
+        assert named == {"b-mini"}, (path, named)
+    chat = {"model": "b-mini", "messages": hi, "stream": False, "options": {"num_predict": 2}}
+    ollama = httpx.post(f"{a.gateway}/api/chat", json=chat, timeout=30)
+    assert ollama.json()["model"] == "b-mini"
 
 
 def test_a_model_on_both_is_served_locally(fleet: tuple[Host, Host]) -> None:
