@@ -12,6 +12,7 @@ from unittest import mock
 import httpx
 from gateway_helpers import Gw, gateway
 from remote_helpers import write_token
+from tiny_mmproj import write_tiny_mmproj
 
 KEY = "client-tests-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -25,7 +26,9 @@ INSTANCES = {
     # Writes until stopped (context shift): a stream to break off in the middle.
     "long": {"ctx_size": 256, "n_parallel": 1, "context_shift": True, "on_demand": True},
 }  # fmt: skip
-LISTED = {"tiny", "gpt-4o-mini", "emb", "nomic-embed-text", "pair", "long"}
+# With a vision projector (tests/tiny_mmproj.py), added by `client_gateway`.
+VISION = {"ctx_size": 256, "n_parallel": 1, "on_demand": True}
+LISTED = {"tiny", "gpt-4o-mini", "emb", "nomic-embed-text", "pair", "long", "eyes"}
 PER_REQUEST = 512
 # A 1x1 PNG.
 IMAGE = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQ" + (
@@ -38,7 +41,9 @@ def client_gateway(model: Path, tmp: Path) -> Iterator[Gw]:
     """llamad with the instances above behind a gateway key; every answer the gateway
     gives meanwhile, to the clients or to httpx, must name no file of the model's."""
     key = write_token(tmp / "gateway.key", KEY)
-    with gateway(model, INSTANCES, api_key_file=str(key)) as gw, scanned(gw) as answers:
+    eyes = {**VISION, "mmproj": str(write_tiny_mmproj(model.parent / "mmproj-tiny.gguf"))}
+    instances = {**INSTANCES, "eyes": eyes}
+    with gateway(model, instances, api_key_file=str(key)) as gw, scanned(gw) as answers:
         yield gw
     assert answers, "no answer was scanned"
     named = [(url, body[:300]) for url, body in answers if not no_path(gw, body)]

@@ -37,6 +37,20 @@ def stream(c: anthropic.Anthropic, gw: Gw) -> None:
     assert final.stop_reason == "max_tokens"
 
 
+def vision(c: anthropic.Anthropic, gw: Gw) -> None:
+    """A model with an mmproj reads the image: the prompt grows by its embeddings."""
+    text: anthropic.types.TextBlockParam = {"type": "text", "text": "what"}
+    image: anthropic.types.ImageBlockParam = {"type": "image", "source": PNG}
+    seen = [
+        c.messages.create(model="eyes", max_tokens=2, messages=[{"role": "user", "content": x}])
+        for x in ([text], [text, image])
+    ]
+    assert all(reply.model == "eyes" and reply.content for reply in seen)
+    # llama-server counts the prompt it had cached apart.
+    read = [r.usage.input_tokens + (r.usage.cache_read_input_tokens or 0) for r in seen]
+    assert read[1] > read[0]
+
+
 def count_tokens(c: anthropic.Anthropic, gw: Gw) -> None:
     counted = c.messages.count_tokens(model="tiny", messages=HI)
     assert counted.input_tokens > 0
@@ -101,7 +115,7 @@ def broken_stream(c: anthropic.Anthropic, gw: Gw) -> None:
 
 
 CALLS: list[Callable[[anthropic.Anthropic, Gw], None]] = [
-    messages, stream, count_tokens, error_shape, wrong_routes, broken_stream,
+    messages, stream, vision, count_tokens, error_shape, wrong_routes, broken_stream,
 ]  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from gateway_helpers import Gw
 from helpers import wait_for
 
 HI = [{"role": "user", "content": "hi"}]
+FEW = {"num_predict": 2}
 
 
 def probes(c: ollama.Client, gw: Gw) -> None:
@@ -60,6 +61,19 @@ def show(c: ollama.Client, gw: Gw) -> None:
     c.generate("pair", prompt="")  # load it: llama-server's own figure from then on
     assert "num_ctx 256" in (c.show("pair").parameters or "")
     assert {m.model: m.context_length for m in c.ps().models}["pair:latest"] == 256
+
+
+def vision(c: ollama.Client, gw: Gw) -> None:
+    """`vision` with an mmproj, shown without loading; then the image is read."""
+    assert "vision" in (c.show("eyes").capabilities or [])
+    assert "vision" not in (c.show("tiny").capabilities or [])
+    assert gw.state("eyes") == "stopped"
+    seen = [
+        c.chat("eyes", messages=[{"role": "user", "content": "what", **extra}], options=FEW)
+        for extra in ({}, {"images": [IMAGE]})
+    ]
+    assert all(reply.message.content for reply in seen)
+    assert (seen[1].prompt_eval_count or 0) > (seen[0].prompt_eval_count or 0)
 
 
 def ps(c: ollama.Client, gw: Gw) -> None:
@@ -152,7 +166,8 @@ def context(c: ollama.Client, gw: Gw) -> None:
 
 
 CALLS: list[Callable[[ollama.Client, Gw], None]] = [
-    probes, listing, show, ps, chat, generate, embed, json_format, logprobs, errors, context,
+    probes, listing, show, vision, ps, chat, generate, embed, json_format, logprobs, errors,
+    context,
 ]  # fmt: skip
 
 

@@ -113,6 +113,24 @@ def json_mode(c: openai.OpenAI, gw: Gw) -> None:
     assert is_json_prefix(done.choices[0].text)
 
 
+def vision(c: openai.OpenAI, gw: Gw) -> None:
+    """A model with an mmproj reads the image: the prompt grows by its embeddings."""
+    text = {"type": "text", "text": "what"}
+    image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{IMAGE}"}}
+    usage = []
+    for content in ([text], [text, image]):
+        reply = c.chat.completions.create(
+            model="eyes",
+            messages=[{"role": "user", "content": content}],  # type: ignore[misc]
+            max_tokens=2,
+        )
+        assert reply.model == "eyes"
+        assert reply.choices[0].message.content
+        assert reply.usage is not None
+        usage.append(reply.usage.prompt_tokens)
+    assert usage[1] > usage[0]
+
+
 def client_mistakes(c: openai.OpenAI, gw: Gw) -> None:
     with pytest.raises(openai.NotFoundError) as info:
         c.chat.completions.create(model="nope", messages=HI, max_tokens=1)
@@ -167,7 +185,7 @@ def passthrough(c: openai.OpenAI, gw: Gw) -> None:
 
 
 CALLS: list[Callable[[openai.OpenAI, Gw], None]] = [
-    models, chat, stream, completions, responses, embeddings, tools, json_mode,
+    models, chat, stream, completions, responses, embeddings, tools, json_mode, vision,
     client_mistakes, context, passthrough,
 ]  # fmt: skip
 
