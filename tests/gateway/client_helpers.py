@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,12 @@ from remote_helpers import write_token
 from tiny_mmproj import write_tiny_mmproj
 
 KEY = "client-tests-key-0123456789"
+# A template that opens the model's reasoning: `thinking`, and no `tools`, in /api/show.
+THINKING = (
+    "{%- for message in messages %}<|im_start|>{{ message.role }}\n"
+    "{{ message.content }}<|im_end|>\n{% endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
+)
 AUTH = {"Authorization": f"Bearer {KEY}"}
 # Two slots over 1024 tokens: each request gets 512, which the gateway must advertise.
 INSTANCES = {
@@ -22,7 +28,7 @@ INSTANCES = {
     "emb": {"ctx_size": 256, "n_parallel": 1, "embeddings": True, "pooling": "mean",
             "on_demand": True, "aliases": ["nomic-embed-text"]},
     # 128 a slot by the config, which llama-server raises to 256 (its figure wins once up).
-    "pair": {"ctx_size": 256, "n_parallel": 2, "on_demand": True},
+    "pair": {"ctx_size": 256, "n_parallel": 2, "on_demand": True, "chat_template": THINKING},
     # Writes until stopped (context shift): a stream to break off in the middle.
     "long": {"ctx_size": 256, "n_parallel": 1, "context_shift": True, "on_demand": True},
 }  # fmt: skip
@@ -107,6 +113,32 @@ def refused(gw: Gw, routes: list[tuple[str, str, int]], headers: dict[str, str])
 def prompt_of(tokens: int) -> str:
     """A raw prompt of exactly `tokens` tokens for the tiny model (BOS, then a token a byte)."""
     return "a" * (tokens - 1)
+
+
+# A client's own schema: enforced as it is, it makes the tiny model write `{"a": bool}`.
+SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "boolean"}},
+    "required": ["a"],
+    "additionalProperties": False,
+}
+
+
+def follows_schema(text: str) -> bool:
+    """`text` is what SCHEMA allows."""
+    doc = json.loads(text)
+    return isinstance(doc, dict) and set(doc) == {"a"} and isinstance(doc["a"], bool)
+
+
+def finished_json(answer: Callable[[int], tuple[str, bool]]) -> Any:
+    """The first JSON-mode answer (seed 0, 1, ...) the tiny model finishes before its
+    token limit, which must parse; every answer before it must be a JSON prefix."""
+    for seed in range(12):
+        text, finished = answer(seed)
+        assert is_json_prefix(text), text
+        if finished:
+            return json.loads(text)
+    raise AssertionError("the model finished no JSON answer in 12 tries")
 
 
 def is_json_prefix(text: str) -> bool:

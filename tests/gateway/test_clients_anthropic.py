@@ -51,6 +51,12 @@ def vision(c: anthropic.Anthropic, gw: Gw) -> None:
     assert read[1] > read[0]
 
 
+def tools(c: anthropic.Anthropic, gw: Gw) -> None:
+    tool: anthropic.types.ToolParam = {"name": "f", "input_schema": {"type": "object"}}
+    reply = c.messages.create(model="tiny", max_tokens=3, messages=HI, tools=[tool])
+    assert reply.stop_reason in ("max_tokens", "end_turn", "tool_use")
+
+
 def count_tokens(c: anthropic.Anthropic, gw: Gw) -> None:
     counted = c.messages.count_tokens(model="tiny", messages=HI)
     assert counted.input_tokens > 0
@@ -115,7 +121,7 @@ def broken_stream(c: anthropic.Anthropic, gw: Gw) -> None:
 
 
 CALLS: list[Callable[[anthropic.Anthropic, Gw], None]] = [
-    messages, stream, vision, count_tokens, error_shape, wrong_routes, broken_stream,
+    messages, stream, vision, tools, count_tokens, error_shape, wrong_routes, broken_stream,
 ]  # fmt: skip
 
 

@@ -15,8 +15,11 @@ from client_helpers import (
     IMAGE,
     LISTED,
     PER_REQUEST,
+    SCHEMA,
     advertised,
     client_gateway,
+    finished_json,
+    follows_schema,
     is_json_prefix,
     prompt_of,
     refused,
@@ -50,7 +53,10 @@ def listing(c: ollama.Client, gw: Gw) -> None:
 def show(c: ollama.Client, gw: Gw) -> None:
     tiny = c.show("gpt-4o-mini")
     assert set(tiny.capabilities or []) >= {"completion", "tools", "insert"}
-    assert "embedding" not in (tiny.capabilities or [])
+    assert not {"embedding", "thinking"} & set(tiny.capabilities or [])
+    # The template the instance is given, not the model's, decides tools and thinking.
+    assert "thinking" in (c.show("pair").capabilities or [])
+    assert "tools" not in (c.show("pair").capabilities or [])
     assert (tiny.modelinfo or {})["llama.context_length"] == 4096  # trained, as Ollama
     assert f"num_ctx {PER_REQUEST}" in (tiny.parameters or "")
     emb = c.show("emb")  # not loaded: its context computed from the spec
@@ -91,6 +97,13 @@ def chat(c: ollama.Client, gw: Gw) -> None:
     assert chunks[-1].done
 
 
+def tools(c: ollama.Client, gw: Gw) -> None:
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    reply = c.chat("tiny", messages=HI, tools=[tool], options={"num_predict": 3})
+    assert reply.done
+    assert reply.done_reason in ("length", "stop")
+
+
 def generate(c: ollama.Client, gw: Gw) -> None:
     reply = c.generate("tiny", prompt="hi", options={"num_predict": 3})
     assert reply.model == "tiny"
@@ -115,6 +128,16 @@ def json_format(c: ollama.Client, gw: Gw) -> None:
     made = c.generate("tiny", prompt="hi", format="json", options={"num_predict": 16})
     assert made.response.startswith("{")
     assert is_json_prefix(made.response)
+
+    def finished(seed: int) -> tuple[str, bool]:
+        options = {"num_predict": 200, "seed": seed}
+        reply = c.chat("tiny", messages=HI, format="json", options=options)
+        return reply.message.content or "", reply.done_reason == "stop"
+
+    assert isinstance(finished_json(finished), dict)
+    # A schema is enforced as it is, not widened to any object.
+    given = c.chat("tiny", messages=HI, format=SCHEMA, options={"num_predict": 30})
+    assert follows_schema(given.message.content or "")
 
 
 def logprobs(c: ollama.Client, gw: Gw) -> None:
@@ -166,7 +189,7 @@ def context(c: ollama.Client, gw: Gw) -> None:
 
 
 CALLS: list[Callable[[ollama.Client, Gw], None]] = [
-    probes, listing, show, vision, ps, chat, generate, embed, json_format, logprobs, errors,
+    probes, listing, show, vision, ps, chat, tools, generate, embed, json_format, logprobs, errors,
     context,
 ]  # fmt: skip
 

@@ -16,8 +16,11 @@ from client_helpers import (
     KEY,
     LISTED,
     PER_REQUEST,
+    SCHEMA,
     advertised,
     client_gateway,
+    finished_json,
+    follows_schema,
     is_json_prefix,
     prompt_of,
     refused,
@@ -58,6 +61,8 @@ def completions(c: openai.OpenAI, gw: Gw) -> None:
     done = c.completions.create(model="gpt-4o-mini", prompt="hi", max_tokens=3)
     assert done.model == "gpt-4o-mini"
     assert done.choices[0].text
+    chunks = list(c.completions.create(model="gpt-4o-mini", prompt="hi", max_tokens=3, stream=True))
+    assert {ch.model for ch in chunks} == {"gpt-4o-mini"}
 
 
 def responses(c: openai.OpenAI, gw: Gw) -> None:
@@ -101,6 +106,15 @@ def json_mode(c: openai.OpenAI, gw: Gw) -> None:
         assert text.startswith("{"), text
         if reply.choices[0].finish_reason == "stop":
             assert isinstance(json.loads(text), dict)
+
+    def finished(seed: int) -> tuple[str, bool]:
+        reply = c.chat.completions.create(
+            model="tiny", messages=HI, max_tokens=200, seed=seed, response_format=fmt
+        )
+        choice = reply.choices[0]
+        return choice.message.content or "", choice.finish_reason == "stop"
+
+    assert isinstance(finished_json(finished), dict)
     answer = c.responses.create(
         model="tiny", input="hi", max_output_tokens=12, text={"format": {"type": "json_object"}}
     )
@@ -111,6 +125,25 @@ def json_mode(c: openai.OpenAI, gw: Gw) -> None:
     )
     assert done.choices[0].text.lstrip().startswith("{")
     assert is_json_prefix(done.choices[0].text)
+
+
+def json_schema(c: openai.OpenAI, gw: Gw) -> None:
+    """A schema the client sends is enforced as it is, not widened to any object."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA}}
+    reply = c.chat.completions.create(
+        model="tiny",
+        messages=HI,
+        max_tokens=30,
+        response_format=fmt,  # type: ignore[arg-type]
+    )
+    assert follows_schema(reply.choices[0].message.content or "")
+    answer = c.responses.create(
+        model="tiny",
+        input="hi",
+        max_output_tokens=30,
+        text={"format": {"type": "json_schema", "name": "a", "schema": SCHEMA}},
+    )
+    assert follows_schema(answer.output_text)
 
 
 def vision(c: openai.OpenAI, gw: Gw) -> None:
@@ -185,7 +218,8 @@ def passthrough(c: openai.OpenAI, gw: Gw) -> None:
 
 
 CALLS: list[Callable[[openai.OpenAI, Gw], None]] = [
-    models, chat, stream, completions, responses, embeddings, tools, json_mode, vision,
+    models, chat, stream, completions, responses, embeddings, tools, json_mode, json_schema,
+    vision,
     client_mistakes, context, passthrough,
 ]  # fmt: skip
 
