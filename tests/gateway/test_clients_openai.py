@@ -4,6 +4,7 @@ each checking what comes back (docs/clients.md lists the same rows)."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,7 +26,8 @@ from client_helpers import (
     prompt_of,
     refused,
 )
-from gateway_helpers import Gw
+from gateway_helpers import TINY, Gw, gateway
+from helpers import stand_in_binary, wait_for
 
 HI = [{"role": "user", "content": "hi"}]
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
@@ -232,3 +234,54 @@ def test_openai_client_table(tiny_model: Path, tmp_path: Path) -> None:
     ):
         for call in CALLS:
             call(client, gw)
+
+
+@pytest.mark.timeout(60)
+def test_aliases_can_be_left_out_of_the_listings(tiny_model: Path) -> None:
+    """`[gateway] list_aliases = false`: the listings name instances only; the alias still
+    answers, and `llamad.aliases` still tells it."""
+    tiny = {**TINY, "aliases": ["gpt-4o-mini"]}
+    with gateway(tiny_model, {"tiny": tiny}, list_aliases=False) as gw:
+        listed = gw.models()
+        assert set(listed) == {"tiny"}
+        assert listed["tiny"]["llamad"]["aliases"] == ["gpt-4o-mini"]
+        tags = httpx.get(f"{gw.base}/api/tags", timeout=10).json()["models"]
+        assert [t["name"] for t in tags] == ["tiny:latest"]
+        with openai.OpenAI(base_url=f"{gw.base}/v1", api_key="none", max_retries=0) as c:
+            assert c.models.retrieve("gpt-4o-mini").id == "gpt-4o-mini"
+            reply = c.chat.completions.create(model="gpt-4o-mini", messages=HI, max_tokens=1)
+            assert reply.model == "gpt-4o-mini"
+
+
+@pytest.mark.timeout(60)
+def test_listings_answer_while_a_model_loads(
+    tiny_model: Path, llama_server: Path, tmp_path: Path
+) -> None:
+    """Every listing answers while a load is held back, and the model is still loading
+    once they have: none waited on it."""
+    go = tmp_path / "go"
+    binary = tmp_path / "llama-server"
+    hold = f'while [ ! -e "{go}" ]; do sleep 0.05; done\nexec "{llama_server}" "$@"'
+    stand_in_binary(binary, llama_server, serve=hold)
+    held = {**TINY, "on_demand": True}
+    with gateway(tiny_model, {"held": held}, daemon={"llama_server": str(binary)}) as gw:
+        body = {"model": "held", "messages": HI, "max_tokens": 1}
+        asked = threading.Thread(
+            target=lambda: httpx.post(f"{gw.base}/v1/chat/completions", json=body, timeout=30)
+        )
+        asked.start()
+        try:
+            wait_for(lambda: gw.state("held") == "starting", 10, "the load under way")
+            for answer in [
+                httpx.get(f"{gw.base}/v1/models", timeout=5),
+                httpx.get(f"{gw.base}/v1/models/held", timeout=5),
+                httpx.get(f"{gw.base}/api/tags", timeout=5),
+                httpx.get(f"{gw.base}/api/ps", timeout=5),
+                httpx.post(f"{gw.base}/api/show", json={"model": "held"}, timeout=5),
+            ]:
+                assert answer.status_code == 200, answer.request.url
+            assert gw.state("held") == "starting"
+        finally:
+            go.touch()
+            asked.join(30)
+        assert gw.state("held") == "running"
