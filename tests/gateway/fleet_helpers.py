@@ -13,6 +13,7 @@ from remote_helpers import ADMIN, READ, write_token
 
 GW_KEY_B = "gateway-key-of-b-" + "c" * 20
 TINY = {"ctx_size": 256, "n_parallel": 1}
+EMBED = {**TINY, "embeddings": True, "pooling": "mean", "on_demand": True, "aliases": ["b-embed"]}
 
 
 @dataclass
@@ -79,10 +80,10 @@ def _answers(url: str) -> bool:
         return False
 
 
-def start_b(tiny_model: Path, advertise: bool = False) -> Host:
+def start_b(tiny_model: Path, advertise: bool = False, embeddings: bool = False) -> Host:
     """B: `bonly` (alias `b-mini`) and `both` behind its gateway (with a key), control on
-    TCP with the
-    read token READ, advertised over mDNS on loopback when `advertise`."""
+    TCP with the read token READ, advertised over mDNS on loopback when `advertise`; with
+    `embeddings`, an on-demand embedding instance `bemb` (alias `b-embed`) too."""
     b_dir = short_dir()
     b_gw, b_ctl = free_port(), free_port()
     text = toml(
@@ -106,6 +107,11 @@ def start_b(tiny_model: Path, advertise: bool = False) -> Host:
                 "aliases": ["b-mini"],
             },
             "instances.both": {"model": tiny_model, "port": free_port(), **TINY},
+            **(
+                {"instances.bemb": {**EMBED, "model": tiny_model, "port": free_port()}}
+                if embeddings
+                else {}
+            ),
         }
     )
     ld = start(b_dir, text, b_gw, ["bonly", "both"])

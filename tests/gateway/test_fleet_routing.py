@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(150)
 def fleet(tiny_model: Path) -> Iterator[tuple[Host, Host]]:
     """B serves `bonly` and `both` behind its gateway (with a key) and control on TCP;
     A serves `both` itself and routes the rest to B, a `[fleet]` peer."""
-    b = start_b(tiny_model)
+    b = start_b(tiny_model, embeddings=True)
     try:
         keys = b.dir / "a-keys"
         keys.mkdir()
@@ -78,7 +78,7 @@ def test_a_model_only_on_b_is_served_through_a(fleet: tuple[Host, Host]) -> None
 
 def by_alias(a: Host) -> None:
     """Asked by the alias of B's model, each kind of answer through A names that alias,
-    whole and streamed."""
+    whole and streamed (embeddings: whole)."""
     assert a.models()["b-mini"]["llamad"]["alias_of"] == "bonly"
     hi = [{"role": "user", "content": "hi"}]
     for path, body in [
@@ -94,6 +94,10 @@ def by_alias(a: Host) -> None:
             # Wherever an event names the model (messages and responses: in an object).
             named = set(re.findall(r'"model": ?"([^"]*)"', events.read().decode()))
         assert named == {"b-mini"}, (path, named)
+    embedded = httpx.post(
+        f"{a.gateway}/v1/embeddings", json={"model": "b-embed", "input": "hi"}, timeout=30
+    )
+    assert embedded.json()["model"] == "b-embed", embedded.text
     chat = {"model": "b-mini", "messages": hi, "stream": False, "options": {"num_predict": 2}}
     ollama = httpx.post(f"{a.gateway}/api/chat", json=chat, timeout=30)
     assert ollama.json()["model"] == "b-mini"
