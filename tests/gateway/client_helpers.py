@@ -45,14 +45,18 @@ IMAGE = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQ" + (
 @contextmanager
 def client_gateway(model: Path, tmp: Path) -> Iterator[Gw]:
     """llamad with the instances above behind a gateway key; every answer the gateway
-    gives meanwhile, to the clients or to httpx, must name no file of the model's."""
+    gives meanwhile, to the clients or to httpx, must name no file of the model's (nor
+    the mmproj's, in `tmp`)."""
     key = write_token(tmp / "gateway.key", KEY)
-    eyes = {**VISION, "mmproj": str(write_tiny_mmproj(model.parent / "mmproj-tiny.gguf"))}
-    instances = {**INSTANCES, "eyes": eyes}
+    # Beside the key, not the model: a library scan of the model's folder would take it.
+    mmproj = write_tiny_mmproj(tmp / "mmproj-tiny.gguf")
+    instances = {**INSTANCES, "eyes": {**VISION, "mmproj": str(mmproj)}}
     with gateway(model, instances, api_key_file=str(key)) as gw, scanned(gw) as answers:
         yield gw
     assert answers, "no answer was scanned"
-    named = [(url, body[:300]) for url, body in answers if not no_path(gw, body)]
+    named = [
+        (url, body[:300]) for url, body in answers if not no_path(gw, body) or str(tmp) in body
+    ]
     assert not named, named
 
 
