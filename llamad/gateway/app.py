@@ -103,7 +103,7 @@ class Proxied:
                             path,
                             up.adapt(sent),
                             first_byte,
-                            renamer(up, asked, path),
+                            renamer(up, asked, self._document(scope)),
                             tally,
                         ),
                     )
@@ -125,6 +125,10 @@ class Proxied:
             tally.model = tally.model or model
             self.gateway.activity.add(tally.record(end))
             await keep.stop()  # last: a shutdown's cancel here skips no bookkeeping
+
+    def _document(self, scope: Scope) -> bool:
+        # A GET passed through answers one of llama-server's own documents (props, slots).
+        return self.by != "body" and scope["method"] == "GET"
 
     def _target(self, scope: Scope, body: bytes) -> tuple[str, str, object]:
         """The model, the upstream path and the parsed body (None when not routed by it)."""

@@ -5,25 +5,35 @@ instance's name, so most answers pass through untouched. Only when the client as
 another name (an alias of the instance) or the server names it otherwise (mlx pins its
 own) does `Renamer` swap the name in each chunk: a byte replacement of the exact
 `"model":"NAME"` pair, which cannot match inside a JSON string (its quotes would be
-escaped there), so nothing is parsed per chunk. llama-server's `/props` names the file
-in `model_path`: it says the name asked for there too.
+escaped there), so nothing is parsed per chunk. llama-server's own documents (`/props`, the
+`/upstream/...` GETs) are rewritten whole instead, without file paths (upstream_docs.py).
 """
 
 from __future__ import annotations
 
 import json
+from typing import Protocol
 
 from llamad.gateway.port import Upstream
+from llamad.gateway.upstream_docs import DocScrub
 
 # Compact (llama-server, nlohmann) and Python's default separators (mlx_lm.server).
 _SEPARATORS = (b":", b": ")
 
 
-class Renamer:
-    """Rewrites `"KEY": served` to `"KEY": asked` in a stream of chunks."""
+class Rewrite(Protocol):
+    """What the relay applies to an answer: each chunk, then what is held at its end."""
 
-    def __init__(self, served: str, asked: str, key: str = "model") -> None:
-        name, old, new = (json.dumps(text).encode() for text in (key, served, asked))
+    def __call__(self, chunk: bytes) -> bytes: ...
+
+    def flush(self) -> bytes: ...
+
+
+class Renamer:
+    """Rewrites `"model": served` to `"model": asked` in a stream of chunks."""
+
+    def __init__(self, served: str, asked: str) -> None:
+        name, old, new = (json.dumps(text).encode() for text in ("model", served, asked))
         self.pairs = [(name + sep + old, name + sep + new) for sep in _SEPARATORS]
         self.longest = max(len(old) for old, _ in self.pairs)
         # Bytes a pair is made of: a chunk ending in another (an SSE event's blank line,
@@ -61,11 +71,12 @@ class Renamer:
         return 0
 
 
-def renamer(upstream: Upstream, asked: str, path: str) -> Renamer | None:
-    """What the answer to `path` needs renamed, if anything: the model's name when its
-    server gives another than the one asked for, and `/props`' file."""
-    if path == "/props" and upstream.model_path is not None:
-        return Renamer(str(upstream.model_path), asked, key="model_path")
+def renamer(upstream: Upstream, asked: str, document: bool = False) -> Rewrite | None:
+    """What the answer needs rewritten, if anything: a `document` of llama-server's own
+    (a GET passed through) without file paths; else the model's name when its server
+    gives another than the one asked for."""
+    if document:
+        return DocScrub(asked, upstream.model_path)
     served = upstream.answer_name
     if served is None or served == asked:
         return None

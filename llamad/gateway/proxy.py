@@ -17,7 +17,7 @@ from starlette.types import Scope, Send
 from llamad.gateway.activity import Tally
 from llamad.gateway.answer import Answer
 from llamad.gateway.families import family, gateway_shape
-from llamad.gateway.naming import Renamer
+from llamad.gateway.naming import Rewrite
 from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError, Upstream
 from llamad.gateway.upstream_errors import refit
@@ -61,7 +61,7 @@ class Relay:
         path: str,
         body: bytes,
         first_byte: Callable[[int], None],
-        rename: Renamer | None = None,
+        rename: Rewrite | None = None,
         tally: Tally | None = None,
     ) -> None:
         """Send the request to `upstream` at `path` and stream the answer back, with
@@ -94,7 +94,7 @@ class Relay:
         upstream: Upstream,
         answer: Answer,
         first_byte: Callable[[int], None],
-        rename: Renamer | None,
+        rename: Rewrite | None,
         path: str,
         tally: Tally | None,
     ) -> None:

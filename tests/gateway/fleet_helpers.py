@@ -15,6 +15,7 @@ from remote_helpers import ADMIN, READ, write_token
 
 GW_KEY_B = "gateway-key-of-b-" + "c" * 20
 TINY = {"ctx_size": 256, "n_parallel": 1}
+EMBED = {**TINY, "embeddings": True, "pooling": "mean", "on_demand": True, "aliases": ["b-embed"]}
 
 
 @dataclass
@@ -101,9 +102,10 @@ def peer_tables(
     }
 
 
-def start_b(tiny_model: Path, advertise: bool = False) -> Host:
-    """B: `bonly` and `both` behind its gateway (with a key), control on TCP with the
-    read token READ, advertised over mDNS on loopback when `advertise`."""
+def start_b(tiny_model: Path, advertise: bool = False, embeddings: bool = False) -> Host:
+    """B: `bonly` (alias `b-mini`) and `both` behind its gateway (with a key), control on
+    TCP with the read token READ, advertised over mDNS on loopback when `advertise`; with
+    `embeddings`, an on-demand embedding instance `bemb` (alias `b-embed`) too."""
     b_dir = short_dir()
     b_gw, b_ctl = free_port(), free_port()
     text = toml(
@@ -114,8 +116,14 @@ def start_b(tiny_model: Path, advertise: bool = False) -> Host:
                 "port": free_port(),
                 **TINY,
                 "context_shift": True,  # lets the tiny model write past its context
+                "aliases": ["b-mini"],
             },
             "instances.both": {"model": tiny_model, "port": free_port(), **TINY},
+            **(
+                {"instances.bemb": {**EMBED, "model": tiny_model, "port": free_port()}}
+                if embeddings
+                else {}
+            ),
         }
     )
     ld = start(b_dir, text, b_gw, ["bonly", "both"])
@@ -146,10 +154,10 @@ def start_a(
 
 
 @contextmanager
-def a_routing_to_b(tiny_model: Path) -> Iterator[tuple[Host, Host]]:
+def a_routing_to_b(tiny_model: Path, embeddings: bool = False) -> Iterator[tuple[Host, Host]]:
     """B serves `bonly` and `both` behind its gateway (with a key) and control on TCP;
     A serves `both` itself and routes the rest to B, a `[fleet]` peer."""
-    b = start_b(tiny_model)
+    b = start_b(tiny_model, embeddings=embeddings)
     try:
         keys = b.dir / "a-keys"
         keys.mkdir()

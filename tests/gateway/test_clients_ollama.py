@@ -13,17 +13,22 @@ import pytest
 from client_helpers import (
     AUTH,
     IMAGE,
+    LISTED,
     PER_REQUEST,
+    SCHEMA,
     advertised,
     client_gateway,
+    finished_json,
+    follows_schema,
     is_json_prefix,
-    no_path,
     prompt_of,
+    refused,
 )
 from gateway_helpers import Gw
 from helpers import wait_for
 
 HI = [{"role": "user", "content": "hi"}]
+FEW = {"num_predict": 2}
 
 
 def probes(c: ollama.Client, gw: Gw) -> None:
@@ -38,13 +43,7 @@ def probes(c: ollama.Client, gw: Gw) -> None:
 
 def listing(c: ollama.Client, gw: Gw) -> None:
     models = {m.model: m for m in c.list().models}
-    assert set(models) == {
-        "tiny:latest",
-        "gpt-4o-mini:latest",
-        "emb:latest",
-        "nomic-embed-text:latest",
-        "pair:latest",
-    }
+    assert set(models) == {f"{name}:latest" for name in LISTED}
     assert models["gpt-4o-mini:latest"].digest == models["tiny:latest"].digest
     raw = httpx.get(f"{gw.base}/api/tags", headers=AUTH).json()["models"]
     alias = next(m for m in raw if m["name"] == "gpt-4o-mini:latest")
@@ -54,7 +53,10 @@ def listing(c: ollama.Client, gw: Gw) -> None:
 def show(c: ollama.Client, gw: Gw) -> None:
     tiny = c.show("gpt-4o-mini")
     assert set(tiny.capabilities or []) >= {"completion", "tools", "insert"}
-    assert "embedding" not in (tiny.capabilities or [])
+    assert not {"embedding", "thinking"} & set(tiny.capabilities or [])
+    # The template the instance is given, not the model's, decides tools and thinking.
+    assert "thinking" in (c.show("pair").capabilities or [])
+    assert "tools" not in (c.show("pair").capabilities or [])
     assert (tiny.modelinfo or {})["llama.context_length"] == 4096  # trained, as Ollama
     assert f"num_ctx {PER_REQUEST}" in (tiny.parameters or "")
     emb = c.show("emb")  # not loaded: its context computed from the spec
@@ -65,6 +67,19 @@ def show(c: ollama.Client, gw: Gw) -> None:
     c.generate("pair", prompt="")  # load it: llama-server's own figure from then on
     assert "num_ctx 256" in (c.show("pair").parameters or "")
     assert {m.model: m.context_length for m in c.ps().models}["pair:latest"] == 256
+
+
+def vision(c: ollama.Client, gw: Gw) -> None:
+    """`vision` with an mmproj, shown without loading; then the image is read."""
+    assert "vision" in (c.show("eyes").capabilities or [])
+    assert "vision" not in (c.show("tiny").capabilities or [])
+    assert gw.state("eyes") == "stopped"
+    seen = [
+        c.chat("eyes", messages=[{"role": "user", "content": "what", **extra}], options=FEW)
+        for extra in ({}, {"images": [IMAGE]})
+    ]
+    assert all(reply.message.content for reply in seen)
+    assert (seen[1].prompt_eval_count or 0) > (seen[0].prompt_eval_count or 0)
 
 
 def ps(c: ollama.Client, gw: Gw) -> None:
@@ -80,6 +95,13 @@ def chat(c: ollama.Client, gw: Gw) -> None:
     chunks = list(c.chat("tiny", messages=HI, stream=True, options={"num_predict": 3}))
     assert {ch.model for ch in chunks} == {"tiny"}
     assert chunks[-1].done
+
+
+def tools(c: ollama.Client, gw: Gw) -> None:
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    reply = c.chat("tiny", messages=HI, tools=[tool], options={"num_predict": 3})
+    assert reply.done
+    assert reply.done_reason in ("length", "stop")
 
 
 def generate(c: ollama.Client, gw: Gw) -> None:
@@ -106,6 +128,16 @@ def json_format(c: ollama.Client, gw: Gw) -> None:
     made = c.generate("tiny", prompt="hi", format="json", options={"num_predict": 16})
     assert made.response.startswith("{")
     assert is_json_prefix(made.response)
+
+    def finished(seed: int) -> tuple[str, bool]:
+        options = {"num_predict": 200, "seed": seed}
+        reply = c.chat("tiny", messages=HI, format="json", options=options)
+        return reply.message.content or "", reply.done_reason == "stop"
+
+    assert isinstance(finished_json(finished), dict)
+    # A schema is enforced as it is, not widened to any object.
+    given = c.chat("tiny", messages=HI, format=SCHEMA, options={"num_predict": 30})
+    assert follows_schema(given.message.content or "")
 
 
 def logprobs(c: ollama.Client, gw: Gw) -> None:
@@ -136,9 +168,14 @@ def errors(c: ollama.Client, gw: Gw) -> None:
         c.chat("tiny", messages=[{"role": "user", "content": "hi", "images": [IMAGE]}])
     assert image.value.status_code == 400
     assert "image" in image.value.error
-    nowhere = httpx.get(f"{gw.base}/api/nope", headers=AUTH)
-    assert nowhere.status_code == 404
-    assert isinstance(nowhere.json()["error"], str)
+    routes = [
+        ("GET", "/api/nope", 404),
+        ("POST", "/api/nope/deeper", 404),
+        ("GET", "/api/chat", 405),
+        ("POST", "/api/tags", 405),
+    ]
+    for body in refused(gw, routes, AUTH):
+        assert isinstance(body["error"], str)
 
 
 def context(c: ollama.Client, gw: Gw) -> None:
@@ -151,14 +188,9 @@ def context(c: ollama.Client, gw: Gw) -> None:
     assert "context" in over.value.error
 
 
-def never_a_path(c: ollama.Client, gw: Gw) -> None:
-    shown = httpx.post(f"{gw.base}/api/show", json={"model": "tiny"}, headers=AUTH)
-    assert no_path(gw, shown.text)
-
-
 CALLS: list[Callable[[ollama.Client, Gw], None]] = [
-    probes, listing, show, ps, chat, generate, embed, json_format, logprobs, errors, context,
-    never_a_path,
+    probes, listing, show, vision, ps, chat, tools, generate, embed, json_format, logprobs, errors,
+    context,
 ]  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.timeout(150)
 def fleet(tiny_model: Path) -> Iterator[tuple[Host, Host]]:
     """B serves `bonly` and `both` behind its gateway (with a key) and control on TCP;
     A serves `both` itself and routes the rest to B, a `[fleet]` peer."""
-    with a_routing_to_b(tiny_model) as hosts:
+    with a_routing_to_b(tiny_model, embeddings=True) as hosts:
         yield hosts
 
 
@@ -55,9 +56,37 @@ def test_a_model_only_on_b_is_served_through_a(fleet: tuple[Host, Host]) -> None
     # A's activity says which peer served them.
     served = httpx.get(f"{a.gateway}/v1/activity?model=bonly", timeout=5).json()["data"]
     assert [(r["peer"], r["host"], r["status"]) for r in served] == [(True, "b", 200)] * 2
+    by_alias(a)
     # Without B's key, B's own gateway refuses: A added it.
     direct = httpx.post(f"{b.gateway}/v1/chat/completions", json={"model": "bonly"}, timeout=5)
     assert direct.status_code == 401
+
+
+def by_alias(a: Host) -> None:
+    """Asked by the alias of B's model, each kind of answer through A names that alias,
+    whole and streamed (embeddings: whole)."""
+    assert a.models()["b-mini"]["llamad"]["alias_of"] == "bonly"
+    hi = [{"role": "user", "content": "hi"}]
+    for path, body in [
+        ("/v1/chat/completions", {"messages": hi, "max_tokens": 2}),
+        ("/v1/completions", {"prompt": "hi", "max_tokens": 2}),
+        ("/v1/responses", {"input": "hi", "max_output_tokens": 2}),
+        ("/v1/messages", {"messages": hi, "max_tokens": 2}),
+    ]:
+        whole = httpx.post(a.gateway + path, json={"model": "b-mini", **body}, timeout=30)
+        assert whole.json()["model"] == "b-mini", (path, whole.text)
+        streamed = {"model": "b-mini", "stream": True, **body}
+        with httpx.stream("POST", a.gateway + path, json=streamed, timeout=30) as events:
+            # Wherever an event names the model (messages and responses: in an object).
+            named = set(re.findall(r'"model": ?"([^"]*)"', events.read().decode()))
+        assert named == {"b-mini"}, (path, named)
+    embedded = httpx.post(
+        f"{a.gateway}/v1/embeddings", json={"model": "b-embed", "input": "hi"}, timeout=30
+    )
+    assert embedded.json()["model"] == "b-embed", embedded.text
+    chat = {"model": "b-mini", "messages": hi, "stream": False, "options": {"num_predict": 2}}
+    ollama = httpx.post(f"{a.gateway}/api/chat", json=chat, timeout=30)
+    assert ollama.json()["model"] == "b-mini"
 
 
 def test_a_model_on_both_is_served_locally(fleet: tuple[Host, Host]) -> None:

@@ -1,4 +1,5 @@
-"""Renaming the answer's `model` chunk by chunk, and JSON mode's bodies (no server)."""
+"""Renaming the answer's `model` chunk by chunk, llama-server's own documents without file
+paths, and JSON mode's bodies (no server)."""
 
 from __future__ import annotations
 
@@ -37,15 +38,35 @@ def view(answer_name: str | None, path: Path | None = None) -> Upstream:
 
 
 def test_nothing_to_rename_when_the_server_says_the_name_asked() -> None:
-    assert renamer(view("tiny"), "tiny", "/v1/chat/completions") is None
-    assert renamer(view(None), "tiny", "/v1/chat/completions") is None  # a fleet peer
-    assert renamer(view("tiny"), "gpt-4o-mini", "/v1/completions") is not None
+    assert renamer(view("tiny"), "tiny") is None
+    assert renamer(view(None), "tiny") is None  # a fleet peer
+    assert renamer(view("tiny"), "gpt-4o-mini") is not None
 
 
-def test_props_name_no_file() -> None:
-    rename = renamer(view("tiny", Path("/m/tiny.gguf")), "tiny", "/props")
-    assert rename is not None
-    assert rename(b'{"model_path":"/m/tiny.gguf","n":1}\n') == b'{"model_path":"tiny","n":1}\n'
+def scrubbed(raw: bytes, path: Path | None, size: int = 7) -> bytes:
+    """`raw` relayed as llama-server's own document, in chunks of `size` bytes."""
+    rewrite = renamer(view("tiny", path), "gpt-4o-mini", document=True)
+    assert rewrite is not None
+    return b"".join(rewrite(raw[i : i + size]) for i in range(0, len(raw), size)) + (
+        rewrite.flush()
+    )
+
+
+def test_documents_passed_through_name_no_file() -> None:
+    props = {"model_path": "/home/u/.cache/llama.cpp/x.gguf", "n": 0.8, "t": "</s>é"}
+    out = json.loads(scrubbed(json.dumps(props).encode(), None))
+    assert out == {"model_path": "gpt-4o-mini", "n": 0.8, "t": "</s>é"}  # a hub model too
+    loras = [{"id": 0, "path": "/m/adapters/a.gguf", "scale": 1.0}]
+    assert json.loads(scrubbed(json.dumps(loras).encode(), None))[0]["path"] == "a.gguf"
+    meta = {"meta": {"where": "loaded /m/tiny.gguf at start"}}
+    out = json.loads(scrubbed(json.dumps(meta).encode(), Path("/m/tiny.gguf")))
+    assert out == {"meta": {"where": "loaded gpt-4o-mini at start"}}
+
+
+def test_what_is_not_json_passes_as_it_came() -> None:
+    page = b"<!doctype html><p>/m/tiny.gguf {}</p>"
+    assert scrubbed(page, Path("/m/tiny.gguf")) == page
+    assert scrubbed(b"", None) == b""
 
 
 def test_json_mode_gets_the_smallest_enforced_schema() -> None:
