@@ -94,7 +94,7 @@ def test_the_fleet_paths_configs_are_ones_llamad_takes(tmp_path: Path) -> None:
         {},
         {"state_dir": work / "state", "remote": remote},
         gateway={"listen": "127.0.0.1:18124", "fleet": True},
-        fleet={"peers": [peer]},
+        tables={"fleet": {"peers": [peer]}},
     )
     loaded = load(config)
     assert loaded.daemon.remote is not None
