@@ -157,7 +157,9 @@ def guarded_protocol(
             super().on_message_complete()
             self._raw = 0
             if self.cycle is not None and self.cycle.response_complete:
-                return  # answered before its body ended: lingering already
+                # Answered before its body ended: the rest was dropped unread and the
+                # answer did not say close, so the connection stays for the next request.
+                self._idle()
             else:
                 # Received whole: serving it may take hours (a log follower, a stream).
                 self._phase = "serving"
@@ -169,7 +171,9 @@ def guarded_protocol(
             if self._phase == "serving" and not queued:
                 self._idle()
             elif self._phase == "body" and not self.transport.is_closing():
-                self._linger()  # answered (a 401, say) with its body still to come
+                # Answered (a 401, say) with its body still to come: the body is dropped
+                # as it comes, under its own deadline and size, not uvicorn's idle timer.
+                self._unset_keepalive_if_required()
 
         def _idle(self) -> None:
             # Kept alive: the next request head must come within the deadline as well.
