@@ -172,8 +172,10 @@ def guarded_protocol(
                 self._idle()
             elif self._phase == "body" and not self.transport.is_closing():
                 # Answered (a 401, say) with its body still to come: the body is dropped
-                # as it comes, under its own deadline and size, not uvicorn's idle timer.
+                # as it comes; one that stops coming holds no place past a moment.
                 self._unset_keepalive_if_required()
+                left = self._began + self._limits.request_timeout - self.loop.time()
+                self._arm(max(min(left, LINGER_S), 0.0))
 
         def _idle(self) -> None:
             # Kept alive: the next request head must come within the deadline as well.
@@ -206,6 +208,8 @@ def guarded_protocol(
             self._timer = None
             if self._lingering or self._phase == "idle":
                 self.transport.abort()  # nothing asked for: no answer owed
+            elif self._phase == "body" and self.cycle is not None and self.cycle.response_complete:
+                self._linger()  # answered, and the rest of its body stopped coming: EOF
             elif self._phase in ("head", "body"):
                 took = self._limits.request_timeout if self._phase == "body" else None
                 what = f"within {took:g}s" if took else "in time"
