@@ -157,7 +157,9 @@ def guarded_protocol(
             super().on_message_complete()
             self._raw = 0
             if self.cycle is not None and self.cycle.response_complete:
-                return  # answered before its body ended: lingering already
+                # Answered before its body ended: the rest was dropped unread and the
+                # answer did not say close, so the connection stays for the next request.
+                self._idle()
             else:
                 # Received whole: serving it may take hours (a log follower, a stream).
                 self._phase = "serving"
@@ -169,7 +171,11 @@ def guarded_protocol(
             if self._phase == "serving" and not queued:
                 self._idle()
             elif self._phase == "body" and not self.transport.is_closing():
-                self._linger()  # answered (a 401, say) with its body still to come
+                # Answered (a 401, say) with its body still to come: the body is dropped
+                # as it comes; one that stops coming holds no place past a moment.
+                self._unset_keepalive_if_required()
+                left = self._began + self._limits.request_timeout - self.loop.time()
+                self._arm(max(min(left, LINGER_S), 0.0))
 
         def _idle(self) -> None:
             # Kept alive: the next request head must come within the deadline as well.
@@ -202,6 +208,8 @@ def guarded_protocol(
             self._timer = None
             if self._lingering or self._phase == "idle":
                 self.transport.abort()  # nothing asked for: no answer owed
+            elif self._phase == "body" and self.cycle is not None and self.cycle.response_complete:
+                self._linger()  # answered, and the rest of its body stopped coming: EOF
             elif self._phase in ("head", "body"):
                 took = self._limits.request_timeout if self._phase == "body" else None
                 what = f"within {took:g}s" if took else "in time"

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from llamad.client.http import Client, ClientError, Unreachable, find_socket
+from llamad.client.http import AuthError, Client, ClientError, Unreachable, find_socket
 from llamad.fleet import peers
 
 # Importing typing slows llamactl's start; annotations are never evaluated at run time.
@@ -39,6 +39,12 @@ class Host:
     status: dict[str, Any] | None = None
     error: str | None = None
     unreachable: bool = False
+    refused: bool = False  # it answered, refusing the token
+
+    @property
+    def stranger(self) -> bool:
+        """Found by mDNS and refusing our token: someone else's llamad, not our fleet's."""
+        return self.source == "mdns" and self.refused
 
 
 def hosts_of(args: argparse.Namespace, fleet: peers.Fleet, timeout: float) -> list[Host]:
@@ -86,19 +92,22 @@ def _discover(
 def query(hosts: list[Host], timeout: float) -> None:
     """Fill in each host's status or error, all at once, within timeout + SLACK_S."""
     done = threading.Condition()
-    answers: dict[int, tuple[dict[str, Any] | None, str | None, bool]] = {}
+    answers: dict[int, tuple[dict[str, Any] | None, str | None, bool, bool]] = {}
 
     def ask(index: int, connect: Callable[[], Client]) -> None:
         try:
-            answer: tuple[dict[str, Any] | None, str | None, bool] = (
+            answer: tuple[dict[str, Any] | None, str | None, bool, bool] = (
                 connect().call("GET", "/v1/status", timeout=timeout),
                 None,
                 False,
+                False,
             )
         except Unreachable as exc:
-            answer = (None, str(exc), True)
+            answer = (None, str(exc), True, False)
+        except AuthError as exc:
+            answer = (None, str(exc), False, True)
         except ClientError as exc:
-            answer = (None, str(exc), False)
+            answer = (None, str(exc), False, False)
         with done:  # a thread that answers after the deadline writes where no one reads
             answers[index] = answer
             done.notify()
@@ -115,7 +124,7 @@ def query(hosts: list[Host], timeout: float) -> None:
         if host.connect is None:
             host.unreachable = True  # known unreachable without asking (offline)
         elif index in final:
-            host.status, host.error, host.unreachable = final[index]
+            host.status, host.error, host.unreachable, host.refused = final[index]
         else:
             host.error = f"cannot reach llamad at {host.where} (no answer within {timeout:g}s)"
             host.unreachable = True

@@ -2,7 +2,8 @@
 
 Exit codes: 0 every host answered and every instance runs, 3 every host answered but
 some instance is not running, 4 some host could not be queried (unreachable, or it
-refused the token).
+refused the token). A host found by mDNS that refuses the token is someone else's llamad:
+listed as refused, it counts for none of them.
 """
 
 from __future__ import annotations
@@ -59,9 +60,10 @@ def render(hosts: list[Host], skews: dict[str, dict[str, list[str]]], colour: bo
     rows, notes = [["HOST", *table.COLUMNS]], []
     for host in hosts:
         if host.status is None:
-            state = "unreachable" if host.unreachable else "error"
+            state = "unreachable" if host.unreachable else "refused" if host.refused else "error"
             rows.append([host.name, "-", state] + ["-"] * (len(table.COLUMNS) - 2))
-            notes.append(f"{host.name}: {host.error}")
+            stranger = " (found by mDNS: not in the exit code)" if host.stranger else ""
+            notes.append(f"{host.name}: {host.error}{stranger}")
             continue
         instances = host.status.get("instances") or []
         rows += [[host.name, *table.row(inst)] for inst in instances]
@@ -114,15 +116,16 @@ def fleet_status(args: argparse.Namespace, out: Callable[[str], None] = print) -
 
         docs = [
             {"host": h.name, "url": h.where, "source": h.source, "reachable": h.status is not None}
-            | {"error": h.error, "status": h.status}
+            | {"refused": h.refused, "error": h.error, "status": h.status}
             for h in hosts
         ]
         served = replicas([(h.name, h.status) for h in hosts if h.status is not None])
         out(json.dumps({"hosts": docs, "skew": skews, "replicas": served}, indent=2))
     else:
         out(render(hosts, skews, table.use_colour(sys.stdout)))
-    statuses = [h.status for h in hosts if h.status is not None]
-    if len(statuses) < len(hosts):
+    ours = [h for h in hosts if not h.stranger]
+    statuses = [h.status for h in ours if h.status is not None]
+    if len(statuses) < len(ours):
         return exits.UNKNOWN
     running = (i.get("state") == "running" for s in statuses for i in s.get("instances") or [])
     return exits.OK if all(running) else exits.NOT_RUNNING

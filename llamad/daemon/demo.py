@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 from pathlib import Path
+
+import psutil
 
 from llamad.common import paths
 from llamad.daemon.tinymodel import demo_model_path
@@ -10,6 +14,38 @@ from llamad.daemon.tinymodel import demo_model_path
 DEMO_PORTS = (18081, 18082)
 ON_DEMAND_PORT = 18083
 GATEWAY = "127.0.0.1:18080"
+
+
+def check_ports() -> None:
+    """Raise RuntimeError naming the first of the demo's fixed ports something holds (and
+    what, when the system says): a second demo would half-start and serve the first's."""
+    host, gateway = GATEWAY.rsplit(":", 1)
+    for port in (int(gateway), *DEMO_PORTS, ON_DEMAND_PORT):
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                raise RuntimeError(
+                    f"the demo's port {port} is in use{_holder(port)}; stop that first"
+                ) from None
+
+
+def _holder(port: int) -> str:
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except psutil.Error:
+        return ""  # not ours to see: the port alone still says what to look for
+    for conn in conns:
+        if conn.pid and conn.laddr and conn.laddr.port == port and conn.status == "LISTEN":
+            try:
+                command = " ".join(" ".join(psutil.Process(conn.pid).cmdline()).split())
+                return f" by pid {conn.pid} ({command[:120]})"
+            except psutil.Error:
+                return f" by pid {conn.pid}"
+    return ""
 
 
 def demo_config() -> Path:

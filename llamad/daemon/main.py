@@ -163,9 +163,10 @@ class _SignalHandlers:
 def run(args: argparse.Namespace) -> int:
     """Load the config, then serve; exit 2 for a bad config, 1 for a fatal error."""
     if args.demo:
-        from llamad.daemon.demo import demo_config, what_to_try
+        from llamad.daemon.demo import check_ports, demo_config, what_to_try
 
         try:
+            check_ports()
             path = demo_config()
         except RuntimeError as exc:
             print(f"llamad: {exc}", file=sys.stderr)

@@ -19,6 +19,7 @@ from remote_helpers import (
 )
 
 from llamad import __version__
+from llamad.fleet import discovery
 from llamad.fleet.discovery import SERVICE_TYPE, Found, browse, build_txt, parse_txt
 
 
@@ -43,7 +44,11 @@ def base() -> Iterator[Path]:
 
 @pytest.mark.timeout(60)
 def test_advertise_and_browse_on_loopback(
-    tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], base: Path
+    tiny_model: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    base: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pytest.importorskip("zeroconf", reason="zeroconf is not installed")
     why = loopback_multicast_works()
@@ -65,24 +70,42 @@ def test_advertise_and_browse_on_loopback(
         assert (found[0].url, found[0].version, found[0].tls) == (url, __version__, False)
         assert found[0].llama  # llama-server's build, as the daemon read it
 
+        # llamactl sees only this test's daemon: other suites' daemons advertise on
+        # loopback too, and their states are not this test's to assert.
+        monkeypatch.setattr(
+            discovery, "browse", lambda *a: [f for f in browse(*a) if f.port == port]
+        )
+
         # llamactl: --discover adds it to the fleet; the token still comes from the user.
         token = str(write_token(tmp_path / "read.tok", READ))
         config = str(fleet_config(tmp_path / "c.toml", {}))
         argv = ["--config", config, "fleet", "status", "--json", "--discover"]
         argv += ["--mdns-interface", "127.0.0.1", "--token-file", token]
         code, out, err = llamactl(capsys, *argv)
-        hosts = [h for h in json.loads(out)["hosts"] if h["url"] == url]
+        hosts = json.loads(out)["hosts"]
         assert (code, err) == (0, "")
-        assert [(h["source"], h["host"], h["reachable"]) for h in hosts] == [
-            ("mdns", found[0].name, True)
+        assert [(h["source"], h["host"], h["url"], h["reachable"]) for h in hosts] == [
+            ("mdns", found[0].name, url, True)
         ]
+
+        # A found llamad that refuses the token is someone else's: listed, never a failure.
+        stranger = str(write_token(tmp_path / "stranger.tok", "not-" + READ))
+        argv[-1] = stranger
+        code, out, err = llamactl(capsys, *argv)
+        hosts = json.loads(out)["hosts"]
+        assert (code, err) == (0, "")
+        assert [(h["url"], h["reachable"], h["refused"]) for h in hosts] == [(url, False, True)]
+        code, out, err = llamactl(capsys, *[a for a in argv if a != "--json"])
+        assert (code, err) == (0, "")
+        assert out.splitlines()[1].split()[:3] == [found[0].name, "-", "refused"]
+        assert "(found by mDNS: not in the exit code)" in out
 
         # `[fleet] discover = true` (and mdns_interface): the same without the flags.
         keys = {"discover": True, "mdns_interface": "127.0.0.1", "token_file": token}
         config = str(fleet_config(tmp_path / "d.toml", {}, **keys))
         code, out, err = llamactl(capsys, "--config", config, "fleet", "status", "--json")
-        hosts = [h for h in json.loads(out)["hosts"] if h["url"] == url]
-        assert (code, err, [h["source"] for h in hosts]) == (0, "", ["mdns"])
+        hosts = json.loads(out)["hosts"]
+        assert (code, err, [(h["source"], h["url"]) for h in hosts]) == (0, "", [("mdns", url)])
     finally:
         assert daemon.stop() == 0
     # The goodbye went out: nothing answers for it any more.

@@ -39,8 +39,18 @@ def demo(stderr: Path) -> Iterator[subprocess.Popen[bytes]]:
             env=os.environ.copy(),
         )
         try:
+            # Its own gateway, bound: the fixed port answers for any demo running here.
+            wait_for(lambda: _listening(stderr, proc), 30, "the demo's gateway listening")
             wait_for(models, 30, "the demo's gateway")
             yield proc
         finally:
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(20) == 0
+
+
+def _listening(stderr: Path, proc: subprocess.Popen[bytes]) -> bool:
+    text = stderr.read_text(encoding="utf-8", errors="replace")
+    if proc.poll() is not None:
+        last = text.strip().splitlines()[-1:] or ["(nothing on stderr)"]
+        raise AssertionError(f"the demo exited {proc.returncode}: {last[0]}")
+    return '"gateway.listening"' in text

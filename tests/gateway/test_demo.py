@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 from demo_helpers import BASE, demo, models
+
+from llamad.daemon.demo import ON_DEMAND_PORT
 
 
 def test_demo_serves_the_gateway_and_llamactl_finds_it(tmp_path: Path) -> None:
@@ -26,3 +30,21 @@ def test_demo_serves_the_gateway_and_llamactl_finds_it(tmp_path: Path) -> None:
         assert "tiny-lazy" in status.stdout
         assert "gateway on 127.0.0.1:18080" in status.stdout
     assert "curl 127.0.0.1:18080/v1/models" in (tmp_path / "demo.stderr").read_text()
+
+
+def test_a_demo_port_in_use_is_named_and_nothing_starts() -> None:
+    """A second demo (or anything on its fixed ports) would half-start and leave the
+    first one answering for it: it says which port is held, by what, and exits 1."""
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", ON_DEMAND_PORT))
+        holder.listen()
+        run = subprocess.run(
+            [sys.executable, "-m", "llamad", "--demo"], capture_output=True, text=True, timeout=30
+        )
+    assert run.returncode == 1
+    # Another developer's demo may hold an earlier port: then that one is named.
+    (line,) = run.stderr.splitlines()
+    assert re.fullmatch(
+        r"llamad: the demo's port 1808[0-3] is in use by pid \d+ \(.+\); stop that first", line
+    )

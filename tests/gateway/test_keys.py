@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from flood import client
+from flood import client, connect, read_answer
 from gateway_helpers import TINY, Gw, gateway
 from remote_helpers import write_token
 
@@ -93,3 +93,26 @@ def test_wrong_keys_are_limited_per_address(gw: Gw) -> None:
     log = gw.ld.stderr_path.read_text()
     assert f"{7:016d}" not in log
     assert KEY not in log
+
+
+def test_a_refusal_before_the_body_keeps_the_connection(gw: Gw) -> None:
+    """A wrong key answered 401 before its body arrived (what a loaded daemon does) leaves
+    the kept-alive connection open: the body is dropped and the next request is served."""
+    raw = body('"a"')
+    host = gw.base.removeprefix("http://")
+
+    def head(method: str, path: str, *lines: str) -> bytes:
+        text = "".join(
+            f"{line}\r\n" for line in (f"{method} {path} HTTP/1.1", f"Host: {host}", *lines)
+        )
+        return f"{text}\r\n".encode()
+
+    with connect(int(host.rsplit(":", 1)[1]), "127.0.0.4") as sock:
+        sock.sendall(head("POST", OPENAI, "x-api-key: " + "9" * 16, f"Content-Length: {len(raw)}"))
+        status, _ = read_answer(sock)
+        assert status == 401
+        sock.sendall(raw)
+        sock.sendall(head("GET", "/v1/models", f"x-api-key: {KEY}"))
+        status, doc = read_answer(sock)
+        assert status == 200, "the connection was closed under the client"
+        assert doc["data"]

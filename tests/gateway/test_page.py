@@ -79,6 +79,7 @@ def _ctl_state(gw: Any, model: str) -> str:
     return str(__import__("json").loads(out.stdout)["instances"][0]["state"])
 
 
+@pytest.mark.timeout(180)  # three loads, a restart and a 256-token chat, on a loaded machine
 def test_the_page_lists_models_shows_activity_acts_and_chats(
     tiny_model: Path, tmp_path: Path
 ) -> None:
@@ -121,7 +122,9 @@ def test_the_page_lists_models_shows_activity_acts_and_chats(
         driver.execute_script("document.querySelector('#play-model').value = 'tiny-lazy'")
         driver.find_element(By.ID, "play-send").click()
         wait_for(lambda: driver.find_element(By.ID, "play-out").text, 20, "a streamed answer")
-        wait_for(lambda: len(_rows(driver, "activity")) >= 2, 20, "the chat in the activity")
+        # The row comes when the answer ends: up to 256 tokens, slow on a loaded machine.
+        wait_for(lambda: driver.find_element(By.ID, "play-send").is_enabled(), 60, "its end")
+        wait_for(lambda: len(_rows(driver, "activity")) >= 2, 5, "the chat in the activity")
         wait_for(lambda: _state(driver, "tiny-lazy") == "running", 5, "loaded by the chat")
         driver.find_element(By.ID, "log-show").click()
         wait_for(lambda: driver.find_element(By.ID, "log").text, 5, "the log tail")
@@ -242,5 +245,6 @@ def test_done_when_a_person_opens_the_demos_page(tmp_path: Path) -> None:
             rows = [r for r in _rows(driver, "activity") if r[1] == "tiny-lazy"]
             return rows[0][10] if rows and rows[0][10] != "-" else None
 
-        # The row comes when the answer has ended: up to 256 tokens on a busy machine.
-        assert float(wait_for(speed, 30, "the chat in the activity, with its tok/s")) > 0
+        # The row comes when the answer ends: up to 256 tokens, slow on a loaded machine.
+        wait_for(lambda: driver.find_element(By.ID, "play-send").is_enabled(), 60, "its end")
+        assert float(wait_for(speed, 5, "the chat in the activity, with its tok/s")) > 0
