@@ -33,29 +33,23 @@ class ActivityMetrics:
                 registry=registry,
             )
         )
-        self.replica_requests = Series(
-            Counter(
-                "llamad_gateway_replica_requests",
-                "Requests by model and the replica that served them (host: local or a peer).",
-                ["model", "host", "instance"],
-                registry=registry,
-            )
+        self.replica_requests = _counter(
+            registry,
+            "llamad_gateway_replica_requests",
+            "Requests by model and the replica that served them (host: local or a peer).",
+            ["model", "host", "instance"],
         )
-        self.key_requests = Series(
-            Counter(
-                "llamad_gateway_key_requests",
-                "Requests by key name and status.",
-                ["key", "status"],
-                registry=registry,
-            )
+        self.key_requests = _counter(
+            registry,
+            "llamad_gateway_key_requests",
+            "Requests by key name and status.",
+            ["key", "status"],
         )
-        self.key_tokens = Series(
-            Counter(
-                "llamad_gateway_key_tokens",
-                "Tokens by key name, kind (prompt or completion) and model.",
-                ["key", "kind", "model"],
-                registry=registry,
-            )
+        self.key_tokens = _counter(
+            registry,
+            "llamad_gateway_key_tokens",
+            "Tokens by key name, kind (prompt or completion) and model.",
+            ["key", "kind", "model"],
         )
 
     def __call__(self, r: Record) -> None:
@@ -72,3 +66,9 @@ class ActivityMetrics:
             self.key_tokens(key, "prompt", model).inc(r.prompt_tokens)
         if r.completion_tokens:
             self.key_tokens(key, "completion", model).inc(r.completion_tokens)
+
+
+def _counter(
+    registry: CollectorRegistry, name: str, doc: str, labels: list[str]
+) -> Series[Counter]:
+    return Series(Counter(name, doc, labels, registry=registry))
