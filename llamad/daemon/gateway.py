@@ -66,7 +66,7 @@ def start_gateway(
         lambda: state.resolved.peers,
         lambda: state.resolved.daemon.remote,
     )
-    balancer = Balancer(first.affinity_size)
+    balancer = Balancer(lambda: settings().affinity_size)
     fleet = FleetModels(hosts.current, me, balancer.id)
     pending = functools.partial(downloading, pulls) if pulls is not None else None
     gateway = Gateway(

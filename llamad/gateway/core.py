@@ -70,7 +70,7 @@ class Gateway:
         self.created = int(time.time())
         self.upstreams = Upstreams()
         # Shared with the fleet, which reads our counts on a peer as its status arrives.
-        self.balancer = balancer or Balancer(settings().affinity_size)
+        self.balancer = balancer or Balancer(lambda: settings().affinity_size)
         self.remote = FleetLease(fleet, settings, self.router, pending, self.balancer.id)
         self.views = Views(self.router, self.sched, self.idle, self.progress, self._fleet)
         self.replicas = ReplicaLeases(
@@ -148,7 +148,6 @@ class Gateway:
         hints = current_hints()
         if not hints.relayed and self.replicas.several(name):
             keys.check(facts.name if facts is not None else name)
-            self.balancer.resize(self.settings().affinity_size)
             if not self.settings().affinity:
                 hints = replace(hints, prefix=(), affinity=False)
             async with self.replicas.lease(name, hints, keep_alive) as upstream:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from llamad.gateway.replicas.affinity import Affinity, Key
@@ -24,8 +24,8 @@ POLL_S = 0.25  # a waiter also looks again this often: peers' counts change unse
 class Balancer:
     """Marks on peer replicas, affinity maps and the wake-up of waiters."""
 
-    def __init__(self, affinity_size: int = 10000) -> None:
-        self.affinity_size = affinity_size
+    def __init__(self, affinity_size: Callable[[], int] = lambda: 10000) -> None:
+        self.affinity_size = affinity_size  # `[gateway] affinity_size`, followed on reload
         self.id = secrets.token_hex(6)  # this gateway, in the hop header it sends peers
         self.sent: Counter[Key] = Counter()  # our requests in flight on each peer replica
         self.relayed: Counter[tuple[str, str]] = Counter()  # (instance, sender): peers' here
@@ -40,10 +40,6 @@ class Balancer:
         self.relayed[key] -= 1
         if self.relayed[key] <= 0:
             del self.relayed[key]
-
-    def resize(self, affinity_size: int) -> None:
-        """Follow `[gateway] affinity_size` on reload; a model's map is remade at its next use."""
-        self.affinity_size = affinity_size
 
     def seen(self, replicas: Sequence[Replica]) -> list[Replica]:
         """Peer replicas as busy as they said, less what we had sent when they said it,
@@ -91,9 +87,9 @@ class Balancer:
             table.forget(replica.key)
 
     def _map(self, model: str) -> Affinity:
-        table = self._maps.get(model)
-        if table is None or table.size != self.affinity_size:
-            table = self._maps[model] = Affinity(self.affinity_size)
+        table, size = self._maps.get(model), self.affinity_size()
+        if table is None or table.size != size:  # a reload resized it: start afresh
+            table = self._maps[model] = Affinity(size)
         return table
 
     def poke(self) -> None:
