@@ -46,11 +46,20 @@ async def until(cond: Callable[[], Any], timeout: float = 10.0, what: str = "con
     return value
 
 
+# Ports handed out in this run: the kernel may offer the same free port twice in a row
+# while nothing has bound it yet, and two of one config's ports would then clash.
+_HANDED: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port nothing listens on right now, not handed out before in this run."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED:
+            _HANDED.add(port)
+            return port
 
 
 def health(port: int, timeout: float = 1.0) -> int | None:

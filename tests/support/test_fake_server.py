@@ -6,7 +6,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,17 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 
 FAKE = Path(__file__).parents[1] / "fake_llama_server.py"
 DEADLINE = 10.0  # generous for a loaded CI box; the conditions hold within milliseconds
-
-
-def free_port() -> int:
-    """Return a loopback port that was free a moment ago (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def request(
