@@ -166,6 +166,47 @@ def test_with_a_key_nothing_loads_until_it_is_entered(tiny_model: Path, tmp_path
         assert _ctl_state(gw, "tiny") == "running"
 
 
+# Before the page's own script: `/v1/events` can be cut (the open stream aborted, the next
+# fetches refused) and let through again, as a dropped reader or a network blip would.
+_CUTTABLE_EVENTS = """
+const realFetch = window.fetch;
+let cut = false, open = null;
+window.cutEvents = () => { cut = true; if (open) open.abort(); };
+window.healEvents = () => { cut = false; };
+window.fetch = (path, opts) => {
+  if (!String(path).includes("/v1/events")) return realFetch(path, opts);
+  if (cut) return Promise.reject(new TypeError("cut by the test"));
+  open = new AbortController();
+  return realFetch(path, Object.assign({}, opts, { signal: open.signal }));
+};
+"""
+
+
+def test_requests_served_while_the_event_stream_was_down_show_once_it_is_back(
+    tiny_model: Path,
+) -> None:
+    with gateway(tiny_model, {"tiny": TINY}) as gw, browser() as driver:
+        driver.execute_cdp_cmd(
+            "Page.addScriptToEvaluateOnNewDocument", {"source": _CUTTABLE_EVENTS}
+        )
+        driver.get(gw.base + "/ui")
+        live = lambda: driver.find_elements(By.CSS_SELECTOR, "#live.on")  # noqa: E731
+        wait_for(live, 10, "events live")
+        client = openai.OpenAI(base_url=f"{gw.base}/v1", api_key="none")
+        client.chat.completions.create(**chat("tiny", 2))
+        wait_for(lambda: len(_rows(driver, "activity")) == 1, 5, "the first request")
+        driver.execute_script("window.cutEvents()")
+        wait_for(lambda: not live(), 5, "the stream down")
+        client.chat.completions.create(**chat("tiny", 3))
+        driver.execute_script("window.healEvents()")
+        wait_for(live, 10, "the stream back")
+        wait_for(lambda: len(_rows(driver, "activity")) == 2, 5, "the request missed meanwhile")
+        client.chat.completions.create(**chat("tiny", 4))
+        wait_for(lambda: len(_rows(driver, "activity")) == 3, 5, "and the next, once each")
+        completions = [r[9].rsplit(" / ", 1)[1] for r in _rows(driver, "activity")]
+        assert completions == ["4", "3", "2"]
+
+
 def _screenshot(driver: Any, path: Path) -> None:
     driver.save_screenshot(str(path))
     if SHOTS:

@@ -204,7 +204,11 @@ function activityRow(r) {
   return tr;
 }
 
+// A record has no id: its arrival time, length and model tell it apart from any other.
+function same(a, b) { return a.time === b.time && a.duration_s === b.duration_s && a.model === b.model; }
+
 function addRecord(r) {
+  if (records.some((x) => same(x, r))) return;
   records.unshift(r);
   records = records.slice(0, 200);
   const body = $("#activity tbody");
@@ -287,9 +291,12 @@ async function* sse(response) {
 }
 
 async function follow() {
-  for (;;) {
+  for (let first = true; ; first = false) {
     try {
       const r = await api("/v1/events");
+      // Requests that ended while the stream was down are only in the activity: read it
+      // again once the stream is open, so none falls in between.
+      if (!first) await loadActivity();
       $("#live").classList.add("on");
       for await (const data of sse(r)) {
         const ev = JSON.parse(data);
