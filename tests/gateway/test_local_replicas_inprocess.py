@@ -10,7 +10,9 @@ import dataclasses
 import pytest
 from supervisor_double import Double, gateway, spec, until
 
+from llamad.config.gateway_keys import NamedKey
 from llamad.gateway.core import Gateway
+from llamad.gateway.keys import CALLER, NotAllowed
 from llamad.gateway.peer_models import RemoteModel, models_of
 from llamad.gateway.port import Upstream
 from llamad.gateway.replicas.hints import HINTS, hints_of
@@ -21,19 +23,24 @@ pytestmark = pytest.mark.timeout(20)
 ONE_SLOT = (("LLAMA_ARG_N_PARALLEL", "1"),)
 
 
-def setup(on_demand: bool = False, **settings: object) -> tuple[Double, Gateway]:
+def setup(
+    on_demand: bool = False, idle_timeout: float = 600.0, **settings: object
+) -> tuple[Double, Gateway]:
     """g0 and g1, one slot each, both answering to alias `q`; no fleet."""
     double = Double()
     for name in ("g0", "g1"):
-        s = dataclasses.replace(spec(name, on_demand=on_demand), settings=ONE_SLOT, aliases=("q",))
+        one = spec(name, on_demand=on_demand, idle_timeout=idle_timeout)
+        s = dataclasses.replace(one, settings=ONE_SLOT, aliases=("q",))
         double.add(s, State.IDLE if on_demand else State.RUNNING)
     return double, gateway(double, **settings)
 
 
-async def hold(gw: Gateway, release: asyncio.Future[None], body: object = None) -> Upstream:
+async def hold(
+    gw: Gateway, release: asyncio.Future[None], body: object = None, keep: float | None = None
+) -> Upstream:
     if body is not None:
         HINTS.set(hints_of([], body))
-    async with gw.lease("q") as upstream:
+    async with gw.lease("q", keep_alive=keep) as upstream:
         await release
     return upstream
 
@@ -160,3 +167,37 @@ def test_a_peers_shared_alias_is_one_model_of_its_slots_together() -> None:
     found = models_of([inst("g0", "idle", 1, 0), inst("g1", "running", 2, 1)], "me")
     assert found["q"] == RemoteModel("q", (), "running", True, False, 3, 1)
     assert (found["g0"].slots, found["g1"].slots) == (1, 2)
+
+
+async def test_each_replica_stops_when_idle_on_its_own() -> None:
+    double, gw = setup(on_demand=True)
+    loop = asyncio.get_running_loop()
+    gates = [loop.create_future() for _ in range(2)]
+    # keep_alive 0 (Ollama's): each process stops once its own last request ends.
+    first = asyncio.ensure_future(hold(gw, gates[0], keep=0))
+    await until(lambda: busy(gw)["g0"] == 1, "g0 started and serves")
+    second = asyncio.ensure_future(hold(gw, gates[1], keep=0))  # g0 full: the spare starts
+    await until(lambda: busy(gw)["g1"] == 1, "g1 started and serves")
+    gates[0].set_result(None)
+    assert (await first).name == "g0"
+    await until(lambda: double.insts["g0"].state is State.IDLE, "g0 idles on its own")
+    assert double.insts["g1"].state is State.RUNNING
+    gates[1].set_result(None)
+    await second
+    await until(lambda: double.insts["g1"].state is State.IDLE, "then g1")
+    await gw.close()
+
+
+async def test_a_key_uses_the_alias_only_if_it_may_use_every_replica() -> None:
+    _double, gw = setup()
+    token = CALLER.set(NamedKey("both", "s" * 32, frozenset({"g0", "g1"})))
+    async with gw.lease("q") as upstream:
+        assert upstream.name in ("g0", "g1")
+    assert [v.name for v in gw.models()] == ["g0", "g1", "q"]
+    CALLER.reset(token)
+    CALLER.set(NamedKey("one", "t" * 32, frozenset({"g0"})))
+    with pytest.raises(NotAllowed):
+        async with gw.lease("q"):
+            pass
+    assert [v.name for v in gw.models()] == ["g0"]
+    await gw.close()
