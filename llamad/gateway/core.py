@@ -134,7 +134,7 @@ class Gateway:
     def find(self, name: str) -> ModelView | None:
         """The model named `name` (instance name or alias), or None; an alias several
         instances share is one model (`Views.shared`)."""
-        if len(found := self.router.find_all(name)) > 1:
+        if found := self.router.sharing(name):
             return self.views.shared(name, found)
         facts = self.router.find(name)
         if facts is not None:
@@ -151,7 +151,7 @@ class Gateway:
             tally.model = name
         hints = current_hints()
         if self.replicas.several(name, peers=not hints.relayed):
-            for instance in [f.name for f in self.router.find_all(name)] or [name]:
+            for instance in [f.name for f in self.router.sharing(name)] or [name]:
                 keys.check(instance)
             if not self.settings().affinity:
                 hints = replace(hints, prefix=(), affinity=False)
@@ -195,7 +195,7 @@ class Gateway:
     async def unload(self, name: str) -> None:
         """Stop `name` (to IDLE) now, or once its requests in flight have ended; an
         alias several instances share stops every one of them."""
-        found: list[Facts | None] = [*self.router.find_all(name)] or [self.router.find(name)]
+        found: list[Facts | None] = [*self.router.sharing(name)] or [self.router.find(name)]
         for facts in found:
             if facts is None:
                 raise UnknownModel(name, self.router.names())
@@ -204,7 +204,7 @@ class Gateway:
     def running(self, name: str) -> Upstream | None:
         """Where this host's model serves now, unleased (`GatewayPort.running`): the
         first replica that serves, for an alias several instances share."""
-        found: list[Facts | None] = [*self.router.find_all(name)] or [self.router.find(name)]
+        found: list[Facts | None] = [*self.router.sharing(name)] or [self.router.find(name)]
         facts = next((f for f in found if f is not None and f.state is State.RUNNING), None)
         return None if facts is None else self.upstreams.of(facts)
 

@@ -43,7 +43,7 @@ class Views:
         routable = self.router.routable()
         out = [self.local(f) for f in routable]
         for alias in dict.fromkeys(a for f in routable for a in f.spec.aliases):
-            if len(found := self.router.find_all(alias)) > 1:
+            if found := self.router.sharing(alias):
                 out.append(self.shared(alias, found))
         listed = {n for v in out for n in (v.name, *v.aliases)}
         for entry, model in self.fleet_models():
@@ -64,15 +64,15 @@ class Views:
         return replace(view, replicas=self._replicas(view, LOCAL))
 
     def shared(self, alias: str, found: list[Facts]) -> ModelView:
-        """An alias several local instances share, as one model: the first's file and
-        settings, loaded while any is, its replicas `local/<instance>` then the peers."""
+        """An alias several local instances share, as one model: the file and settings
+        of the first that serves (else the first), its replicas `local/<instance>` then
+        the peers."""
         views = [self.view(f) for f in found]
         serving = next((v for v in views if v.loaded), views[0])
         view = replace(
             serving,
             name=alias,
             aliases=(),
-            loaded=serving.loaded,
             on_demand=all(v.on_demand for v in views),
             expires_at=max((v.expires_at or 0.0 for v in views), default=0.0) or None,
             instances=tuple(f.name for f in found),

@@ -63,7 +63,7 @@ class ReplicaLeases:
         """`name` has more than one replica: the balanced lease serves it. Instances
         sharing an alias always do (even while some are stopped); peers count while
         they serve it (and `peers`: a relayed request stays on this llamad)."""
-        if len(self.snapshot.router.find_all(name)) > 1:
+        if self.snapshot.router.sharing(name):
             return True
         fleet = self.fleet() if peers else None
         return (
@@ -131,12 +131,6 @@ class ReplicaLeases:
             if queued:
                 self.balancer.waiting[name] -= 1
 
-    def _held(self, replica: Replica, upstream: Upstream, slot: Slot | None = None) -> Held:
-        if (tally := current_tally()) is not None:
-            tally.instance = replica.instance
-            tally.host = None if replica.local else replica.host
-        return Held(replica, upstream, slot)
-
     def _try(
         self, name: str, seen: dict[Key, Seen], hints: Hints, keep_alive: float | None
     ) -> Held | Seen | None:
@@ -155,6 +149,12 @@ class ReplicaLeases:
             return self._held(chosen, self.local_upstream(facts), slot)
         entry, model = target
         return self._held(chosen, remote_upstream(entry, model, self.balancer.id))
+
+    def _held(self, replica: Replica, upstream: Upstream, slot: Slot | None = None) -> Held:
+        if (tally := current_tally()) is not None:
+            tally.instance = replica.instance
+            tally.host = None if replica.local else replica.host
+        return Held(replica, upstream, slot)
 
     def _relayed(self, held: Held, hints: Hints) -> Held:
         """Count a relayed request on its instance, as the plain lease does."""
