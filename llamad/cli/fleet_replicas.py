@@ -10,9 +10,9 @@ if TYPE_CHECKING:
 
 
 def replicas(statuses: list[tuple[str, dict[str, Any]]]) -> dict[str, list[str]]:
-    """Model name -> the hosts whose gateway routes it, for names served by more than
-    one (an instance's name or alias; one host counts once however many it has)."""
-    hosts: dict[str, list[str]] = {}
+    """Model name -> its replicas, for names served by more than one: each host whose
+    gateway routes it, or `host/instance` for each of a host's instances sharing it."""
+    found: dict[str, list[tuple[str, str]]] = {}
     for host, status in statuses:
         if not isinstance(status.get("gateway"), dict):
             continue
@@ -21,9 +21,15 @@ def replicas(statuses: list[tuple[str, dict[str, Any]]]) -> dict[str, list[str]]
             if not isinstance(gw, dict) or not gw.get("routable"):
                 continue
             for name in (inst.get("name"), *(gw.get("aliases") or [])):
-                if isinstance(name, str) and host not in hosts.setdefault(name, []):
-                    hosts[name].append(host)
-    return {name: found for name, found in sorted(hosts.items()) if len(found) > 1}
+                if isinstance(name, str):
+                    found.setdefault(name, []).append((host, str(inst.get("name"))))
+    out = {}
+    for name, targets in sorted(found.items()):
+        hosts = [h for h, _ in targets]
+        labels = [h if hosts.count(h) == 1 else f"{h}/{i}" for h, i in targets]
+        if len(labels) > 1:
+            out[name] = labels
+    return out
 
 
 def replica_lines(statuses: list[tuple[str, dict[str, Any]]]) -> list[str]:

@@ -41,11 +41,11 @@ class NamedKey:
 def resolve_keys(
     single: str | None,
     tables: Mapping[str, KeySettings],
-    owner: Mapping[str, str],
+    owner: Mapping[str, frozenset[str]],
     problem: Problem,
 ) -> tuple[NamedKey, ...]:
     """Every key: `api_key_file`'s as `default`, then the named ones. `owner` maps each
-    model name and alias to its instance."""
+    model name and alias to its instances (several for replicas)."""
     keys: list[NamedKey] = []
     if single:
         secret = _read(single, ("gateway", "api_key_file"), problem)
@@ -80,12 +80,15 @@ def _read(path: str, where: tuple[str, ...], problem: Problem) -> str | None:
 
 
 def _models(
-    names: Iterable[str], owner: Mapping[str, str], where: tuple[str, ...], problem: Problem
+    names: Iterable[str],
+    owner: Mapping[str, frozenset[str]],
+    where: tuple[str, ...],
+    problem: Problem,
 ) -> frozenset[str]:
-    out = set()
+    out: set[str] = set()
     for name in names:
         if name in owner:
-            out.add(owner[name])
+            out.update(owner[name])
         else:
             known = ", ".join(sorted(owner)) or "none"
             problem((*where, "models"), f"no model named {name!r}; models: {known}")

@@ -1,8 +1,8 @@
 """`[gateway]`: the one OpenAI-compatible endpoint in front of every instance.
 
 The table's structure is checked by pydantic; `resolve_gateway` then reads the key file,
-parses the memory budget and checks what needs the instances too: model names unique
-across instances and aliases, and a listen address no instance uses.
+parses the memory budget and checks what needs the instances too: the model names
+(model_names.py), and a listen address no instance uses.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from llamad.common.hosts import is_loopback, same_address
 from llamad.config.fleet_tables import split_listen
 from llamad.config.gateway_access import host_entry, origin_entry
 from llamad.config.gateway_keys import KeySettings, NamedKey, resolve_keys
+from llamad.config.model_names import check_names, owners
 
 Budget = int | Literal["auto"] | None  # bytes, "auto" (free memory, measured live), None: off
 
@@ -158,7 +159,7 @@ def resolve_gateway(
     for spec in specs.values():
         if spec.port == port and same_address(spec.host, host):
             problem(("gateway", "listen"), f"port {port} is already used by instances.{spec.name}")
-    keys = resolve_keys(settings.api_key_file, settings.keys, _owners(specs), problem)
+    keys = resolve_keys(settings.api_key_file, settings.keys, owners(specs), problem)
     if not keys and not is_loopback(host) and not settings.allow_keyless_remote:
         problem(
             ("gateway", "listen"),
@@ -191,24 +192,3 @@ def resolve_gateway(
         allowed_hosts=frozenset(settings.allowed_hosts),
         list_aliases=settings.list_aliases,
     )
-
-
-def _owners(specs: Mapping[str, InstanceSpec]) -> dict[str, str]:
-    return {n: s.name for s in specs.values() for n in (s.name, *s.aliases)}
-
-
-def check_names(specs: Mapping[str, InstanceSpec], problem: Problem) -> None:
-    """Every model name (instance names and aliases) routes to exactly one instance, also
-    as Ollama reads it: `beta:latest` is `beta`."""
-    owner = {name: name for name in specs}
-    for spec in specs.values():
-        for alias in spec.aliases:
-            bare = alias.removesuffix(":latest")
-            other = owner.setdefault(bare, spec.name)
-            if other != spec.name or alias == spec.name:
-                what = "is" if bare == other else "is an alias of"
-                ollama = " (Ollama reads NAME:latest as NAME)" if bare != alias else ""
-                problem(
-                    ("instances", spec.name, "aliases"),
-                    f"model name {alias!r} {what} instances.{other}{ollama}; names must be unique",
-                )

@@ -19,6 +19,7 @@ from llamad.config.gateway_access import bypassed_keys
 from llamad.config.gateway_table import GatewayConfig, resolve_gateway
 from llamad.config.library_specs import check_defaults, library_specs, link_configured, settings_of
 from llamad.config.library_specs import find as find_library
+from llamad.config.model_names import replica_warnings
 from llamad.config.readfile import read_partial
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.config.resolve import Resolver
@@ -175,9 +176,11 @@ def resolve(
     if problems:
         raise ConfigError(problems)
     warnings: list[str] = []
+    notes = list(replica_warnings(instances)) if gateway is not None else []
     if gateway is not None and not gateway.api_keys:
-        for keys, message in bypassed_keys(instances):
-            warnings.append(f"{where_is(path, text, keys)}: {'.'.join(keys)}: {message}")
+        notes += bypassed_keys(instances)
+    for keys, message in notes:
+        warnings.append(f"{where_is(path, text, keys)}: {'.'.join(keys)}: {message}")
     return Resolved(
         path, daemon, instances, tools, _peers(cfg), gateway, cfg.fleet, library, tuple(warnings)
     )

@@ -41,6 +41,7 @@ from llamad.gateway.upstreams import Upstreams
 from llamad.gateway.view import SupervisorView
 from llamad.gateway.views import Views
 from llamad.lifecycle.states import State
+from llamad.supervise.facts import Facts
 
 log = structlog.get_logger("llamad.gateway")
 
@@ -128,10 +129,13 @@ class Gateway:
         """Every routable model, never waiting on a load: this host's, then the fleet's
         that no local name shadows."""
         # A named key limited to some models lists only those.
-        return [v for v in self.views.all() if keys.may_use(v.name)]
+        return [v for v in self.views.all() if all(map(keys.may_use, v.instances or [v.name]))]
 
     def find(self, name: str) -> ModelView | None:
-        """The model named `name` (instance name or alias), or None."""
+        """The model named `name` (instance name or alias), or None; an alias several
+        instances share is one model (`Views.shared`)."""
+        if found := self.router.sharing(name):
+            return self.views.shared(name, found)
         facts = self.router.find(name)
         if facts is not None:
             return self.views.local(facts)
@@ -146,8 +150,9 @@ class Gateway:
         if tally is not None:
             tally.model = name
         hints = current_hints()
-        if not hints.relayed and self.replicas.several(name):
-            keys.check(facts.name if facts is not None else name)
+        if self.replicas.several(name, peers=not hints.relayed):
+            for instance in [f.name for f in self.router.sharing(name)] or [name]:
+                keys.check(instance)
             if not self.settings().affinity:
                 hints = replace(hints, prefix=(), affinity=False)
             async with self.replicas.lease(name, hints, keep_alive) as upstream:
@@ -188,18 +193,20 @@ class Gateway:
         return self.upstreams.of(await self.sched.running_again(upstream.name))
 
     async def unload(self, name: str) -> None:
-        """Stop `name` (to IDLE) now, or once its requests in flight have ended."""
-        facts = self.router.find(name)
-        if facts is None:
-            raise UnknownModel(name, self.router.names())
-        await self.sched.unload(facts.name)
+        """Stop `name` (to IDLE) now, or once its requests in flight have ended; an
+        alias several instances share stops every one of them."""
+        found: list[Facts | None] = [*self.router.sharing(name)] or [self.router.find(name)]
+        for facts in found:
+            if facts is None:
+                raise UnknownModel(name, self.router.names())
+            await self.sched.unload(facts.name)
 
     def running(self, name: str) -> Upstream | None:
-        """Where this host's model serves now, unleased (`GatewayPort.running`)."""
-        facts = self.router.find(name)
-        if facts is None or facts.state is not State.RUNNING:
-            return None
-        return self.upstreams.of(facts)
+        """Where this host's model serves now, unleased (`GatewayPort.running`): the
+        first replica that serves, for an alias several instances share."""
+        found: list[Facts | None] = [*self.router.sharing(name)] or [self.router.find(name)]
+        facts = next((f for f in found if f is not None and f.state is State.RUNNING), None)
+        return None if facts is None else self.upstreams.of(facts)
 
     # Status ----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from llamad.common.tokenfile import TokenFileError, read_token
 from llamad.fleet.peer_api import PeerUnreachable, get_json
 from llamad.fleet.peers import identity
 from llamad.fleet.table import Peer
+from llamad.gateway.peer_models import RemoteModel, models_of
 
 log = structlog.get_logger("llamad.gateway")
 
@@ -35,21 +36,6 @@ MISS_REFRESH_GAP_S = 1.0  # a storm of unknown names asks the peers at most this
 RANK = {"config": 0, "tailscale": 1, "mdns": 2}  # which source keeps a host found twice
 
 Identity = tuple[object, ...]
-
-
-@dataclass(frozen=True)
-class RemoteModel:
-    """One model a peer's gateway routes, as its status document said."""
-
-    name: str
-    aliases: tuple[str, ...]
-    state: str
-    loaded: bool
-    on_demand: bool
-    slots: int = 1  # requests it serves at once
-    in_flight: int = 0  # its gateway's counts when it was asked
-    queued: int = 0
-    ours: int = 0  # of in_flight, those this gateway had relayed there (its count of them)
 
 
 @dataclass
@@ -150,7 +136,7 @@ class FleetModels:
         entry.gateway_url = _gateway_url(gateway["listen"], peer.url)
         left = gateway.get("left_bytes")
         entry.left_bytes = left if isinstance(left, int) else None
-        entry.models = _models(doc.get("instances"), self.sender)
+        entry.models = models_of(doc.get("instances"), self.sender)
 
     def _drop_duplicates(self) -> None:
         """One entry per daemon: the one from the best-ranked source keeps its models."""
@@ -210,34 +196,3 @@ def _gateway_url(listen: str, peer_url: str) -> str:
     if host in WILDCARDS:
         host = urlsplit(peer_url).hostname or "127.0.0.1"
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-
-def _models(instances: object, sender: str) -> dict[str, RemoteModel]:
-    """Every routable model of a status document's `instances`, by name and alias."""
-    out: dict[str, RemoteModel] = {}
-    for doc in instances if isinstance(instances, list) else []:
-        gw = doc.get("gateway") if isinstance(doc, dict) else None
-        if not isinstance(gw, dict) or not gw.get("routable"):
-            continue
-        aliases = tuple(a for a in gw.get("aliases", []) if isinstance(a, str))
-        state = str(doc.get("state"))
-        model = RemoteModel(
-            str(doc.get("name")),
-            aliases,
-            state,
-            state == "running",
-            bool(gw.get("on_demand")),
-            _count(gw.get("slots"), 1),
-            _count(gw.get("in_flight"), 0),
-            _count(gw.get("queued"), 0),
-            _count((gw.get("relayed") or {}).get(sender), 0),
-        )
-        for key in (model.name, *aliases):
-            out.setdefault(key, model)
-    return out
-
-
-def _count(value: object, default: int) -> int:
-    return (
-        value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
-    )

@@ -8,7 +8,8 @@ from contextlib import asynccontextmanager
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway import keys
 from llamad.gateway.activity import current as current_tally
-from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
+from llamad.gateway.fleet import FleetModels, PeerModels
+from llamad.gateway.peer_models import RemoteModel
 from llamad.gateway.port import GatewayError, Unavailable, UnknownModel, Upstream, UpstreamError
 from llamad.gateway.replicas.peer_upstream import remote_upstream
 from llamad.gateway.router import Router

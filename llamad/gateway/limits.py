@@ -52,12 +52,15 @@ class GatewayLimits:
         return self.settings().max_body
 
     def for_model(self, name: str) -> int:
-        """The body limit for requests to model `name` (an instance name or alias)."""
+        """The body limit for requests to model `name` (an instance name or alias; the
+        largest of its replicas' when instances share it: any of them may serve it)."""
         name = name.removesuffix(":latest")
-        for spec in self.specs().values():
-            if name == spec.name or name in spec.aliases:
-                return spec.max_body or self.default
-        return self.default
+        found = [
+            spec.max_body or self.default
+            for spec in self.specs().values()
+            if name == spec.name or name in spec.aliases
+        ]
+        return max(found, default=self.default)
 
 
 class BodyLimit:

@@ -37,6 +37,8 @@ class ModelView:
     serving: Serving = field(default_factory=Serving)
     load_progress: Mapping[str, Any] | None = None  # while it loads (progress.LoadProgress)
     replicas: tuple[str, ...] = ()  # the hosts serving it ("local": this llamad), if listed
+    # An alias several local instances share: those instances (its replicas); else ().
+    instances: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

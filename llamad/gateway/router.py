@@ -45,6 +45,14 @@ class Router:
         """Every instance named `model` or having it as an alias: its local replicas."""
         return [f for f in self.routable() if model == f.name or model in f.spec.aliases]
 
+    def sharing(self, model: str) -> list[Facts]:
+        """The instances sharing alias `model` (its local replicas), or none when fewer
+        than two answer to it. An instance's name is never an alias: asked first."""
+        if self.sup.facts(model) is not None:
+            return []
+        found = [f for f in self.routable() if model in f.spec.aliases]
+        return found if len(found) > 1 else []
+
     def names(self) -> list[str]:
         """Every model name a request may use, for a 404's list."""
         return [n for f in self.routable() for n in (f.name, *f.spec.aliases)]

@@ -9,8 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 from llamad.backends.registry import backend_for
-from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
+from llamad.gateway.fleet import FleetModels, PeerModels
 from llamad.gateway.idle import IdleTimers
+from llamad.gateway.peer_models import RemoteModel
 from llamad.gateway.port import ModelView
 from llamad.gateway.progress import LoadProgress
 from llamad.gateway.replicas.peer_upstream import remote_view
@@ -36,9 +37,14 @@ class Views:
         self.fleet = fleet  # None while `[gateway] fleet` is off
 
     def all(self) -> list[ModelView]:
-        """Each model once, with the hosts of its replicas (this llamad first); the
-        fleet's that no local name shadows after this host's."""
-        out = [self.local(f) for f in self.router.routable()]
+        """Each model once, with the hosts of its replicas (this llamad first): every
+        instance, each alias that instances share, then the fleet's that no local name
+        shadows."""
+        routable = self.router.routable()
+        out = [self.local(f) for f in routable]
+        for alias in dict.fromkeys(a for f in routable for a in f.spec.aliases):
+            if found := self.router.sharing(alias):
+                out.append(self.shared(alias, found))
         listed = {n for v in out for n in (v.name, *v.aliases)}
         for entry, model in self.fleet_models():
             if model.name not in listed:
@@ -56,6 +62,22 @@ class Views:
         """This llamad's instance, with the peers serving it too."""
         view = self.view(facts)
         return replace(view, replicas=self._replicas(view, LOCAL))
+
+    def shared(self, alias: str, found: list[Facts]) -> ModelView:
+        """An alias several local instances share, as one model: the file and settings
+        of the first that serves (else the first), its replicas `local/<instance>` then
+        the peers."""
+        views = [self.view(f) for f in found]
+        serving = next((v for v in views if v.loaded), views[0])
+        view = replace(
+            serving,
+            name=alias,
+            aliases=(),
+            on_demand=all(v.on_demand for v in views),
+            expires_at=max((v.expires_at or 0.0 for v in views), default=0.0) or None,
+            instances=tuple(f.name for f in found),
+        )
+        return replace(view, replicas=self._replicas(view, *(f"{LOCAL}/{f.name}" for f in found)))
 
     def _replicas(self, view: ModelView, *first: str) -> tuple[str, ...]:
         """The hosts serving any of `view`'s names: `first`, then the peers."""

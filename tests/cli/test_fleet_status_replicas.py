@@ -32,3 +32,12 @@ def test_a_model_on_several_hosts_is_listed_with_them() -> None:
         "replicas: qwen on local, studio",
     ]
     assert replicas(hosts[:1]) == {}
+
+
+def test_instances_sharing_an_alias_are_replicas_by_host_and_instance() -> None:
+    hosts = [
+        ("local", status(("gpu0", ["qwen"], True), ("gpu1", ["qwen"], True))),
+        ("studio", status(("qwen", [], True))),
+    ]
+    assert replicas(hosts) == {"qwen": ["local/gpu0", "local/gpu1", "studio"]}
+    assert replicas(hosts[:1]) == {"qwen": ["local/gpu0", "local/gpu1"]}

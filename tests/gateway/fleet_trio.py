@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import replica_helpers
 from fleet_helpers import GW_KEY_B, Host, peer_tables, start, toml
 from helpers import free_port, short_dir, wait_for
 from remote_helpers import READ, write_token
@@ -102,10 +102,4 @@ def trio(tiny_model: Path, **gateway: object) -> Iterator[tuple[Host, Replica, R
 
 def activity(front: Host, count: int) -> list[dict[str, Any]]:
     """A's last activity records, once at least `count` requests ended (oldest first)."""
-
-    def enough() -> list[dict[str, Any]] | None:
-        data = httpx.get(f"{front.gateway}/v1/activity?model=shared", timeout=5).json()["data"]
-        return data if len(data) >= count else None
-
-    found: list[dict[str, Any]] = wait_for(enough, 10, f"{count} requests in A's activity")
-    return found[::-1]
+    return replica_helpers.activity(front.gateway, count)

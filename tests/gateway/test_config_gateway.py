@@ -55,8 +55,8 @@ def test_gateway_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
             "llamad.toml:12: instances.a.aliases: model name 'b' is instances.b",
         ),
         (
-            ("idle_timeout = 60.0", 'idle_timeout = 60.0\naliases = ["a2"]'),
-            "llamad.toml:19: instances.b.aliases: model name 'a2' is an alias of instances.a",
+            ("idle_timeout = 60.0", 'idle_timeout = 60.0\naliases = ["a2:latest"]'),
+            "llamad.toml:19: instances.b.aliases: alias 'a2:latest' is spelt 'a2' by instances.a",
         ),
         (
             ('listen = "127.0.0.1:18999"', 'listen = "127.0.0.1:18998"'),
@@ -111,7 +111,7 @@ def test_gateway_keys_resolve(tmp_path: Path, tiny_model: Path) -> None:
     ],
     ids=[
         "alias is an instance",
-        "alias taken twice",
+        "shared alias spelt two ways",
         "listen clash",
         "budget",
         "listen",
@@ -134,6 +134,31 @@ def test_gateway_config_errors_are_one_line(
     found = check(path)
     assert len(found) == 1, found
     assert found[0].startswith(f"{tmp_path}/{expected}"), found[0]
+
+
+def test_instances_may_share_an_alias(tmp_path: Path, tiny_model: Path) -> None:
+    """Two instances declaring one alias are its replicas: valid, and no warning while
+    they serve the same file; the alias may still not be an instance's name."""
+    path = tmp_path / "llamad.toml"
+    path.write_text(
+        GOOD.replace("{m}", str(tiny_model)).replace(
+            "idle_timeout = 60.0", 'idle_timeout = 60.0\naliases = ["a2"]'
+        )
+    )
+    resolved = load(path)
+    assert resolved.instances["b"].aliases == ("a2",)
+    assert resolved.warnings == ()
+    other = tmp_path / "other.gguf"
+    other.write_bytes(tiny_model.read_bytes())
+    path.write_text(
+        path.read_text().replace(
+            f'model = "{tiny_model}"\nport = 18997', f'model = "{other}"\nport = 18997'
+        )
+    )
+    (warning,) = load(path).warnings
+    assert warning.startswith(f"{path}:19: instances.b.aliases: alias 'a2' is shared with "), (
+        warning
+    )
 
 
 def test_sizes() -> None:

@@ -3,7 +3,6 @@ B and C, which both serve `shared` with two slots each."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -13,9 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
+import replica_helpers
 from fleet_helpers import Host
 from fleet_trio import SLOTS, Replica, activity, trio
 from helpers import wait_for
+from replica_helpers import peaks
 
 # Three daemons and three llama-servers on a busy 2-core machine.
 pytestmark = pytest.mark.timeout(240)
@@ -29,38 +30,12 @@ def fleet(tiny_model: Path) -> Iterator[tuple[Host, Replica, Replica]]:
         yield daemons
 
 
-def chat(
-    front: Host, messages: list[dict[str, str]], tokens: int = 8, **headers: str
-) -> dict[str, Any]:
-    body = {"model": "shared", "messages": messages, "max_tokens": tokens}
-    reply = httpx.post(
-        f"{front.gateway}/v1/chat/completions", json=body, headers=headers, timeout=60
-    )
-    assert reply.status_code == 200, reply.text
-    return dict(reply.json())
+def chat(front: Host, messages: list[dict[str, str]], **headers: str) -> dict[str, Any]:
+    return replica_helpers.chat(front.gateway, messages, **headers)
 
 
 def stream(front: Host, tokens: int = 24) -> str:
-    """One streamed chat: "done" when it finished, "error" when it ended with an error event."""
-    body = {
-        "model": "shared",
-        "stream": True,
-        "max_tokens": tokens,
-        "messages": [{"role": "user", "content": "hi"}],
-    }
-    outcome = "cut"
-    with httpx.stream("POST", f"{front.gateway}/v1/chat/completions", json=body, timeout=60) as r:
-        assert r.status_code == 200, r.read()
-        for line in r.iter_lines():
-            if line == "data: [DONE]":
-                return "done" if outcome == "finished" else outcome
-            if line.startswith("data: "):
-                event = json.loads(line[6:])
-                if "error" in event:
-                    outcome = "error"
-                elif any(c.get("finish_reason") for c in event.get("choices", [])):
-                    outcome = "finished"
-    return outcome
+    return replica_helpers.stream(front.gateway, tokens)
 
 
 def test_sixteen_streams_share_both_replicas_and_no_server_takes_more_than_its_slots(
@@ -70,24 +45,12 @@ def test_sixteen_streams_share_both_replicas_and_no_server_takes_more_than_its_s
     listed = [m for m in a.models().values() if m["id"] == "shared"]
     assert len(listed) == 1
     assert listed[0]["llamad"]["replicas"] == ["b", "c"]
-    peaks, stop = Counter[str](), threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            for name, r in (("b", b), ("c", c)):
-                gw = r.host.ld.instance("shared")["gateway"]
-                peaks[name] = max(peaks[name], gw["in_flight"])
-                peaks[name + "-queued"] = max(peaks[name + "-queued"], gw["queued"])
-            stop.wait(0.02)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        with ThreadPoolExecutor(16) as pool:
-            outcomes = list(pool.map(lambda _: stream(a), range(48)))
-    finally:
-        stop.set()
-        watcher.join(10)
+    reads = {
+        name: lambda r=r: r.host.ld.instance("shared")["gateway"]
+        for name, r in (("b", b), ("c", c))
+    }
+    with peaks(reads) as peaks_seen, ThreadPoolExecutor(16) as pool:
+        outcomes = list(pool.map(lambda _: stream(a), range(48)))
     assert outcomes == ["done"] * 48
     hosts = Counter(r["host"] for r in activity(a, 48))
     # Both used (a server slowed by the other's threads on 2 cores just serves fewer).
@@ -96,31 +59,16 @@ def test_sixteen_streams_share_both_replicas_and_no_server_takes_more_than_its_s
     # left while others wait is forced in test_replicas_inprocess.py: polled from
     # outside, a replica's two requests can overlap between two polls.)
     for name in "bc":
-        assert 1 <= peaks[name] <= SLOTS, (peaks, hosts)
-        assert peaks[name + "-queued"] == 0, peaks
+        assert 1 <= peaks_seen[name] <= SLOTS, (peaks_seen, hosts)
+        assert peaks_seen[name + "-queued"] == 0, peaks_seen
 
 
 def test_the_next_turn_lands_where_its_prefix_is_cached(
     fleet: tuple[Host, Replica, Replica],
 ) -> None:
     a, _, _ = fleet
-    # Each its own system prompt: llama-server gives a new prompt the slot holding the most
-    # similar one, so a shared prefix would let one conversation take another's slot.
-    talks = {name: [{"role": "system", "content": f"{name}. {SYSTEM}"}] for name in "xyz"}
-    homes: dict[str, set[str]] = {name: set() for name in talks}
-    seen, last_prompt = 0, {name: 0 for name in talks}
-    for turn in range(4):
-        for name, messages in talks.items():  # interleaved: balance alone would mix them
-            messages.append({"role": "user", "content": f"turn {turn} of {name}: go on"})
-            reply = chat(a, messages)
-            seen += 1
-            homes[name].add(activity(a, seen)[-1]["host"])
-            timings = reply["timings"]
-            assert timings["cache_n"] >= last_prompt[name], (name, turn, timings)
-            last_prompt[name] = timings["cache_n"] + timings["prompt_n"]
-            messages.append(
-                {"role": "assistant", "content": reply["choices"][0]["message"]["content"]}
-            )
+    talks, homes = replica_helpers.converse(a.gateway, "xyz", 4, "host", SYSTEM)
+    seen = 12
     assert all(len(h) == 1 for h in homes.values()), homes
     assert {h for hs in homes.values() for h in hs} == {"b", "c"}  # conversations spread
     # Opted out, the next turn goes by balance alone: to the replica chosen least recently.

@@ -30,6 +30,14 @@ CASES = [
     ([r(LOCAL, ready=False), r("b", ready=False, memory_left=9)], None, LOCAL),  # cold: local
     ([r("a", last_pick=2), r("b", last_pick=1)], None, "b"),  # idle peers take turns
     ([r(LOCAL, last_pick=2), r("b", last_pick=1)], None, LOCAL),  # ...after local
+    ([r("b", busy=2), r(LOCAL, ready=False, spare=True)], None, LOCAL),  # full: start a spare
+    (
+        [r("b", busy=2), r(LOCAL, ready=False, spare=True), r("c", ready=False, loading=True)],
+        None,
+        None,
+    ),  # ...one load at a time
+    ([r(LOCAL, ready=False, loading=True, queued=1)], None, LOCAL),  # a slot for it
+    ([r(LOCAL, ready=False, loading=True, queued=2)], None, None),  # its slots taken: wait
     ([], None, None),
 ]
 

@@ -55,7 +55,8 @@ class Listings:
 
     async def ps(self, request: Request, leases: AsyncExitStack) -> Response:
         """GET /api/ps: the loaded models with their expiry."""
-        views = [v for v in self.gateway.models() if v.loaded]
+        # Each process once: an alias instances share lists as those instances.
+        views = [v for v in self.gateway.models() if v.loaded and not v.instances]
         metas = await metadata.headers(views)
         models = [
             metadata.ps_entry(v, m, await self._num_ctx(v, m))

@@ -15,6 +15,8 @@ def status(gateway: Gateway) -> dict[str, Any]:
     """`GET /ui/api/status`: what a limited key may see of it."""
     models = []
     for view in gateway.models():
+        if view.instances:  # an alias instances share: each shows on its own row
+            continue
         entry = model_entry(view, gateway.created)
         if view.host is None:
             entry["gateway"] = gateway.status_of(view.name)

@@ -41,6 +41,7 @@ class Held:
     upstream: Upstream
     slot: Slot | None = None
     released: bool = False
+    relayed: tuple[str, str] | None = None  # (instance, sender) counted for the status
 
 
 class ReplicaLeases:
@@ -58,9 +59,13 @@ class ReplicaLeases:
         self.snapshot, self.sched, self.balancer = snapshot, sched, balancer
         self.fleet, self.settings, self.local_upstream = fleet, settings, local_upstream
 
-    def several(self, name: str) -> bool:
-        """`name` has more than one replica now: the balanced lease serves it."""
-        fleet = self.fleet()
+    def several(self, name: str, peers: bool = True) -> bool:
+        """`name` has more than one replica: the balanced lease serves it. Instances
+        sharing an alias always do (even while some are stopped); peers count while
+        they serve it (and `peers`: a relayed request stays on this llamad)."""
+        if self.snapshot.router.sharing(name):
+            return True
+        fleet = self.fleet() if peers else None
         return (
             fleet is not None and bool(fleet.candidates(name)) and len(self.snapshot.of(name)) > 1
         )
@@ -69,9 +74,10 @@ class ReplicaLeases:
     async def lease(
         self, name: str, hints: Hints, keep_alive: float | None
     ) -> AsyncIterator[Upstream]:
-        """Hold a slot on the best replica of `name` while the context is open."""
+        """Hold a slot on the best replica of `name` while the context is open; a
+        request another gateway relayed here stays on this llamad's replicas."""
         t0 = time.perf_counter()
-        held = await self._take(name, hints, keep_alive, set())
+        held = self._relayed(await self._take(name, hints, keep_alive, set()), hints)
         if (tally := current_tally()) is not None:
             tally.waited(time.perf_counter() - t0, loading=not held.replica.ready)
         failed: set[Key] = set()
@@ -82,7 +88,7 @@ class ReplicaLeases:
             self._away(name, held, "failed before answering")
             self._give_back(held)
             log.info("gateway.resending", model=name, replica="/".join(held.replica.key))
-            held = await self._take(name, hints, keep_alive, failed)
+            held = self._relayed(await self._take(name, hints, keep_alive, failed), hints)
             return replace(held.upstream, failover=None)  # once: then the failure stays
 
         try:
@@ -100,7 +106,7 @@ class ReplicaLeases:
         try:
             async with asyncio.timeout(cfg.queue_timeout):
                 while True:
-                    seen = self.snapshot.of(name, exclude)
+                    seen = self.snapshot.of(name, exclude, peers=hints.relayed is None)
                     if not seen:
                         raise Unavailable(f"model {name!r}: no replica answers")
                     held = self._try(name, seen, hints, keep_alive)
@@ -150,10 +156,19 @@ class ReplicaLeases:
             tally.host = None if replica.local else replica.host
         return Held(replica, upstream, slot)
 
+    def _relayed(self, held: Held, hints: Hints) -> Held:
+        """Count a relayed request on its instance, as the plain lease does."""
+        if hints.relayed is not None:
+            held.relayed = (held.replica.instance, hints.relayed)
+            self.balancer.relayed[held.relayed] += 1
+        return held
+
     def _give_back(self, held: Held) -> None:
         if held.released:
             return
         held.released = True
+        if held.relayed is not None:
+            self.balancer.unrelayed(held.relayed)
         if held.slot is not None:
             self.sched.release(held.slot)
         self.balancer.done(held.replica)

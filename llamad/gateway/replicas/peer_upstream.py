@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from llamad.gateway.fleet import PeerModels, RemoteModel
+from llamad.gateway.fleet import PeerModels
+from llamad.gateway.peer_models import RemoteModel
 from llamad.gateway.port import ModelView, Upstream
 from llamad.gateway.replicas.hints import HOP_HEADER
 

@@ -26,6 +26,7 @@ class Replica:
     memory_left: int = 0  # the host's memory budget left (placement of a cold model)
     ours: int = 0  # a peer's: of its `busy`, the requests we had sent when it said so
     last_pick: int = 0  # when the balancer last chose it (a serial number; 0: never)
+    spare: bool = False  # a local on-demand replica at rest: started when the others are full
 
     @property
     def key(self) -> tuple[str, str]:
@@ -50,8 +51,11 @@ def choose(replicas: Sequence[Replica], preferred: tuple[str, str] | None = None
     - else the replica with a free slot and the least queued work; this llamad's own
       wins a tie, so local is preferred only when it has a free slot; among peers, the
       one chosen least recently (idle replicas take new conversations in turn);
+    - when every serving replica is full and none loads, a spare local replica (on
+      demand, at rest) starts for the request; else it waits for a slot;
     - with no replica serving yet, one already loading takes the request (N cold
-      requests start one copy); else the cold one with the most memory left, local first.
+      requests start one copy; a local one takes as many as its slots, and the rest
+      wait); else the cold one with the most memory left, local first.
     """
     free = [r for r in replicas if r.free > 0]
     if free:
@@ -60,9 +64,16 @@ def choose(replicas: Sequence[Replica], preferred: tuple[str, str] | None = None
                 return r
         return min(free, key=lambda r: (r.queued, r.busy - r.slots, not r.local, r.last_pick))
     if any(r.ready for r in replicas):
-        return None  # all full: wait for a slot rather than queue on a busy server
+        # All full: wait for a slot rather than queue on a busy server, unless a spare
+        # can start (one at a time: the waiters take its slots once it serves).
+        if any(r.loading for r in replicas):
+            return None
+        return next((r for r in replicas if r.spare), None)
+    # A local copy that loads takes as many as it has slots; the rest wait here, to take
+    # whichever replica frees first (a peer's queue is its own).
     loading = [r for r in replicas if r.loading]
     if loading:
-        return min(loading, key=lambda r: (r.busy, not r.local))
+        room = [r for r in loading if not r.local or r.busy + r.queued < r.slots]
+        return min(room, key=lambda r: (r.busy, not r.local)) if room else None
     cold = list(replicas)
     return max(cold, key=lambda r: (r.local, r.memory_left)) if cold else None

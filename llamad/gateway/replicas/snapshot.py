@@ -7,7 +7,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from llamad.backends.registry import backend_for
-from llamad.gateway.fleet import FleetModels, PeerModels, RemoteModel
+from llamad.gateway.fleet import FleetModels, PeerModels
+from llamad.gateway.peer_models import RemoteModel
 from llamad.gateway.replicas.affinity import Key
 from llamad.gateway.replicas.replica import LOCAL, Replica
 from llamad.gateway.router import Router
@@ -34,14 +35,15 @@ class Snapshot:
     ) -> None:
         self.router, self.slots, self.fleet = router, slots, fleet
 
-    def of(self, name: str, exclude: Collection[Key] = ()) -> dict[Key, Seen]:
-        """Every replica of `name` but those in `exclude`, by key."""
+    def of(self, name: str, exclude: Collection[Key] = (), peers: bool = True) -> dict[Key, Seen]:
+        """Every replica of `name` but those in `exclude`, by key (this llamad's alone
+        without `peers`)."""
         out = {}
         for facts in self.router.find_all(name):
             seen = self._local(facts)
             if seen is not None and seen.replica.key not in exclude:
                 out[seen.replica.key] = seen
-        fleet = self.fleet()
+        fleet = self.fleet() if peers else None
         for entry, model in fleet.candidates(name) if fleet is not None else []:
             r = Replica(
                 host=entry.peer.name,
@@ -73,5 +75,6 @@ class Snapshot:
             ready=running and slot.admits and not facts.closing,
             loading=starting,
             memory_left=0,
+            spare=facts.spec.on_demand and not (running or starting),
         )
         return Seen(r, facts)

@@ -44,6 +44,7 @@ class View:
     mmproj: bool
     host: str | None = None
     serving: Serving = field(default_factory=Serving)
+    instances: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

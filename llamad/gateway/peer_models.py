@@ -1,0 +1,75 @@
+"""A peer's routable models, read from its status document: each instance by its name
+and aliases, and an alias its instances share as one model of their slots together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RemoteModel:
+    """One model a peer's gateway routes, as its status document said."""
+
+    name: str
+    aliases: tuple[str, ...]
+    state: str
+    loaded: bool
+    on_demand: bool
+    slots: int = 1  # requests it serves at once
+    in_flight: int = 0  # its gateway's counts when it was asked
+    queued: int = 0
+    ours: int = 0  # of in_flight, those this gateway had relayed there (its count of them)
+
+
+def models_of(instances: object, sender: str) -> dict[str, RemoteModel]:
+    """Every routable model of a status document's `instances`, by name and alias."""
+    docs = instances if isinstance(instances, list) else []
+    models = [_model(doc, sender) for doc in docs]
+    out = {m.name: m for m in models if m is not None}
+    names = set(out)
+    for model in out.copy().values():
+        for alias in model.aliases:
+            have = out.setdefault(alias, model)
+            if have is not model and alias not in names:  # instances there share it
+                out[alias] = _shared(alias, have, model)
+    return out
+
+
+def _model(doc: object, sender: str) -> RemoteModel | None:
+    gw = doc.get("gateway") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or not isinstance(gw, dict) or not gw.get("routable"):
+        return None
+    state = str(doc.get("state"))
+    return RemoteModel(
+        str(doc.get("name")),
+        tuple(a for a in gw.get("aliases", []) if isinstance(a, str)),
+        state,
+        state == "running",
+        bool(gw.get("on_demand")),
+        _count(gw.get("slots"), 1),
+        _count(gw.get("in_flight"), 0),
+        _count(gw.get("queued"), 0),
+        _count((gw.get("relayed") or {}).get(sender), 0),
+    )
+
+
+def _shared(alias: str, one: RemoteModel, other: RemoteModel) -> RemoteModel:
+    """An alias a peer's instances share, as one model of theirs: its gateway balances
+    between them, so their slots and counts add up."""
+    return RemoteModel(
+        alias,
+        (),
+        one.state if one.loaded or not other.loaded else other.state,
+        one.loaded or other.loaded,
+        one.on_demand and other.on_demand,
+        one.slots + other.slots,
+        one.in_flight + other.in_flight,
+        one.queued + other.queued,
+        one.ours + other.ours,
+    )
+
+
+def _count(value: object, default: int) -> int:
+    return (
+        value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+    )
