@@ -151,6 +151,7 @@ def test_an_unrecognised_template_keeps_the_gguf_one_and_answers(
     assert "chat:1b:" not in listing  # translated: nothing to say
     doc = _post(daemon, "/api/show", {"model": "odd:1b"})
     assert doc["template"].endswith(ZEPHYR)  # what the store holds, as Ollama shows it
+    assert "system" not in doc  # none in its store: left out, as Ollama leaves it out
     reply = _post(
         daemon, "/v1/chat/completions", {"model": "odd:1b", "messages": HI, "max_tokens": 2}
     )

@@ -198,15 +198,17 @@ def show(view: ModelView, meta: GGUFMeta | None, num_ctx: int | None) -> dict[st
         if meta.context_length is None and view.ctx_size:
             info[f"{meta.architecture}.context_length"] = view.ctx_size
     info.pop("tokenizer.chat_template", None)  # it is `template`
-    return {
+    doc = {
         "license": "",
         # Its name, never its path: answers through the gateway name no files.
         "modelfile": f"# served by llamad\nFROM {view.name}\n",
         "parameters": _parameters(view, num_ctx, meta),
         "template": _template(view, meta),
-        "system": (view.prompt.system if view.prompt else None) or "",
         "details": details(meta),
         "model_info": info,
         "capabilities": capabilities.capabilities(view, meta),
         "modified_at": _modified_at(view),
     }
+    if view.prompt is not None and view.prompt.system:
+        doc["system"] = view.prompt.system  # as Ollama's, only when the model has one
+    return doc
