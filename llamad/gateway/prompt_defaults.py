@@ -19,7 +19,7 @@ _STOPS = frozenset(
     {"/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions"}
     | {"/completion", "/infill"}
 )
-_ANTHROPIC = "/v1/messages"
+_ANTHROPIC, _RESPONSES = "/v1/messages", "/v1/responses"
 _SYSTEM_ROLES = ("system", "developer")
 
 
@@ -36,11 +36,23 @@ def apply(prompt: PromptDefaults, path: str, doc: dict[str, Any]) -> bool:
     if prompt.system and path == _ANTHROPIC and not doc.get("system"):
         doc["system"] = prompt.system
         changed = True
+    if prompt.system and path == _RESPONSES and _no_system(doc):
+        doc["instructions"] = prompt.system
+        changed = True
     stop_key = "stop_sequences" if path == _ANTHROPIC else "stop" if path in _STOPS else None
     if prompt.stop and stop_key is not None and doc.get(stop_key) is None:
         doc[stop_key] = list(prompt.stop)
         changed = True
     return changed
+
+
+def _no_system(doc: dict[str, Any]) -> bool:
+    """A Responses request with neither `instructions` nor a system item in its input."""
+    items = doc.get("input")
+    return not doc.get("instructions") and not (
+        isinstance(items, list)
+        and any(isinstance(m, dict) and m.get("role") in _SYSTEM_ROLES for m in items)
+    )
 
 
 def with_defaults(prompt: PromptDefaults, path: str, body: bytes) -> bytes:

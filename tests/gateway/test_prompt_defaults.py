@@ -43,6 +43,10 @@ MINE = {"role": "system", "content": "Mine."}
             {"messages": [HI], "system": "Be terse.", "stop_sequences": ["###"]},
         ),
         ("/v1/messages", {"messages": [HI], "system": "x", "stop_sequences": ["y"]}, None),
+        # OpenAI's Responses: `instructions`, unless it has them or a system item.
+        ("/v1/responses", {"input": "hi"}, {"input": "hi", "instructions": "Be terse."}),
+        ("/v1/responses", {"input": "hi", "instructions": "x"}, None),
+        ("/v1/responses", {"input": [MINE, HI]}, None),
         # Routes that take neither.
         ("/v1/embeddings", {"input": "hi"}, None),
         ("/tokenize", {"content": "hi"}, None),

@@ -79,35 +79,37 @@ def test_chatml_template_and_system_reach_the_prompt(served: tuple[Llamad, str])
     )
 
 
+MINE = [{"role": "system", "content": "X"}, *HI]
+# Route, a request without a system prompt, what makes it the client's own "X", and where
+# the answer counts the prompt's tokens.
+ROUTES: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
+    ("/v1/chat/completions", {"messages": HI, "max_tokens": 1}, {"messages": MINE}, "usage"),
+    ("/v1/responses", {"input": "hi", "max_output_tokens": 1}, {"instructions": "X"}, "usage"),
+    ("/v1/messages", {"messages": HI, "max_tokens": 1}, {"system": "X"}, "usage"),
+    ("/api/chat", {"messages": HI, "options": {"num_predict": 1}}, {"messages": MINE}, "ollama"),
+    ("/api/generate", {"prompt": "hi", "options": {"num_predict": 1}}, {"system": "X"}, "ollama"),
+]
+
+
 def test_system_counts_in_a_real_chat_unless_the_client_sends_its_own(
     served: tuple[Llamad, str],
 ) -> None:
     daemon = served[1]
 
     # The tiny model's vocabulary is bytes: one prompt token per character.
-    def tokens(path: str, body: dict[str, Any], key: str) -> int:
+    def tokens(path: str, body: dict[str, Any], counted: str) -> int:
         doc = _post(daemon, path, {"model": "chat:1b", "stream": False, **body})
-        if key == "prompt_tokens":
-            return int(doc["usage"][key])
-        if key == "input_tokens":  # Anthropic's usage counts the cached part apart
-            return int(doc["usage"][key]) + int(doc["usage"].get("cache_read_input_tokens", 0))
-        return int(doc[key])
+        if counted == "ollama":
+            return int(doc["prompt_eval_count"])
+        usage = doc["usage"]
+        # Anthropic's usage counts the cached part of the prompt apart.
+        whole = usage.get("prompt_tokens", usage.get("input_tokens", 0))
+        return int(whole) + int(usage.get("cache_read_input_tokens", 0))
 
-    openai = {"messages": HI, "max_tokens": 1}
-    mine = {"messages": [{"role": "system", "content": "X"}, *HI], "max_tokens": 1}
     extra = len(SYSTEM) - len("X")
-    chat = "/v1/chat/completions"
-    assert tokens(chat, openai, "prompt_tokens") - tokens(chat, mine, "prompt_tokens") == extra
-    anthropic = {"messages": HI, "max_tokens": 1}
-    got = tokens("/v1/messages", anthropic, "input_tokens")
-    assert got - tokens("/v1/messages", {**anthropic, "system": "X"}, "input_tokens") == extra
-    ollama: dict[str, Any] = {"messages": HI, "options": {"num_predict": 1}}
-    ollama_mine = {**ollama, "messages": mine["messages"]}
-    got = tokens("/api/chat", ollama, "prompt_eval_count")
-    assert got - tokens("/api/chat", ollama_mine, "prompt_eval_count") == extra
-    gen: dict[str, Any] = {"prompt": "hi", "options": {"num_predict": 1}}
-    got = tokens("/api/generate", gen, "prompt_eval_count")
-    assert got - tokens("/api/generate", {**gen, "system": "X"}, "prompt_eval_count") == extra
+    for path, body, own, counted in ROUTES:
+        got = tokens(path, body, counted) - tokens(path, {**body, **own}, counted)
+        assert got == extra, path
 
 
 def _cut(text: str) -> str:
