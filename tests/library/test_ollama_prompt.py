@@ -148,6 +148,7 @@ def test_an_unrecognised_template_keeps_the_gguf_one_and_answers(
     served: tuple[Llamad, str],
 ) -> None:
     ld, daemon = served
+    assert ld.events("library.found", model="odd:1b")[0]["note"].startswith("Ollama template")
     listing = ld.ctl("models").stdout
     assert "odd:1b: Ollama template not recognised ('{{ if .System }}" in listing
     assert "chat:1b:" not in listing  # translated: nothing to say
