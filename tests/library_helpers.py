@@ -1,5 +1,5 @@
 """A fake home holding models as Ollama, LM Studio, the Hugging Face cache and a plain
-folder lay them out, each with tiny GGUFs."""
+folder lay them out, each with tiny GGUFs; a daemon serving a library and no instances."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import gguf
+from helpers import Llamad, free_port, short_dir
 
 from llamad.library.digest import file_sha256
 
@@ -37,8 +40,11 @@ def ollama_store(
     extra: list[dict[str, object]] | None = None,
     params: dict[str, object] | None = None,
     namespace: str = "library",
+    template: str = "{{ .Prompt }}",
+    system: str | None = None,
 ) -> Path:
-    """Put `model` in an Ollama store at `root` as `name:tag`; returns the manifest."""
+    """Put `model` in an Ollama store at `root` as `name:tag`, with a `template` layer
+    and a `system` one when given; returns the manifest."""
     blobs = root / "blobs"
     blobs.mkdir(parents=True, exist_ok=True)
 
@@ -51,7 +57,9 @@ def ollama_store(
     layers = [blob(model, "application/vnd.ollama.image.model")]
     if params is not None:
         layers.append(blob(json.dumps(params).encode(), "application/vnd.ollama.image.params"))
-    layers.append(blob(b"{{ .Prompt }}", "application/vnd.ollama.image.template"))
+    layers.append(blob(template.encode(), "application/vnd.ollama.image.template"))
+    if system is not None:
+        layers.append(blob(system.encode(), "application/vnd.ollama.image.system"))
     layers += extra or []
     manifest = {
         "schemaVersion": 2,
@@ -115,3 +123,21 @@ def fake_home(home: Path, tiny: Path) -> FakeHome:
         home / ".cache" / "huggingface" / "hub", "someone/Tiny-GGUF", {"tiny-Q4_K_M.gguf": tiny}
     )
     return FakeHome(home, folder_model, lms_model, manifest, snap)
+
+
+@contextmanager
+def library_daemon(library: str, env: dict[str, str] | None = None) -> Iterator[tuple[Llamad, str]]:
+    """A running daemon with a gateway, no instances, and `library` (the `[library]`
+    tables' lines); yields it and the gateway's URL, and stops it cleanly after."""
+    d = short_dir()
+    port = free_port()
+    cfg = d / "llamad.toml"
+    cfg.write_text(
+        f'[daemon]\nstate_dir = "{d}/state"\n[supervise]\nhealth_interval = 0.5\n'
+        f'[gateway]\nlisten = "127.0.0.1:{port}"\n{library}'
+    )
+    with Llamad(cfg, env) as ld:
+        ld.wait_ready()
+        ld.wait_event("gateway.listening")
+        yield ld, f"http://127.0.0.1:{port}"
+        assert ld.stop() == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llamad.backends.prompt import PromptDefaults
 from llamad.lifecycle.states import Knobs
 
 WILDCARDS = {"0.0.0.0", "::", ""}
@@ -38,6 +39,7 @@ class InstanceSpec:
     idle_timeout: float = 600.0  # an on-demand instance stops this long after its last request
     aliases: tuple[str, ...] = ()  # more model names the gateway routes here
     max_body: int | None = None  # bytes of request body the gateway admits; None: its own
+    prompt: PromptDefaults | None = None  # a store's system and stop for each request
 
     @property
     def launch(self) -> tuple[object, ...]:

@@ -37,6 +37,8 @@ def models(args: argparse.Namespace) -> int:
     for m in doc["models"]:
         if m["problem"]:
             print(f"{m['name']}: not servable: {m['problem']}")
+        elif m.get("note"):
+            print(f"{m['name']}: {m['note']}")
     for note in doc["notes"]:
         print(f"note: {note}")
     return 0

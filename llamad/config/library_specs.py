@@ -191,6 +191,8 @@ def _resolve(
     )
     resolver = Resolver(cfg.model_copy(update={"instances": {m.name: table}}), path, text)
     spec = resolver.all(tools).get(m.name)
+    if spec is not None and m.prompt is not None:
+        spec = dataclasses.replace(spec, prompt=m.prompt)
     prefix = f"instances.{m.name}."
     lines = [ln.split(prefix, 1)[-1] for ln in resolver.problems]
     return spec, "; ".join(lines) or "cannot be resolved"

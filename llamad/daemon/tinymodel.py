@@ -71,7 +71,13 @@ def _vocab() -> tuple[list[str], list[float], list[int]]:
     return tokens, [0.0] * len(tokens), types
 
 
-def write_tiny_model(path: Path, seed: int = 0, shape: Shape = TINY, split: int = 0) -> Path:
+def write_tiny_model(
+    path: Path,
+    seed: int = 0,
+    shape: Shape = TINY,
+    split: int = 0,
+    chat_template: str | None = CHAT_TEMPLATE,
+) -> Path:
     """Write a tiny random llama GGUF (about 470 KB) to ``path`` and return ``path``.
 
     A larger ``shape`` gives a model that generates at a real model's pace (the
@@ -81,7 +87,7 @@ def write_tiny_model(path: Path, seed: int = 0, shape: Shape = TINY, split: int 
     ``path``, so a concurrent reader (or a crash midway) never sees a half-written model.
     Same ``seed``, same bytes. With ``split``, at most that many tensors go in each file
     (``NAME-00001-of-0000N.gguf`` beside ``path``), as llama.cpp's gguf-split writes them;
-    the first file's path is returned.
+    the first file's path is returned. `chat_template` None: the header carries none.
     """
     try:
         import gguf
@@ -130,7 +136,8 @@ def write_tiny_model(path: Path, seed: int = 0, shape: Shape = TINY, split: int 
         w.add_eos_token_id(2)
         w.add_add_bos_token(True)
         w.add_add_space_prefix(False)  # keep "Hello" as 5 bytes, not "▁Hello"
-        w.add_chat_template(CHAT_TEMPLATE)
+        if chat_template is not None:
+            w.add_chat_template(chat_template)
         w.add_uint32(gguf.Keys.Tokenizer.FIM_PRE_ID, FIM_PRE)
         w.add_uint32(gguf.Keys.Tokenizer.FIM_SUF_ID, FIM_SUF)
         w.add_uint32(gguf.Keys.Tokenizer.FIM_MID_ID, FIM_MID)

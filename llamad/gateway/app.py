@@ -29,6 +29,7 @@ from llamad.gateway.metrics import Series
 from llamad.gateway.naming import renamer
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import GatewayError, UnknownModel
+from llamad.gateway.prompt_defaults import with_defaults
 from llamad.gateway.proxy import Bad, Relay, now
 from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.gateway.resend import answered
@@ -101,7 +102,9 @@ class Proxied:
                             out,
                             up,
                             path,
-                            up.adapt(sent),
+                            up.adapt(
+                                sent if up.prompt is None else with_defaults(up.prompt, path, sent)
+                            ),
                             first_byte,
                             renamer(up, asked, self._document(scope)),
                             tally,

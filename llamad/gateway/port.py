@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from llamad.backends.prompt import PromptDefaults
 from llamad.backends.serving import Serving
 
 
@@ -39,6 +40,7 @@ class ModelView:
     replicas: tuple[str, ...] = ()  # the hosts serving it ("local": this llamad), if listed
     # An alias several local instances share: those instances (its replicas); else ().
     instances: tuple[str, ...] = ()
+    prompt: PromptDefaults | None = None  # its store's system, stop and template text
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,9 @@ class Upstream:
     model_path: Path | None = None  # the GGUF file, which `/props` names
     # The request body as the instance's backend needs it (mlx pins `model`).
     adapt: Callable[[bytes], bytes] = lambda body: body
+    # Its model's system prompt and stop words for requests without their own; None:
+    # none, and bodies go through unparsed (`prompt_defaults`).
+    prompt: PromptDefaults | None = None
     pid: int | None = None  # the process leased (None: a fleet peer)
     # Another replica of the model, once this one failed before answering (replicas/).
     failover: Callable[[], Awaitable[Upstream | None]] | None = None

@@ -47,5 +47,6 @@ def _build(spec: InstanceSpec, pid: int | None) -> Upstream:
         answer_name=backend.serving(spec).answer_name,
         model_path=spec.model,
         adapt=functools.partial(backend.request_body, spec),
+        prompt=spec.prompt if spec.prompt is not None and spec.prompt.active else None,
         pid=pid,
     )

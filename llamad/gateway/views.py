@@ -106,6 +106,7 @@ class Views:
             mmproj=serving.vision,
             serving=serving,
             load_progress=self.load_progress(facts.name),
+            prompt=spec.prompt,
         )
 
     def load_progress(self, name: str) -> dict[str, Any] | None:

@@ -51,6 +51,7 @@ def log_changes(old: Library | None, new: Library | None) -> None:
             if m.problem:
                 log.warning("library.unusable", model=name, path=str(m.path), reason=m.problem)
             else:
-                log.info("library.found", model=name, path=str(m.path), source=m.source)
+                said = {"note": m.note} if m.note else {}  # served, not quite as its store meant
+                log.info("library.found", model=name, path=str(m.path), source=m.source, **said)
     for name in had.keys() - now.keys():
         log.info("library.gone", model=name)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llamad.backends.prompt import PromptDefaults
+
 # Where a model comes from, as `llamactl models` shows it.
 Source = str  # "folder", "lmstudio", "ollama", "hf", "pulled:hf", "pulled:ollama"
 
@@ -25,6 +27,10 @@ class LibraryModel:
     aliases: tuple[str, ...] = ()
     # llama-server settings the store gives the model (Ollama's params: num_ctx, temperature).
     settings: dict[str, Any] = field(default_factory=dict)
+    # A store's system prompt and stop words, added to each request (Ollama's layers).
+    prompt: PromptDefaults | None = None
+    # Servable, but not quite as its store meant (an Ollama template not recognised).
+    note: str | None = None
     problem: str | None = None
     # Removable by `llamactl rm` / DELETE /api/delete: llamad pulled it.
     pulled: bool = False
@@ -40,6 +46,7 @@ class LibraryModel:
             "quantization": self.quant,
             "aliases": list(self.aliases),
             "problem": self.problem,
+            "note": self.note,
             "pulled": self.pulled,
             "loaded": loaded,
         }

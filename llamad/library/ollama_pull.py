@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 
 from llamad.library.digest import file_sha256
-from llamad.library.ollama_store import DEFAULT_HOST, MODEL, PARAMS, PROJECTOR, blob_path
+from llamad.library.ollama_layers import PARAMS
+from llamad.library.ollama_store import DEFAULT_HOST, MODEL, PROJECTOR, blob_path
 from llamad.library.progress import FileProgress, PullError, Report, status
 from llamad.library.refs import OllamaRef
 from llamad.library.space import check_space, disk_full, is_full

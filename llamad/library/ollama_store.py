@@ -1,5 +1,6 @@
 """Models in an Ollama store (`~/.ollama/models`): manifests named as Ollama names them,
-the model layer's blob as the GGUF, a projector layer as mmproj, `params` as settings.
+the model layer's blob as the GGUF, a projector layer as mmproj, and the `params`,
+`template` and `system` layers as Ollama takes them (`ollama_layers`).
 
 Ollama's layout: `manifests/<host>/<namespace>/<model>/<tag>` (JSON, OCI-like) and
 content-addressed `blobs/sha256-<hex>`.
@@ -16,28 +17,15 @@ from llamad.backends.gguf_types import file_type_name
 from llamad.library.check import check_file
 from llamad.library.model import Found, LibraryModel
 from llamad.library.names import valid_name
+from llamad.library.ollama_layers import PARAMS, SYSTEM, TEMPLATE, take_layers
 
 DEFAULT_HOST = "registry.ollama.ai"
 _MT = "application/vnd.ollama.image."
-MODEL, PROJECTOR, PARAMS = _MT + "model", _MT + "projector", _MT + "params"
-# Layers llama-server has no use for, or that the gateway's own templates replace.
-_IGNORED = {_MT + t for t in ("template", "system", "license", "messages")}
+MODEL, PROJECTOR = _MT + "model", _MT + "projector"
+# Layers llama-server has no use for (a `messages` history is not replayed).
+_IGNORED = {_MT + t for t in ("license", "messages")}
 _DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
 _MAX_MANIFEST = 1 << 20
-# Ollama's options that are llama-server settings too (as defaults for every request).
-PARAM_KEYS = {
-    "num_ctx": "ctx_size",
-    "temperature": "temp",
-    "top_k": "top_k",
-    "top_p": "top_p",
-    "min_p": "min_p",
-    "repeat_penalty": "repeat_penalty",
-    "repeat_last_n": "repeat_last_n",
-    "presence_penalty": "presence_penalty",
-    "frequency_penalty": "frequency_penalty",
-    "seed": "seed",
-    "num_predict": "n_predict",
-}
 
 
 def is_store(root: Path) -> bool:
@@ -101,7 +89,7 @@ def _model(root: Path, name: str, doc: dict[str, Any], source: str) -> LibraryMo
     layers = [x for x in doc["layers"] if isinstance(x, dict)]
     kinds = {str(x.get("mediaType")) for x in layers}
     model_layers = [x for x in layers if x.get("mediaType") == MODEL]
-    unknown = sorted(kinds - _IGNORED - {MODEL, PROJECTOR, PARAMS})
+    unknown = sorted(kinds - _IGNORED - {MODEL, PROJECTOR, PARAMS, SYSTEM, TEMPLATE})
     path = blob_path(root, str(model_layers[0].get("digest"))) if model_layers else None
     empty = LibraryModel(name, source, path or root)
     if unknown:
@@ -117,7 +105,13 @@ def _model(root: Path, name: str, doc: dict[str, Any], source: str) -> LibraryMo
     problem = check.problem
     if problem is None and mm_check is not None and mm_check.problem:
         problem = f"projector: {mm_check.problem}"
-    params = next((x for x in layers if x.get("mediaType") == PARAMS), None)
+    blobs = {
+        str(x.get("mediaType")): b
+        for x in layers
+        if x.get("mediaType") in (PARAMS, SYSTEM, TEMPLATE)
+        and (b := blob_path(root, str(x.get("digest"))))
+    }
+    taken = take_layers(blobs, path) if check.problem is None else None
     return LibraryModel(
         name=name,
         source=source,
@@ -126,7 +120,9 @@ def _model(root: Path, name: str, doc: dict[str, Any], source: str) -> LibraryMo
         mmproj=mmproj,
         size=check.size + (mm_check.size if mm_check else 0),
         quant=file_type_name(check.file_type),
-        settings=_params(root, params) if params else {},
+        settings=taken.settings if taken else {},
+        prompt=taken.prompt if taken else None,
+        note=taken.note if taken else None,
         problem=problem,
         pulled=source.startswith("pulled"),
     )
@@ -134,19 +130,3 @@ def _model(root: Path, name: str, doc: dict[str, Any], source: str) -> LibraryMo
 
 def _with(model: LibraryModel, problem: str) -> LibraryModel:
     return LibraryModel(model.name, model.source, model.path, problem=problem)
-
-
-def _params(root: Path, layer: dict[str, Any]) -> dict[str, Any]:
-    """The params layer's options llama-server also has; the rest (stop, ...) stays out."""
-    path = blob_path(root, str(layer.get("digest")))
-    try:
-        doc = json.loads(path.read_bytes()[:_MAX_MANIFEST]) if path else {}
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(doc, dict):
-        return {}
-    return {
-        PARAM_KEYS[k]: v
-        for k, v in doc.items()
-        if k in PARAM_KEYS and isinstance(v, int | float) and not isinstance(v, bool)
-    }

@@ -6,6 +6,7 @@ import dataclasses
 
 from supervisor_double import spec
 
+from llamad.backends.prompt import PromptDefaults
 from llamad.gateway.upstreams import Upstreams
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
@@ -37,3 +38,11 @@ def test_the_answer_name_and_file_come_from_the_spec() -> None:
     up = Upstreams().of(facts(settings=settings))
     assert up.answer_name == "served-name"
     assert up.model_path is None
+
+
+def test_request_defaults_ride_only_on_models_that_have_them() -> None:
+    assert Upstreams().of(facts()).prompt is None  # its bodies go through unparsed
+    shown_only = PromptDefaults(template="{{ .Prompt }}")  # nothing to add to a request
+    assert Upstreams().of(facts(prompt=shown_only)).prompt is None
+    stops = PromptDefaults(stop=("\n",))
+    assert Upstreams().of(facts(prompt=stops)).prompt == stops

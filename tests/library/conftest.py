@@ -36,6 +36,7 @@ def hub(tiny_model: Path, bigger_model: bytes) -> Iterator[Hub]:
     hub.ollama["tinyllama:1b"] = [
         (GGUF, data),
         ("application/vnd.ollama.image.params", b'{"num_ctx": 512}'),
+        ("application/vnd.ollama.image.system", b"You are a tiny llama."),
     ]
     with serving(hub):
         yield hub

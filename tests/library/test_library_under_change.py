@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 from held_request import Held
-from helpers import Llamad, free_port, short_dir, wait_for
+from helpers import Llamad, wait_for
+from library_helpers import library_daemon
 
 from llamad.daemon.tinymodel import write_tiny_model
 
@@ -28,20 +29,12 @@ def library(tmp_path: Path, tiny_model: Path) -> Iterator[tuple[Llamad, str, Pat
     models.mkdir()
     for name in ("streamed", "whole", "steady"):
         shutil.copyfile(tiny_model, models / f"{name}.gguf")
-    d = short_dir()
-    port = free_port()
-    cfg = d / "llamad.toml"
-    cfg.write_text(
-        f'[daemon]\nstate_dir = "{d}/state"\n[supervise]\nhealth_interval = 0.5\n'
-        f'[gateway]\nlisten = "127.0.0.1:{port}"\n'
+    library = (
         f'[library]\ndirs = ["{models}"]\npull_dir = "{tmp_path}/pulls"\n'
         "[library.defaults]\nctx_size = 1024\n"  # room for the held requests' 400 tokens
     )
-    with Llamad(cfg, {"HOME": str(tmp_path)}) as ld:
-        ld.wait_ready()
-        ld.wait_event("gateway.listening")
-        yield ld, f"http://127.0.0.1:{port}", models
-        assert ld.stop() == 0
+    with library_daemon(library, {"HOME": str(tmp_path)}) as (ld, base):
+        yield ld, base, models
 
 
 def _chat(base: str, model: str) -> int:

@@ -116,6 +116,9 @@ def test_ollama_registry_pull(daemon: Any, hub: Hub, tmp_path: Path) -> None:
     assert (store / "manifests" / "registry.ollama.ai" / "library" / "tinyllama" / "1b").is_file()
     assert not [p for p in (store / "blobs").iterdir() if p.name.endswith("-partial")]
     assert _chat(base, "tinyllama:1b").status_code == 200
+    # Its layers count as a store's do: the system prompt is the model's default.
+    shown = httpx.post(f"{base}/api/show", json={"model": "tinyllama:1b"}, timeout=10)
+    assert shown.json()["system"] == "You are a tiny llama."
     named = b"the bytes the manifest names"
     hub.ollama["badllama:1b"] = [("application/vnd.ollama.image.model", named)]
     digest = "sha256:" + hashlib.sha256(named).hexdigest()

@@ -58,8 +58,13 @@ def test_every_store_named_as_its_program_names_it(home: Path) -> None:
     ollama = names["tinyllama:1b"]
     assert ollama.source == "ollama"
     assert ollama.path.name.startswith("sha256-")
-    # Ollama's params as llama-server settings; `stop` has no server-wide setting.
+    # Ollama's params as llama-server settings; `stop` has no server-wide setting: the
+    # gateway adds it to each request. `{{ .Prompt }}` is of no chat family: noted.
     assert ollama.settings == {"ctx_size": 2048, "temp": 0.5}
+    assert ollama.prompt is not None
+    assert ollama.prompt.stop == ("x",)
+    assert ollama.prompt.template == "{{ .Prompt }}"
+    assert "Ollama template not recognised ('{{ .Prompt }}')" in (ollama.note or "")
     assert all(m.problem is None for m in found.models), found.models
     assert found.warnings == []
 

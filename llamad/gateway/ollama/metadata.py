@@ -161,19 +161,22 @@ def ps_entry(view: ModelView, meta: GGUFMeta | None, num_ctx: int | None) -> dic
     }
 
 
-def _parameters(num_ctx: int | None, meta: GGUFMeta | None) -> str:
+def _parameters(view: ModelView, num_ctx: int | None, meta: GGUFMeta | None) -> str:
     # Ollama prints its Modelfile parameters one per line; Continue reads num_ctx and stop.
     lines = []
     if num_ctx:
         lines.append(f"num_ctx {num_ctx}")
-    for stop in meta.stop_tokens if meta else ():
+    stops = [*(meta.stop_tokens if meta else ()), *(view.prompt.stop if view.prompt else ())]
+    for stop in dict.fromkeys(stops):
         lines.append(f"stop {json.dumps(stop)}")
     return "\n".join(lines)
 
 
 def _template(view: ModelView, meta: GGUFMeta | None) -> str:
-    template = capabilities.template(view, meta)
-    if meta is not None and meta.has_fim:
+    # A store model shows its store's template (Ollama's Go template), as Ollama does.
+    own = view.prompt.template if view.prompt else None
+    template = own if own is not None else capabilities.template(view, meta)
+    if meta is not None and meta.has_fim and ".Suffix" not in template:
         # Continue offers fill-in-the-middle only when the template mentions .Suffix;
         # /api/generate serves `suffix` through llama-server's /infill.
         template = "{{- if .Suffix }}{{ .Prompt }}{{ .Suffix }}{{ end }}\n" + template
@@ -195,14 +198,17 @@ def show(view: ModelView, meta: GGUFMeta | None, num_ctx: int | None) -> dict[st
         if meta.context_length is None and view.ctx_size:
             info[f"{meta.architecture}.context_length"] = view.ctx_size
     info.pop("tokenizer.chat_template", None)  # it is `template`
-    return {
+    doc = {
         "license": "",
         # Its name, never its path: answers through the gateway name no files.
         "modelfile": f"# served by llamad\nFROM {view.name}\n",
-        "parameters": _parameters(num_ctx, meta),
+        "parameters": _parameters(view, num_ctx, meta),
         "template": _template(view, meta),
         "details": details(meta),
         "model_info": info,
         "capabilities": capabilities.capabilities(view, meta),
         "modified_at": _modified_at(view),
     }
+    if view.prompt is not None and view.prompt.system:
+        doc["system"] = view.prompt.system  # as Ollama's, only when the model has one
+    return doc

@@ -21,6 +21,7 @@ from llamad.gateway.ollama.errors import OllamaError, from_gateway, not_found
 from llamad.gateway.ollama.port import GatewayPort, ModelView, Upstream
 from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError, UpstreamError
+from llamad.gateway.prompt_defaults import apply
 from llamad.gateway.resend import answered
 from llamad.gateway.upstream_errors import honest_status, parse
 
@@ -74,6 +75,8 @@ class Exchange:
         """
         assert self.upstream is not None, "lease() first"
         assert self.gateway is not None
+        if self.upstream.prompt is not None:
+            apply(self.upstream.prompt, path, body)
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
         async def attempt(upstream: Upstream) -> Answer:

@@ -21,6 +21,7 @@ from stand_ins import ServerThread
 from starlette.applications import Starlette
 
 from llamad.api.tcp import serve_tcp
+from llamad.backends.prompt import PromptDefaults
 from llamad.backends.serving import Serving
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.pool import Pool
@@ -45,6 +46,7 @@ class View:
     host: str | None = None
     serving: Serving = field(default_factory=Serving)
     instances: tuple[str, ...] = ()
+    prompt: PromptDefaults | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class Up:
     answer_name: str | None = None
     model_path: Path | None = None
     pid: int | None = None
+    prompt: PromptDefaults | None = None
 
 
 @dataclass
