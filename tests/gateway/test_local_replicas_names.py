@@ -1,10 +1,12 @@
-"""A shared alias asked for in another letter case, in process: the supervisor double
-stands in for the instances and the test moves their states."""
+"""A shared alias asked for in another letter case, and the load a request by the alias
+waits for, in process: the supervisor double stands in for the instances and the test
+moves their states and feeds the load estimates itself."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 
 import pytest
 from supervisor_double import Double, gateway, spec, until
@@ -58,4 +60,39 @@ async def test_names_that_differ_only_in_case_stay_apart() -> None:
     assert gw.find("QQ").instances == ()  # type: ignore[union-attr]  # the instance, exactly
     assert gw.find("qq").instances == ("g2", "g3")  # type: ignore[union-attr]
     assert gw.find("Qq") is None  # a third spelling: neither is picked
+    await gw.close()
+
+
+async def test_the_alias_shows_the_load_a_request_by_it_waits_for() -> None:
+    double, gw = setup(State.IDLE)
+    view = gw.find("q")
+    assert view is not None
+    assert (view.state, view.load_progress) == ("idle", None)
+    now = time.monotonic()
+    # g1 loads, g0 stays idle: the alias loads (not the first replica's idle).
+    double.move("g1", State.STARTING)
+    gw.progress.observe("g1", loading=True, running=False, size=None, now=now - 5)
+    view = gw.find("Q")
+    assert view is not None
+    assert view.state == "starting"
+    assert view.load_progress is not None
+    assert view.load_progress["elapsed_s"] == pytest.approx(5, abs=1), "g1's load"
+    assert gw.load_progress("Q") is not None
+    # Both load: the one furthest along by its estimate, though g0 began earlier.
+    gw.progress.learned("g0", 100.0, None)  # 100 s per GB: 10 s in is 10 %
+    gw.progress.learned("g1", 10.0, None)  # 10 s per GB: 5 s in is 50 %
+    double.move("g0", State.STARTING)
+    gw.progress.observe("g0", loading=True, running=False, size=None, now=now - 10)
+    gw.progress.observe("g1", loading=True, running=False, size=None, now=now - 5)
+    progress = gw.load_progress("q")
+    assert progress is not None
+    assert progress["fraction"] == pytest.approx(0.5, abs=0.05)
+    # One serves: a request by the alias waits for no load.
+    double.move("g0", State.RUNNING)
+    view = gw.find("q")
+    assert view is not None
+    assert (view.state, view.loaded) == ("running", True)
+    assert view.load_progress is None
+    assert gw.load_progress("q") is None
+    assert gw.views.load_progress("g1") is not None, "g1's own entry still shows its load"
     await gw.close()
