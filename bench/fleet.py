@@ -6,7 +6,9 @@ that share nothing) with their control API on TCP; front gateways A1 (peer B) an
 (the same requests, so the wall times compare); TTFT and `timings.cache_n` per turn of
 three interleaved 20-turn conversations with a long system prompt, through A2 with
 prompt affinity and without (the `x-llamad-affinity: off` header); and the latency a
-fleet hop adds (1-token completions through A1 against B's own gateway).
+fleet hop adds (1-token completions through A1 against B's own gateway). Then the same
+throughput for two local replicas, one llamad with two instances sharing an alias
+(`fleet_local.py`).
 """
 
 from __future__ import annotations
@@ -15,20 +17,18 @@ import secrets
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from bench import concurrency, fleet_chat
+from bench import fleet_chat, fleet_local, replica_throughput
 from bench.common import Context, Result, wait_for
 from bench.gateway import latency_pair
 from bench.gateway_sse import PACED
 from bench.procs import Daemon
-from bench.targets import Target
+from bench.replica_throughput import Way
 from llamad.daemon.tinymodel import write_tiny_model
 
 MODEL, CHAT = "paced", "chat"
-LEVELS = (8, 32)
 READ = "fleet-bench-read-token-" + "r" * 24
 JUDGED = 1.6  # two replicas against one, at 32 clients
 
@@ -77,7 +77,8 @@ def _front(ctx: Context, name: str, peers: dict[str, Peer]) -> tuple[Daemon, str
 
 
 def run(ctx: Context) -> list[Result]:
-    """Every fleet row, from two replicas and two fronts started once."""
+    """Every fleet row, from two replicas and two fronts started once; then the local
+    replicas' rows (`fleet_local`), on a llamad of their own."""
     started: list[Daemon] = []
     try:
         b, c = _replica(ctx, "fleet-b"), _replica(ctx, "fleet-c")
@@ -89,13 +90,14 @@ def run(ctx: Context) -> list[Result]:
         started += [a1, a2]
         for url, count in ((url1, 1), (url2, 2)):
             wait_for(lambda u=url, n=count: _replicas(u) == n, 60.0, f"{url} seeing {count}")  # type: ignore[misc]
-        rows = _throughput(ctx, url1, url2)
+        one, two = Way(url1, MODEL), Way(url2, MODEL)
+        rows = replica_throughput.rows(ctx, "fleet", one, two, JUDGED)
         rows += fleet_chat.rows(ctx, url2)
         rows += _hop(ctx, url1, b.daemon)
-        return rows
     finally:
         for daemon in reversed(started):
             daemon.stop()
+    return rows + fleet_local.rows(ctx)
 
 
 def _replicas(url: str) -> int:
@@ -106,38 +108,6 @@ def _replicas(url: str) -> int:
         return 0
     found = [m for m in data if m["id"] == MODEL]
     return len(found[0]["llamad"]["replicas"]) if found else 0
-
-
-def _throughput(ctx: Context, one: str, two: str) -> list[Result]:
-    """Each level twice, in the order 1, 2, 2, 1 replicas, so a spell of load from
-    outside the run weighs on both alike; the faster of each pair counts."""
-    rows = []
-    for clients in LEVELS:
-        n = concurrency.requests_at(ctx, clients)
-        runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
-        for replicas in (1, 2, 2, 1):
-            url = one if replicas == 1 else two
-            got = concurrency.load(Target(f"fleet-{replicas}", {MODEL: url}), MODEL, clients, n)
-            runs[replicas].append(concurrency.summary(got))
-        s1, s2 = (min(runs[r], key=lambda s: s["wall_s"]) for r in (1, 2))
-        errors = sum(s["errors"] for r in runs.values() for s in r)
-        speedup = s1["wall_s"] / s2["wall_s"]
-        judged = clients == 32
-        rows.append(
-            Result(
-                f"fleet: 2 replicas against 1, {clients} clients", n, "s", [s2["wall_s"]],
-                [s1["wall_s"]], "ratio", "ratio" if judged else "none",
-                1 / JUDGED if judged else None, f">= {JUDGED}x throughput" if judged else "-",
-                f"{speedup:.2f}x: 2 replicas {s2['tok_per_s']} tok/s, TTFT p50 "
-                f"{s2['ttft_p50_ms']} ms; 1 replica {s1['tok_per_s']} tok/s, TTFT p50 "
-                f"{s1['ttft_p50_ms']} ms; {errors} errors; walls "
-                f"{[s['wall_s'] for s in runs[1]]} and {[s['wall_s'] for s in runs[2]]} s",
-                also_ok=errors == 0,
-                extra={"clients": clients, "one": runs[1], "two": runs[2],
-                       "speedup": round(speedup, 3)},
-            )
-        )  # fmt: skip
-    return rows
 
 
 def _hop(ctx: Context, front: str, b: Daemon) -> list[Result]:

@@ -135,7 +135,7 @@ class Gateway:
         """The model named `name` (instance name or alias), or None; an alias several
         instances share is one model (`Views.shared`)."""
         if found := self.router.sharing(name):
-            return self.views.shared(name, found)
+            return self.views.shared(self.router.spelling(name), found)
         facts = self.router.find(name)
         if facts is not None:
             return self.views.local(facts)
@@ -151,6 +151,7 @@ class Gateway:
             tally.model = name
         hints = current_hints()
         if self.replicas.several(name, peers=not hints.relayed):
+            name = self.router.spelling(name)  # `Q` for `q`: one queue and balance per model
             for instance in [f.name for f in self.router.sharing(name)] or [name]:
                 keys.check(instance)
             if not self.settings().affinity:

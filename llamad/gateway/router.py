@@ -46,13 +46,32 @@ class Router:
         return [f for f in self.routable() if model == f.name or model in f.spec.aliases]
 
     def sharing(self, model: str) -> list[Facts]:
-        """The instances sharing alias `model` (its local replicas), or none when fewer
-        than two answer to it. An instance's name is never an alias: asked first."""
+        """The instances sharing alias `model`, also in another case (its local
+        replicas), or none when fewer than two answer to it. An instance's name is never
+        an alias: asked first."""
         if self.sup.facts(model) is not None:
             return []
-        found = [f for f in self.routable() if model in f.spec.aliases]
+        routable = self.routable()
+        alias = _spelt(model, routable)
+        found = [f for f in routable if alias in f.spec.aliases]
         return found if len(found) > 1 else []
+
+    def spelling(self, model: str) -> str:
+        """`model` as the config spells it: itself when an instance answers to it, else
+        the one name or alias it matches in another case (`q` for `Q`), else itself."""
+        return model if self.sup.facts(model) is not None else _spelt(model, self.routable())
 
     def names(self) -> list[str]:
         """Every model name a request may use, for a 404's list."""
         return [n for f in self.routable() for n in (f.name, *f.spec.aliases)]
+
+
+def _spelt(model: str, routable: list[Facts]) -> str:
+    """The name or alias of `routable` that `model` is, exactly or else in another case
+    when only one spelling matches (replicas share theirs: one model, one spelling)."""
+    names = {n for f in routable for n in (f.name, *f.spec.aliases)}
+    if model in names:
+        return model
+    folded = model.casefold()
+    hits = {n for n in names if n.casefold() == folded}
+    return hits.pop() if len(hits) == 1 else model

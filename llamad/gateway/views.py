@@ -64,13 +64,12 @@ class Views:
         return replace(view, replicas=self._replicas(view, LOCAL))
 
     def shared(self, alias: str, found: list[Facts]) -> ModelView:
-        """An alias several local instances share, as one model: the file and settings
-        of the first that serves (else the first), its replicas `local/<instance>` then
-        the peers."""
+        """An alias several local instances share, as one model: the state, file and
+        settings of the replica a request by it waits for (`_ahead`), its replicas
+        `local/<instance>` then the peers."""
         views = [self.view(f) for f in found]
-        serving = next((v for v in views if v.loaded), views[0])
         view = replace(
-            serving,
+            _ahead(views),
             name=alias,
             aliases=(),
             on_demand=all(v.on_demand for v in views),
@@ -110,9 +109,28 @@ class Views:
         )
 
     def load_progress(self, name: str) -> dict[str, Any] | None:
-        """How far `name`'s load is (`progress.LoadProgress.of`), while it loads."""
+        """How far `name`'s load is (`progress.LoadProgress.of`), while it loads; for an
+        alias several instances share, the load its requests wait for (`_ahead`)."""
+        if found := self.router.sharing(name):
+            shared = self.shared(name, found).load_progress
+            return None if shared is None else dict(shared)
         facts = self.router.find(name)
         # The watcher looks every tick; the state itself says at once that a load ended.
         if facts is None or facts.state is not State.STARTING:
             return None
         return self.progress.of(name, self.sched.size(name), time.monotonic())
+
+
+def _ahead(views: list[ModelView]) -> ModelView:
+    """The replica a request by a shared alias waits for: one that serves (nothing to
+    wait for), else the most advanced load (the largest estimated fraction, then the
+    longest under way), else the first in the file."""
+    if serving := [v for v in views if v.loaded]:
+        return serving[0]
+    loading = [v for v in views if v.state == State.STARTING.value]
+    return max(loading, key=_advance, default=views[0])
+
+
+def _advance(view: ModelView) -> tuple[float, float]:
+    progress = view.load_progress or {}
+    return progress.get("fraction") or 0.0, progress.get("elapsed_s") or 0.0

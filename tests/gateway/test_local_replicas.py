@@ -118,10 +118,15 @@ def test_ollama_clients_and_pass_through_reach_the_alias(gw: Gw) -> None:
             model="shared", messages=[{"role": "user", "content": "hi"}], options={"num_predict": 4}
         )
         assert answer.message.role == "assistant"
+        # Ollama names are case-insensitive: the alias too, as every other name.
+        again = client.generate(model="Shared:latest", prompt="hi", options={"num_predict": 2})
+        assert again.done
         tags = [m.model for m in client.list().models]
         assert tags.count("shared:latest") == 1, tags
         assert client.show("shared").modelinfo is not None
         assert sorted(m.model or "" for m in client.ps().models) == ["r0:latest", "r1:latest"]
+    body = {"model": "SHARED", "prompt": "hi", "max_tokens": 2}
+    assert httpx.post(f"{gw.base}/v1/completions", json=body, timeout=60).status_code == 200
     for path in ("/props?model=shared", "/upstream/shared/slots"):
         assert httpx.get(f"{gw.base}{path}", timeout=10).status_code == 200, path
     # keep_alive 0 by the alias leaves always-on replicas up (Ollama's rule for them).
