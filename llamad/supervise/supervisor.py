@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 
@@ -12,17 +10,16 @@ import structlog
 
 from llamad.backends.probes import Health
 from llamad.config.load import InstanceSpec
-from llamad.lifecycle.states import Restart, Start, State, Stop
+from llamad.lifecycle.states import Restart, Start, State
 from llamad.supervise.changes import Changes, compare
-from llamad.supervise.facts import ByName
-from llamad.supervise.inbox import InstanceClosed
+from llamad.supervise.hook_relay import HookRelay
 from llamad.supervise.instance import Instance
 from llamad.supervise.rollout import Rollout
 from llamad.supervise.runtime import Runtime
+from llamad.supervise.steps import DOWN, start, stop, update_in_place
 
 log = structlog.get_logger("llamad.supervisor")
 
-_DOWN = (State.STOPPED, State.IDLE)  # no process, and none wanted until someone asks
 # Where a restart goes once the old process is gone.
 _PAST_STOP = (State.STARTING, State.BACKOFF, State.FAILED, State.STOPPED, State.IDLE)
 
@@ -30,7 +27,7 @@ _PAST_STOP = (State.STARTING, State.BACKOFF, State.FAILED, State.STOPPED, State.
 Drain = Callable[[list[str], list[str]], AbstractAsyncContextManager[None]]
 
 
-class Supervisor(ByName):
+class Supervisor(HookRelay):
     """Owns the instances; `run()` holds their tasks until `shutdown()`.
 
     It is every instance's `InstanceHooks`: workers' readiness and exits, remote workers
@@ -93,15 +90,13 @@ class Supervisor(ByName):
         restarting = [self.instances[n] for n in changes.changed]
         # A changed instance comes back if it was live (a failed one is tried again with
         # its new spec) or should autostart; one a person stopped stays stopped.
-        wanted = {
-            i: i.record.state not in _DOWN or specs[i.spec.name].autostart for i in restarting
-        }
+        wanted = {i: i.record.state not in DOWN or specs[i.spec.name].autostart for i in restarting}
         await asyncio.gather(
             *(self._tasks[i] for i in retiring if i in self._tasks),
-            *(self._stop(i) for i in restarting),
+            *(stop(i) for i in restarting),
         )
         for name in changes.unchanged:
-            self._update_in_place(self.instances[name], specs[name])
+            update_in_place(self.instances[name], specs[name])
         starting = []
         for inst in restarting:
             inst.respec(specs[inst.spec.name])
@@ -116,7 +111,7 @@ class Supervisor(ByName):
 
     async def _launch(self, starting: list[Instance]) -> None:
         # Returns once each start is taken in: nothing the caller does can delay a launch.
-        await asyncio.gather(*(self._start(inst) for inst in starting))
+        await asyncio.gather(*(start(inst) for inst in starting))
 
     def _add(self, spec: InstanceSpec) -> Instance:
         assert self._group is not None, "apply() before run()"
@@ -126,29 +121,6 @@ class Supervisor(ByName):
         self._tasks[inst] = task
         task.add_done_callback(lambda _t: self._tasks.pop(inst, None))
         return inst
-
-    @staticmethod
-    def _update_in_place(inst: Instance, spec: InstanceSpec) -> None:
-        # Supervise knobs are read live by the probes and the machine: no restart needed.
-        if spec == inst.spec:
-            return
-        inst.respec(spec)
-        if spec.autostart and inst.record.state in _DOWN:
-            inst.post(Start())
-
-    # A shutdown can close an instance while a reload works on it: its task ends, and an
-    # instance that is gone needs neither a start nor a stop.
-
-    @staticmethod
-    async def _start(inst: Instance) -> None:
-        with contextlib.suppress(InstanceClosed):
-            await inst.send(Start())
-
-    @staticmethod
-    async def _stop(inst: Instance) -> None:
-        with contextlib.suppress(InstanceClosed):
-            await inst.send(Stop())
-            await inst.wait_until(State.STOPPED, timeout=inst.spec.knobs.stop_timeout + 5)
 
     async def restart(self, inst: Instance) -> None:
         """Restart `inst` (start it, when it failed) inside the gateway's drain: its
@@ -180,53 +152,3 @@ class Supervisor(ByName):
                 self.kill_all()
                 await asyncio.wait_for(waiter, 5)
         self._closed.set()
-
-    def summary(self) -> str:
-        """Instances per state, e.g. "1 failed, 2 running" (systemd's STATUS= line)."""
-        counts = Counter(i.record.state.value for i in self.instances.values())
-        return ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no instances"
-
-    async def settled(self, timeout: float) -> None:
-        """Wait until no instance is starting, or `timeout` seconds."""
-        settled = [s for s in State if s is not State.STARTING]
-        starting = [i for i in self.instances.values() if i.record.state is State.STARTING]
-        await asyncio.gather(*(i.wait_until(*settled, timeout=timeout) for i in starting))
-
-    def not_ready(self, names: tuple[str, ...]) -> list[str]:
-        """Which of `names` are not running (an RPC head waits for its workers)."""
-        return [
-            n
-            for n in names
-            if (i := self.instances.get(n)) is None or i.record.state is not State.RUNNING
-        ]
-
-    def observe_probe(self, name: str, health: Health) -> None:
-        """A probe finished: hand it on to the observer given at construction."""
-        self._observe_probe(name, health)
-
-    def exited(self, name: str) -> None:
-        """A process exited: the heads using it as a worker restart."""
-        for head in self.instances.values():
-            if name in head.spec.workers:
-                self._restart_head(head, name)
-
-    def remote_lost(self, name: str, worker: str) -> None:
-        """The same for a worker on a fleet peer: the head's watcher saw it restart."""
-        head = self.instances.get(name)
-        if head is not None:
-            self._restart_head(head, worker)
-
-    @staticmethod
-    def _restart_head(head: Instance, worker: str) -> None:
-        # A head that lost a worker stays up and answers 200, but aborts on the next
-        # request: restart it, and let it wait until the worker is back.
-        if head.record.state not in (State.RUNNING, State.STARTING) or head.closing:
-            return
-        log.warning("rpc.worker_exited", instance=head.spec.name, worker=worker)
-        head.post(Stop())
-        head.post(Start())
-
-    def kill_all(self) -> None:
-        """SIGKILL every child now (a second SIGINT)."""
-        for inst in self.instances.values():
-            inst.kill_now()
