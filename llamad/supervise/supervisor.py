@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 
 import structlog
 
 from llamad.backends.probes import Health
+from llamad.common.waits import first_of
 from llamad.config.load import InstanceSpec
 from llamad.lifecycle.states import Restart, Start, State
 from llamad.supervise.changes import Changes, compare
+from llamad.supervise.handover import Handover, Handovers
 from llamad.supervise.hook_relay import HookRelay
 from llamad.supervise.instance import Instance
 from llamad.supervise.rollout import Rollout
@@ -44,6 +47,9 @@ class Supervisor(HookRelay):
         self._observe_probe = observe_probe
         self._draining = draining
         self.instances: dict[str, Instance] = {}
+        self.wanted: dict[str, InstanceSpec] = {}  # the latest reload's wish, by name
+        self.handovers = Handovers()
+        self._stopping = False
         self._tasks: dict[Instance, asyncio.Task[None]] = {}
         self._group: asyncio.TaskGroup | None = None
         self._started = asyncio.Event()
@@ -59,50 +65,102 @@ class Supervisor(HookRelay):
         self._group = None
 
     async def apply(self, specs: dict[str, InstanceSpec]) -> Changes:
-        """Make the running set match `specs`, touching only what differs.
+        """Make the running set match `specs`, touching only what differs; returns once
+        what can start at once has started. The rest is left to handovers
+        (handover.py): a drain may last minutes (a long stream), and neither the next
+        reload nor a model that appears meanwhile waits for it.
 
-        What goes away or changes is stopped first, so a port handed from one instance
-        to another (a swap, a rename) is free before anything binds it. What is added on
-        a port of its own starts at once: the drain of what goes may last minutes (a long
-        stream), and a model that appears meanwhile is routable without waiting for it.
+        What is added on a port nobody holds starts now; a removed model is unknown to
+        new requests from now on, though its handover still drains it.
         """
         await self._started.wait()
-        changes = compare({n: i.spec for n, i in self.instances.items()}, specs)
-        going = {self.instances[n].spec.port for n in (*changes.removed, *changes.changed)}
-        now = [n for n in changes.added if specs[n].port not in going]
-        later = [n for n in changes.added if n not in now]
-        # The gateway lets requests in flight finish first and holds new ones until the end;
-        # an added instance is held the same way until its start is taken in, so a request
-        # never finds it stopped between its arrival and its first start.
+        if self._stopping:
+            return Changes()
+        # The decision and its marks in one step: `wanted` is what the gateway reads.
+        changes = compare(self.wanted, specs)
+        before, self.wanted = self.wanted, dict(specs)
+        held = {inst.spec.port for inst in self.instances.values()}
+        now = []
+        for name in (*changes.added, *changes.changed, *changes.removed, *changes.unchanged):
+            if name in changes.unchanged and specs[name] == before[name]:
+                continue
+            if self.handovers.pending(name):
+                self._hand_over(name)  # queued behind, or read by, the one under way
+            elif name in changes.unchanged:
+                update_in_place(self.instances[name], specs[name])
+            elif name in changes.added and specs[name].port not in held:
+                now.append(name)
+            else:
+                self._hand_over(name)
+        # The gateway holds requests for an added model until its start is taken in, so
+        # none finds it stopped between its arrival and its first start.
         if now:
             async with self._draining([], now):
                 await self._launch(self._add_all(specs, now))
-        async with self._draining(changes.removed, changes.changed + later):
-            await self._replace(specs, changes, later)
         return changes
 
-    async def _replace(
-        self, specs: dict[str, InstanceSpec], changes: Changes, added: list[str]
-    ) -> None:
-        retiring = [self.instances.pop(n) for n in changes.removed]
-        for inst in retiring:
+    def draining(self) -> list[str]:
+        """The instances whose handover (drain, stop, restart or start) is under way."""
+        return self.handovers.names()
+
+    def _hand_over(self, name: str) -> None:
+        assert self._group is not None, "apply() before run()"
+        self.handovers.begin(self._group, name, self._carry_out)
+
+    async def _carry_out(self, handover: Handover) -> None:
+        """Bring `handover.name` to the latest wish: drain, stop, then remove, restart
+        with the new spec, or add; logs `config.drained` once done."""
+        name, t0 = handover.name, time.monotonic()
+        inst, want = self.instances.get(name), self.wanted.get(name)
+        if inst is None and want is None:  # added, then removed before its port was free
+            handover.take()
+        elif inst is None or want is None or want.launch != inst.spec.launch:
+            live = inst is not None and inst.record.state not in DOWN
+            removed, changed = ([name], []) if want is None else ([], [name])
+            # Requests in flight end first; new ones wait (or, for a removal, get 404).
+            async with self._draining(removed, changed):
+                if inst is not None:
+                    await stop(inst)
+                handover.stopped.set()
+                outcome = await self._take_wish(handover, inst, live)
+            log.info("config.drained", instance=name, outcome=outcome, seconds=_since(t0))
+        else:  # a queued wish the one before it already carried out (knobs, at most)
+            handover.take()
+            update_in_place(inst, want)
+
+    async def _take_wish(self, handover: Handover, inst: Instance | None, live: bool) -> str:
+        """Past the stop: wait until no other instance holds the port wanted, then apply
+        the latest wish in the step that saw it free. Returns what was done."""
+        name = handover.name
+        while True:
+            want = self.wanted.get(name)
+            holders = [] if want is None else self._holders(name, want.port)
+            if not (stopping := self.handovers.stopping(holders)):
+                break
+            await first_of(*stopping)
+        handover.take()
+        if want is None:
+            if inst is None:
+                return "dropped"
+            del self.instances[name]
             inst.close()
-        restarting = [self.instances[n] for n in changes.changed]
+            if (task := self._tasks.get(inst)) is not None:
+                await asyncio.wait([task])
+            return "removed"
+        outcome = "restarted" if inst is not None else "started"
+        if inst is None:
+            inst = self._add(want)
+        elif inst.spec != want:
+            inst.respec(want)
         # A changed instance comes back if it was live (a failed one is tried again with
         # its new spec) or should autostart; one a person stopped stays stopped.
-        wanted = {i: i.record.state not in DOWN or specs[i.spec.name].autostart for i in restarting}
-        await asyncio.gather(
-            *(self._tasks[i] for i in retiring if i in self._tasks),
-            *(stop(i) for i in restarting),
-        )
-        for name in changes.unchanged:
-            update_in_place(self.instances[name], specs[name])
-        starting = []
-        for inst in restarting:
-            inst.respec(specs[inst.spec.name])
-            if wanted[inst]:
-                starting.append(inst)
-        await self._launch([*starting, *self._add_all(specs, added)])
+        if not (live or want.autostart):
+            return "stopped"
+        await start(inst)
+        return outcome
+
+    def _holders(self, name: str, port: int) -> list[str]:
+        return [n for n, i in self.instances.items() if n != name and i.spec.port == port]
 
     def _add_all(self, specs: dict[str, InstanceSpec], names: list[str]) -> list[Instance]:
         """Add an instance for each of `names`; returns those to start now (an on-demand
@@ -138,8 +196,11 @@ class Supervisor(HookRelay):
         return await self.rollout.run([i for n in names if (i := self.instances.get(n))])
 
     async def shutdown(self) -> None:
-        """Stop every instance in parallel within its stop_timeout, then end `run()`."""
+        """Stop every instance in parallel within its stop_timeout, then end `run()`.
+        Handovers under way end first: every instance stops anyway."""
         await self._started.wait()
+        self._stopping = True
+        await self.handovers.cancel()
         for inst in self.instances.values():
             inst.close()
         tasks = list(self._tasks.values())
@@ -152,3 +213,7 @@ class Supervisor(HookRelay):
                 self.kill_all()
                 await asyncio.wait_for(waiter, 5)
         self._closed.set()
+
+
+def _since(t0: float) -> float:
+    return round(time.monotonic() - t0, 3)
