@@ -20,6 +20,8 @@ from held_request import Held
 from helpers import free_port, listening_on, stand_in_binary, wait_for
 from test_reload_gateway import _toml
 
+from llamad.client.http import Client
+
 pytestmark = pytest.mark.timeout(150)
 
 
@@ -163,8 +165,11 @@ def test_a_removed_model_finishes_its_stream_then_answers_404(tiny_model: Path) 
         body = {"model": "x", "prompt": "hi", "max_tokens": 2}
         assert httpx.post(url, json=body, timeout=10).status_code == 404
         assert gw.ld.instance("x")["state"] == "running"
+        # Nobody may start it again meanwhile: it would hold the port it hands on.
+        status, _ = Client(gw.ld.socket).request("POST", "/v1/instances/x/start")
+        assert status == 409
         _finish(stream)
-        gw.ld.wait_event("config.reloaded", timeout=30)
+        gw.ld.wait_event("config.drained", instance="x", outcome="removed", timeout=30)
         assert httpx.post(url, json=body, timeout=10).status_code == 404
         assert httpx.post(url, json={**body, "model": "y"}, timeout=30).status_code == 200
 
