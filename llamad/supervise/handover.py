@@ -60,12 +60,18 @@ class Handovers:
         """True while a handover of `name` runs or waits."""
         return name in self._queues
 
+    def ahead(self, name: str) -> bool:
+        """True when a handover of `name` has yet to read its wish: it will carry out
+        the latest one, starting what it starts from what is on disk then."""
+        queue = self._queues.get(name, [])
+        return len(queue) > 1 or (bool(queue) and not queue[0].taken)
+
     def begin(self, group: asyncio.TaskGroup, name: str, work: Work) -> None:
         """Have `work` carry out the latest wish for `name`: now, or after the handover
         under way, unless one already will."""
+        if self.ahead(name):
+            return
         queue = self._queues.setdefault(name, [])
-        if len(queue) > 1 or (queue and not queue[0].taken):
-            return  # the one waiting, or the one running, reads the wish still to come
         handover = Handover(name)
         before = self._tasks.get(queue[-1]) if queue else None
         queue.append(handover)

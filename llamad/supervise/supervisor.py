@@ -123,7 +123,8 @@ class Supervisor(HookRelay):
                     await stop(inst)
                 handover.stopped.set()
                 outcome = await self._take_wish(handover, inst, live)
-            log.info("config.drained", instance=name, outcome=outcome, seconds=_since(t0))
+            seconds = round(time.monotonic() - t0, 3)
+            log.info("config.drained", instance=name, outcome=outcome, seconds=seconds)
         else:  # a queued wish the one before it already carried out (knobs, at most)
             handover.take()
             update_in_place(inst, want)
@@ -184,6 +185,8 @@ class Supervisor(HookRelay):
         """Restart `inst` (start it, when it failed) inside the gateway's drain: its
         requests in flight end first, and new ones wait for the new process. Raises
         InstanceClosed when a reload removed it meanwhile."""
+        if self.handovers.ahead(inst.spec.name):
+            return  # a reload's handover restarts it anyway: one process at a time
         async with self._draining([], [inst.spec.name]):
             await inst.send(Start() if inst.record.state is State.FAILED else Restart())
             # The drain holds new requests until the old process is gone, so none of them
@@ -213,7 +216,3 @@ class Supervisor(HookRelay):
                 self.kill_all()
                 await asyncio.wait_for(waiter, 5)
         self._closed.set()
-
-
-def _since(t0: float) -> float:
-    return round(time.monotonic() - t0, 3)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -138,9 +138,21 @@ async def test_a_removed_model_brought_back_waits_for_its_drain(
         assert gate.entered[1:] == [(["a"], [])], "past its first start: one drain, a removal"
 
 
-async def test_a_second_change_while_the_first_drains_wins_with_one_restart(
-    tmp_path: Path, tiny_model: Path
+async def _another_change(sup: Sup, tmp: Path, a: dict[str, Any]) -> None:
+    await reload(sup, tmp, {"a": {**a, "ctx_size": 512}})
+
+
+async def _a_restart(sup: Sup, tmp: Path, a: dict[str, Any]) -> None:
+    # As a replaced model file or a new build asks: left to the handover ahead.
+    await asyncio.wait_for(sup.supervisor.restart(sup["a"]), 5)
+
+
+@pytest.mark.parametrize("then", [_another_change, _a_restart], ids=["change", "restart"])
+async def test_what_comes_while_a_change_drains_costs_no_second_restart(
+    tmp_path: Path, tiny_model: Path, then: Callable[[Sup, Path, dict[str, Any]], Awaitable[None]]
 ) -> None:
+    """A second change (the final spec wins) or a restart asked for while a change
+    drains: the handover ahead carries it out with its one restart."""
     gate, port = Gate(), free_port()
     a = {"model": tiny_model, "port": port, "ctx_size": 256}
     with capture_logs() as logs:
@@ -149,14 +161,14 @@ async def test_a_second_change_while_the_first_drains_wins_with_one_restart(
             async with watching(port) as peak:
                 gate.hold("a")
                 await reload(sup, tmp_path, {"a": {**a, "ctx_size": 384}})
-                await reload(sup, tmp_path, {"a": {**a, "ctx_size": 512}})
+                await then(sup, tmp_path, a)
                 gate.let_go("a")
                 await sup.drained()
                 inst = await sup.state("a", State.RUNNING)
             assert peak[0] <= 1, "two processes on one port"
             assert inst.spec == sup.supervisor.wanted["a"]
     starts = events(logs, "instance.state_changed", instance="a", to="starting")
-    assert len(starts) == 2, "the first start, then one restart for both changes"
+    assert len(starts) == 2, "the first start, then one restart"
 
 
 async def test_a_change_after_the_first_took_its_wish_restarts_again(
