@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from llamad.client.http import Client, ClientError
 
@@ -44,6 +45,15 @@ async def until(cond: Callable[[], Any], timeout: float = 10.0, what: str = "con
         _expired(began, timeout, what)
         await asyncio.sleep(0.02)
     return value
+
+
+def listening_on(port: int) -> set[int | None]:
+    """The processes listening on TCP `port` (a second one on a port is a double)."""
+    return {
+        c.pid
+        for c in psutil.net_connections("tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+    }
 
 
 # Ports handed out in this run: the kernel may offer the same free port twice in a row

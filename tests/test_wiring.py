@@ -27,7 +27,7 @@ RECORDS: dict[str, set[str]] = {
     "gateway/app.py": {"tally"},
     "gateway/core.py": {"tally"},
     "gateway/fleet_lease.py": {"tally"},
-    "gateway/drain.py": {"sched.slot(name)"},
+    "gateway/drain.py": {"slot"},
     "gateway/fleet.py": {"entry"},
     "gateway/idle.py": {"self.sched.slot(name)"},
     "gateway/loads.py": {"slot"},

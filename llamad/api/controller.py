@@ -59,6 +59,7 @@ class DaemonController:
                 "version": __version__,
                 "config_path": str(r.path),
                 "config_error": self.state.config_error,
+                "draining": self.supervisor.draining(),
                 "started_at": self.started_at,
                 "uptime_s": round(time.monotonic() - self._t0, 3),
                 "llama_server": str(llama.path) if llama else None,
@@ -114,6 +115,8 @@ class DaemonController:
         # Once send() returns the machine has taken the event in, so the record no longer
         # shows the state from before the command: reaching `target` is its outcome.
         inst = self._get(name)
+        if name not in self.supervisor.wanted:  # draining: a start could take a port it hands on
+            raise Conflict(f"instance {name!r} is being removed")
         try:
             await inst.send(event)
         except InstanceClosed:  # removed (or the daemon stopping) while it waited

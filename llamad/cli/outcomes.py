@@ -34,8 +34,9 @@ def timed_out(doc: dict[str, Any]) -> str:
 
 
 def reload_lines(report: dict[str, Any]) -> list[str]:
-    """`added: a, b` for each non-empty kind of change, or `no changes`."""
-    kinds = ("added", "changed", "removed", "unchanged")
+    """`added: a, b` for each non-empty kind of change, or `no changes`; then `draining:`
+    the models still finishing their requests before they stop or restart."""
+    kinds = ("added", "changed", "removed", "unchanged", "draining")
     lines = [f"{kind}: {', '.join(report[kind])}" for kind in kinds if report.get(kind)]
     if not any(report.get(kind) for kind in kinds[:3]):
         lines.insert(0, "no changes")

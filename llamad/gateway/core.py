@@ -108,7 +108,7 @@ class Gateway:
     def draining(self, removed: list[str], changed: list[str]) -> AbstractAsyncContextManager[None]:
         """The drain around a reload's or a restart's stops and starts
         (the supervisor's `draining`)."""
-        return drain(self.router, self.sched, removed, changed)
+        return drain(self.sched, removed, changed)
 
     async def run(self) -> None:
         """The idle ticker; cancel to stop, then `close()`."""

@@ -14,7 +14,6 @@ from contextlib import asynccontextmanager
 
 import structlog
 
-from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
 
 log = structlog.get_logger("llamad.gateway")
@@ -23,15 +22,14 @@ DRAIN_MAX_S = 600.0  # a reload waits this long at most for the requests in flig
 
 
 @asynccontextmanager
-async def drain(
-    router: Router, sched: Scheduler, removed: list[str], changed: list[str]
-) -> AsyncIterator[None]:
+async def drain(sched: Scheduler, removed: list[str], changed: list[str]) -> AsyncIterator[None]:
     """Around a reload's (or a restart's) stops and starts (the supervisor's `draining`):
     entered once the requests in flight to `removed` and `changed` (which includes what
     the reload adds) have ended, at most DRAIN_MAX_S; none is admitted to them until it
-    is left."""
-    router.retiring.update(removed)
-    slots = [sched.slot(n) for n in (*removed, *changed)]
+    is left. Whether a removed model is unknown to new requests is the supervisor's
+    word (`Facts.retiring`): a later reload may want it back while it drains."""
+    names = [*removed, *changed]
+    slots = [sched.slot(n) for n in names]
     for slot in slots:
         slot.begin_drain()
     busy = {s.name: s.in_flight for s in slots if s.in_flight}
@@ -48,11 +46,12 @@ async def drain(
     finally:
         for slot in slots:
             slot.end_drain()
-        for name in changed:
+        for name, slot in zip(names, slots, strict=True):
+            if sched.sup.facts(name) is None:
+                if not slot.drains:
+                    sched.forget(name)  # gone from the supervisor: its waiters get 404
+                continue
             # Measured, and maybe refused, under the old spec: estimate and try afresh.
-            sched.slot(name).measured = None
-            sched.slot(name).load_ok()
-        router.retiring.difference_update(removed)
-        for name in removed:
-            sched.forget(name)
+            slot.measured = None
+            slot.load_ok()
         sched.poke()

@@ -12,14 +12,13 @@ class Router:
 
     def __init__(self, supervisor: SupervisorView) -> None:
         self.sup = supervisor
-        self.retiring: set[str] = set()  # draining before removal: unknown to new requests
 
     def routable(self) -> list[Facts]:
         """Every instance the gateway can send requests to, in config order."""
         out = []
         for name in self.sup.names():
             facts = self.sup.facts(name)
-            if facts is None or facts.closing or name in self.retiring:
+            if facts is None or facts.closing or facts.retiring:
                 continue
             if backend_for(facts.spec.kind).serves_http:
                 out.append(facts)
@@ -29,7 +28,7 @@ class Router:
         """The instance named `model` or having it as an alias; failing that, the one
         instance whose name or alias is `model` in another case (`user/repo:Q4_k_m`)."""
         facts = self.sup.facts(model)
-        if facts is not None and not facts.closing and model not in self.retiring:
+        if facts is not None and not facts.closing and not facts.retiring:
             return facts if backend_for(facts.spec.kind).serves_http else None
         routable = self.routable()
         for facts in routable:

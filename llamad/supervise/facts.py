@@ -23,6 +23,7 @@ class Facts:
     # The last lines its last process wrote: its `ExitInfo`'s, shared, never copied.
     stderr_tail: Sequence[str]
     closing: bool  # being removed from the config
+    retiring: bool = False  # removed by a reload, and still draining: new requests 404
 
     @property
     def name(self) -> str:
@@ -36,17 +37,19 @@ class Facts:
         return head + ("; last output: " + " | ".join(lines) if lines else "")
 
 
-def facts_of(inst: Instance) -> Facts:
-    """The snapshot of `inst` now."""
+def facts_of(inst: Instance, retiring: bool = False) -> Facts:
+    """The snapshot of `inst` now; `retiring` when the config no longer wants it."""
     tail = inst.last_exit.stderr_tail if inst.last_exit else ()
     pid = inst.child.pid if inst.child is not None else None
-    return Facts(inst.spec, inst.record.state, pid, inst.record.error, tail, inst.closing)
+    record = inst.record
+    return Facts(inst.spec, record.state, pid, record.error, tail, inst.closing, retiring)
 
 
 class ByName:
     """What the gateway uses of the supervisor: facts, commands and waits by name."""
 
     instances: dict[str, Instance]
+    wanted: dict[str, InstanceSpec]  # the latest reload's wish: a name not in it retires
 
     def names(self) -> list[str]:
         """Every instance, in config order."""
@@ -55,7 +58,7 @@ class ByName:
     def facts(self, name: str) -> Facts | None:
         """A snapshot of instance `name`, or None when there is no such instance."""
         inst = self.instances.get(name)
-        return facts_of(inst) if inst is not None else None
+        return facts_of(inst, name not in self.wanted) if inst is not None else None
 
     async def command(self, name: str, event: Start | Stop) -> None:
         """Send `event` to instance `name` and wait until it is taken in; an instance

@@ -11,6 +11,7 @@ from pathlib import Path
 import watchfiles
 
 from llamad.backends.registry import backend_for
+from llamad.common.waits import first_of
 from llamad.config.load import Resolved
 
 # watchfiles waits 1.6 s by default; a reload should follow a save within a second.
@@ -100,10 +101,7 @@ class FileWatch:
 
 
 async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
-    waits = [asyncio.ensure_future(e.wait()) for e in events]
     try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        await first_of(*events)
     finally:
-        for w in waits:
-            w.cancel()
         then.set()

@@ -1,5 +1,8 @@
 """Config reloads: triggered by a save, SIGHUP or the API; one at a time; surgical.
 
+A reload returns once applied: the drains it sets going run in the background (see
+supervise/handover.py), so a later reload, and a model it adds, never waits for them.
+
 The watcher also notices a model file replaced on disk (that instance restarts) and an
 executable changing after an upgrade (every instance that runs it restarts, one at a time).
 """
@@ -70,6 +73,9 @@ class Reloader:
             log_changes(old.library, new.library)
             self._files.follow(new, before)
             report: dict[str, Any] = changes.to_dict()
+            # Applied: what drains (and stops, restarts or waits for a port) goes on in
+            # the background, each logging `config.drained` when it is done.
+            report["draining"] = self.supervisor.draining()
             if upgraded:
                 # A new build: every instance that runs it restarts, never all at once.
                 rolling = [n for n in changes.unchanged if new.instances[n].kind in upgraded]

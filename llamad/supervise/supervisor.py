@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections import Counter
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 
 import structlog
 
 from llamad.backends.probes import Health
+from llamad.common.waits import first_of
 from llamad.config.load import InstanceSpec
-from llamad.lifecycle.states import Restart, Start, State, Stop
+from llamad.lifecycle.states import Restart, Start, State
 from llamad.supervise.changes import Changes, compare
-from llamad.supervise.facts import ByName
-from llamad.supervise.inbox import InstanceClosed
+from llamad.supervise.handover import Handover, Handovers
+from llamad.supervise.hook_relay import HookRelay
 from llamad.supervise.instance import Instance
 from llamad.supervise.rollout import Rollout
 from llamad.supervise.runtime import Runtime
+from llamad.supervise.steps import DOWN, start, stop, update_in_place
 
 log = structlog.get_logger("llamad.supervisor")
 
-_DOWN = (State.STOPPED, State.IDLE)  # no process, and none wanted until someone asks
 # Where a restart goes once the old process is gone.
 _PAST_STOP = (State.STARTING, State.BACKOFF, State.FAILED, State.STOPPED, State.IDLE)
 
@@ -30,7 +30,7 @@ _PAST_STOP = (State.STARTING, State.BACKOFF, State.FAILED, State.STOPPED, State.
 Drain = Callable[[list[str], list[str]], AbstractAsyncContextManager[None]]
 
 
-class Supervisor(ByName):
+class Supervisor(HookRelay):
     """Owns the instances; `run()` holds their tasks until `shutdown()`.
 
     It is every instance's `InstanceHooks`: workers' readiness and exits, remote workers
@@ -47,6 +47,9 @@ class Supervisor(ByName):
         self._observe_probe = observe_probe
         self._draining = draining
         self.instances: dict[str, Instance] = {}
+        self.wanted: dict[str, InstanceSpec] = {}  # the latest reload's wish, by name
+        self.handovers = Handovers()
+        self._stopping = False
         self._tasks: dict[Instance, asyncio.Task[None]] = {}
         self._group: asyncio.TaskGroup | None = None
         self._started = asyncio.Event()
@@ -62,52 +65,103 @@ class Supervisor(ByName):
         self._group = None
 
     async def apply(self, specs: dict[str, InstanceSpec]) -> Changes:
-        """Make the running set match `specs`, touching only what differs.
+        """Make the running set match `specs`, touching only what differs; returns once
+        what can start at once has started. The rest is left to handovers
+        (handover.py): a drain may last minutes (a long stream), and neither the next
+        reload nor a model that appears meanwhile waits for it.
 
-        What goes away or changes is stopped first, so a port handed from one instance
-        to another (a swap, a rename) is free before anything binds it. What is added on
-        a port of its own starts at once: the drain of what goes may last minutes (a long
-        stream), and a model that appears meanwhile is routable without waiting for it.
+        What is added on a port nobody holds starts now; a removed model is unknown to
+        new requests from now on, though its handover still drains it.
         """
         await self._started.wait()
-        changes = compare({n: i.spec for n, i in self.instances.items()}, specs)
-        going = {self.instances[n].spec.port for n in (*changes.removed, *changes.changed)}
-        now = [n for n in changes.added if specs[n].port not in going]
-        later = [n for n in changes.added if n not in now]
-        # The gateway lets requests in flight finish first and holds new ones until the end;
-        # an added instance is held the same way until its start is taken in, so a request
-        # never finds it stopped between its arrival and its first start.
+        if self._stopping:
+            return Changes()
+        # The decision and its marks in one step: `wanted` is what the gateway reads.
+        changes = compare(self.wanted, specs)
+        before, self.wanted = self.wanted, dict(specs)
+        held = {inst.spec.port for inst in self.instances.values()}
+        now = []
+        for name in (*changes.added, *changes.changed, *changes.removed, *changes.unchanged):
+            if name in changes.unchanged and specs[name] == before[name]:
+                continue
+            if self.handovers.pending(name):
+                self._hand_over(name)  # queued behind, or read by, the one under way
+            elif name in changes.unchanged:
+                update_in_place(self.instances[name], specs[name])
+            elif name in changes.added and specs[name].port not in held:
+                now.append(name)
+            else:
+                self._hand_over(name)
+        # The gateway holds requests for an added model until its start is taken in, so
+        # none finds it stopped between its arrival and its first start.
         if now:
             async with self._draining([], now):
                 await self._launch(self._add_all(specs, now))
-        async with self._draining(changes.removed, changes.changed + later):
-            await self._replace(specs, changes, later)
         return changes
 
-    async def _replace(
-        self, specs: dict[str, InstanceSpec], changes: Changes, added: list[str]
-    ) -> None:
-        retiring = [self.instances.pop(n) for n in changes.removed]
-        for inst in retiring:
+    def draining(self) -> list[str]:
+        """The instances whose handover (drain, stop, restart or start) is under way."""
+        return self.handovers.names()
+
+    def _hand_over(self, name: str) -> None:
+        assert self._group is not None, "apply() before run()"
+        self.handovers.begin(self._group, name, self._carry_out)
+
+    async def _carry_out(self, handover: Handover) -> None:
+        """Bring `handover.name` to the latest wish: drain, stop, then remove, restart
+        with the new spec, or add; logs `config.drained` once done."""
+        name, t0 = handover.name, time.monotonic()
+        inst, want = self.instances.get(name), self.wanted.get(name)
+        if inst is None and want is None:  # added, then removed before its port was free
+            handover.take()
+        elif inst is None or want is None or want.launch != inst.spec.launch:
+            live = inst is not None and inst.record.state not in DOWN
+            removed, changed = ([name], []) if want is None else ([], [name])
+            # Requests in flight end first; new ones wait (or, for a removal, get 404).
+            async with self._draining(removed, changed):
+                if inst is not None:
+                    await stop(inst)
+                handover.stopped.set()
+                outcome = await self._take_wish(handover, inst, live)
+            seconds = round(time.monotonic() - t0, 3)
+            log.info("config.drained", instance=name, outcome=outcome, seconds=seconds)
+        else:  # a queued wish the one before it already carried out (knobs, at most)
+            handover.take()
+            update_in_place(inst, want)
+
+    async def _take_wish(self, handover: Handover, inst: Instance | None, live: bool) -> str:
+        """Past the stop: wait until no other instance holds the port wanted, then apply
+        the latest wish in the step that saw it free. Returns what was done."""
+        name = handover.name
+        while True:
+            want = self.wanted.get(name)
+            holders = [] if want is None else self._holders(name, want.port)
+            if not (stopping := self.handovers.stopping(holders)):
+                break
+            await first_of(*stopping)
+        handover.take()
+        if want is None:
+            if inst is None:
+                return "dropped"
+            del self.instances[name]
             inst.close()
-        restarting = [self.instances[n] for n in changes.changed]
+            if (task := self._tasks.get(inst)) is not None:
+                await asyncio.wait([task])
+            return "removed"
+        outcome = "restarted" if inst is not None else "started"
+        if inst is None:
+            inst = self._add(want)
+        elif inst.spec != want:
+            inst.respec(want)
         # A changed instance comes back if it was live (a failed one is tried again with
         # its new spec) or should autostart; one a person stopped stays stopped.
-        wanted = {
-            i: i.record.state not in _DOWN or specs[i.spec.name].autostart for i in restarting
-        }
-        await asyncio.gather(
-            *(self._tasks[i] for i in retiring if i in self._tasks),
-            *(self._stop(i) for i in restarting),
-        )
-        for name in changes.unchanged:
-            self._update_in_place(self.instances[name], specs[name])
-        starting = []
-        for inst in restarting:
-            inst.respec(specs[inst.spec.name])
-            if wanted[inst]:
-                starting.append(inst)
-        await self._launch([*starting, *self._add_all(specs, added)])
+        if not (live or want.autostart):
+            return "stopped"
+        await start(inst)
+        return outcome
+
+    def _holders(self, name: str, port: int) -> list[str]:
+        return [n for n, i in self.instances.items() if n != name and i.spec.port == port]
 
     def _add_all(self, specs: dict[str, InstanceSpec], names: list[str]) -> list[Instance]:
         """Add an instance for each of `names`; returns those to start now (an on-demand
@@ -116,7 +170,7 @@ class Supervisor(ByName):
 
     async def _launch(self, starting: list[Instance]) -> None:
         # Returns once each start is taken in: nothing the caller does can delay a launch.
-        await asyncio.gather(*(self._start(inst) for inst in starting))
+        await asyncio.gather(*(start(inst) for inst in starting))
 
     def _add(self, spec: InstanceSpec) -> Instance:
         assert self._group is not None, "apply() before run()"
@@ -127,33 +181,12 @@ class Supervisor(ByName):
         task.add_done_callback(lambda _t: self._tasks.pop(inst, None))
         return inst
 
-    @staticmethod
-    def _update_in_place(inst: Instance, spec: InstanceSpec) -> None:
-        # Supervise knobs are read live by the probes and the machine: no restart needed.
-        if spec == inst.spec:
-            return
-        inst.respec(spec)
-        if spec.autostart and inst.record.state in _DOWN:
-            inst.post(Start())
-
-    # A shutdown can close an instance while a reload works on it: its task ends, and an
-    # instance that is gone needs neither a start nor a stop.
-
-    @staticmethod
-    async def _start(inst: Instance) -> None:
-        with contextlib.suppress(InstanceClosed):
-            await inst.send(Start())
-
-    @staticmethod
-    async def _stop(inst: Instance) -> None:
-        with contextlib.suppress(InstanceClosed):
-            await inst.send(Stop())
-            await inst.wait_until(State.STOPPED, timeout=inst.spec.knobs.stop_timeout + 5)
-
     async def restart(self, inst: Instance) -> None:
         """Restart `inst` (start it, when it failed) inside the gateway's drain: its
         requests in flight end first, and new ones wait for the new process. Raises
         InstanceClosed when a reload removed it meanwhile."""
+        if self.handovers.ahead(inst.spec.name):
+            return  # a reload's handover restarts it anyway: one process at a time
         async with self._draining([], [inst.spec.name]):
             await inst.send(Start() if inst.record.state is State.FAILED else Restart())
             # The drain holds new requests until the old process is gone, so none of them
@@ -166,8 +199,11 @@ class Supervisor(ByName):
         return await self.rollout.run([i for n in names if (i := self.instances.get(n))])
 
     async def shutdown(self) -> None:
-        """Stop every instance in parallel within its stop_timeout, then end `run()`."""
+        """Stop every instance in parallel within its stop_timeout, then end `run()`.
+        Handovers under way end first: every instance stops anyway."""
         await self._started.wait()
+        self._stopping = True
+        await self.handovers.cancel()
         for inst in self.instances.values():
             inst.close()
         tasks = list(self._tasks.values())
@@ -180,53 +216,3 @@ class Supervisor(ByName):
                 self.kill_all()
                 await asyncio.wait_for(waiter, 5)
         self._closed.set()
-
-    def summary(self) -> str:
-        """Instances per state, e.g. "1 failed, 2 running" (systemd's STATUS= line)."""
-        counts = Counter(i.record.state.value for i in self.instances.values())
-        return ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no instances"
-
-    async def settled(self, timeout: float) -> None:
-        """Wait until no instance is starting, or `timeout` seconds."""
-        settled = [s for s in State if s is not State.STARTING]
-        starting = [i for i in self.instances.values() if i.record.state is State.STARTING]
-        await asyncio.gather(*(i.wait_until(*settled, timeout=timeout) for i in starting))
-
-    def not_ready(self, names: tuple[str, ...]) -> list[str]:
-        """Which of `names` are not running (an RPC head waits for its workers)."""
-        return [
-            n
-            for n in names
-            if (i := self.instances.get(n)) is None or i.record.state is not State.RUNNING
-        ]
-
-    def observe_probe(self, name: str, health: Health) -> None:
-        """A probe finished: hand it on to the observer given at construction."""
-        self._observe_probe(name, health)
-
-    def exited(self, name: str) -> None:
-        """A process exited: the heads using it as a worker restart."""
-        for head in self.instances.values():
-            if name in head.spec.workers:
-                self._restart_head(head, name)
-
-    def remote_lost(self, name: str, worker: str) -> None:
-        """The same for a worker on a fleet peer: the head's watcher saw it restart."""
-        head = self.instances.get(name)
-        if head is not None:
-            self._restart_head(head, worker)
-
-    @staticmethod
-    def _restart_head(head: Instance, worker: str) -> None:
-        # A head that lost a worker stays up and answers 200, but aborts on the next
-        # request: restart it, and let it wait until the worker is back.
-        if head.record.state not in (State.RUNNING, State.STARTING) or head.closing:
-            return
-        log.warning("rpc.worker_exited", instance=head.spec.name, worker=worker)
-        head.post(Stop())
-        head.post(Start())
-
-    def kill_all(self) -> None:
-        """SIGKILL every child now (a second SIGINT)."""
-        for inst in self.instances.values():
-            inst.kill_now()

@@ -291,6 +291,8 @@ def test_reload_output_and_invalid_config(daemon: Daemon, ctl: Ctl) -> None:
         "unchanged": ["q"],
     }
     assert ctl("reload") == (0, "added: a, b\nchanged: c\nunchanged: q\n", "")
+    daemon.ctl.reload_report = {"added": ["b"], "removed": ["a"], "draining": ["a"]}
+    assert ctl("reload") == (0, "added: b\nremoved: a\ndraining: a\n", "")
     daemon.ctl.reload_error = "/abs/llamad.toml:4: instances.a.model: file not found"
     assert ctl("reload") == (2, "", daemon.ctl.reload_error + "\n")
 

@@ -17,7 +17,7 @@ STATUS_KEYS = {
 }  # fmt: skip
 DAEMON_KEYS = {
     "pid", "version", "config_path", "config_error", "started_at", "uptime_s",
-    "llama_server", "llama_server_version", "backends",
+    "llama_server", "llama_server_version", "backends", "draining",
 }  # fmt: skip
 
 

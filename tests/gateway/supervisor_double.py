@@ -36,6 +36,7 @@ class Inst:
     state: State = State.STOPPED
     pid: int | None = None
     closing: bool = False
+    retiring: bool = False  # a reload removed it and it still drains
 
 
 @dataclass
@@ -93,7 +94,7 @@ class Double:
         inst = self.insts.get(name)
         if inst is None:
             return None
-        return Facts(inst.spec, inst.state, inst.pid, None, (), inst.closing)
+        return Facts(inst.spec, inst.state, inst.pid, None, (), inst.closing, inst.retiring)
 
     async def command(self, name: str, event: Start | Stop) -> None:
         what = f"Stop(idle={event.idle})" if isinstance(event, Stop) else "Start"

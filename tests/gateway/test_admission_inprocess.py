@@ -17,7 +17,7 @@ from supervisor_double import Double, gateway, spec, until
 
 from llamad.gateway import drain as drain_module
 from llamad.gateway.core import Gateway
-from llamad.gateway.port import LoadFailed, Upstream
+from llamad.gateway.port import GatewayError, LoadFailed, Upstream
 from llamad.lifecycle.states import State
 
 pytestmark = pytest.mark.timeout(20)
@@ -127,6 +127,47 @@ async def test_a_request_that_outlives_a_drain_never_counts_below_zero(
     async with gw.lease("a"):
         assert gw.sched.counts()["a"] == (1, 0)
     await until(lambda: gw.sched.counts()["a"] == (0, 0), "nothing in flight")
+    await gw.close()
+
+
+async def test_a_removed_model_brought_back_while_it_drains_holds_its_new_requests() -> None:
+    """Removed with a request in flight: 404 to new ones. Brought back by a later reload
+    before the drain ends: new requests wait on the same slot, and the new process takes
+    them once the drain is over (none reaches the old one, none is told 404)."""
+    double = Double(auto=False)
+    double.add(spec("a", on_demand=False), State.RUNNING)
+    gw = gateway(double)
+    loop = asyncio.get_running_loop()
+    first_done, late_done, leave = (loop.create_future() for _ in range(3))
+    first = spawn(hold(gw, double, "a", first_done))
+    await until(lambda: double.inside.get("a") == 1, "the request runs")
+    double.insts["a"].retiring = True  # the supervisor's mark, in the reload's step
+    entered = asyncio.Event()
+
+    async def handover() -> None:
+        async with gw.draining(["a"], []):
+            entered.set()
+            await leave
+
+    drain = asyncio.ensure_future(handover())
+    with pytest.raises(GatewayError) as refused:
+        async with gw.lease("a"):
+            pass
+    assert refused.value.status == 404
+    double.insts["a"].retiring = False  # a later reload wants it back
+    late = spawn(hold(gw, double, "a", late_done))
+    await until(lambda: gw.sched.counts()["a"] == (1, 1), "held behind the drain")
+    first_done.set_result(None)
+    old = await first
+    await until(entered.is_set, "the drain entered once the request ended")
+    double.move("a", State.STOPPED)
+    double.move("a", State.RUNNING)  # restarted in place with its new spec
+    leave.set_result(None)
+    await drain
+    await until(lambda: double.inside.get("a") == 1, "the late request is served")
+    late_done.set_result(None)
+    assert (await late).pid not in (None, old.pid)
+    assert gw.sched.counts()["a"] == (0, 0)
     await gw.close()
 
 

@@ -71,7 +71,8 @@ def test_files_removed_added_and_half_written_while_requests_run(
     for name in ("half.gguf", "arrived.gguf", "split"):
         (staged / name).rename(models / name)
     # The removed models answer no new request; their requests in flight run on.
-    ld.wait_event("gateway.draining", in_flight={"streamed": 1, "whole": 1}, timeout=15)
+    for name in ("streamed", "whole"):  # each drains on its own, in the background
+        ld.wait_event("gateway.draining", in_flight={name: 1}, timeout=15)
     for name in ("streamed", "whole"):
         wait_for(lambda n=name: _chat(base, n) == 404, 15, f"{name} unknown to new requests")
     assert {ld.instance(r.model)["state"] for r in held} == {"running"}
@@ -95,3 +96,26 @@ def test_files_removed_added_and_half_written_while_requests_run(
     (models / "half.gguf").write_bytes(data)
     wait_for(lambda: _chat(base, "half") == 200, 15, "the completed file routable")
     assert ld.instance("steady")["pid"] == steady
+
+
+def test_a_model_copied_in_while_a_removed_one_drains_answers_at_once(
+    library: tuple[Llamad, str, Path], tiny_model: Path
+) -> None:
+    """Issue #26: a removed model drains (a stream runs on it); a model copied in by a
+    later change answers before that stream ends, and the stream still ends intact."""
+    ld, base, models = library
+    held = Held(base, "streamed")
+    held.start()
+    assert held.first.wait(60)
+    (models / "streamed.gguf").rename(models.parent / "streamed.gguf")
+    ld.wait_event("config.reloaded", removed=["streamed"], draining=["streamed"], timeout=15)
+    shutil.copyfile(tiny_model, models.parent / "arrived.gguf")
+    (models.parent / "arrived.gguf").rename(models / "arrived.gguf")
+    wait_for(lambda: _chat(base, "arrived") == 200, 30, "the new model routable")
+    assert held.is_alive(), "the new model waited for the stream"
+    assert ld.status()["daemon"]["draining"] == ["streamed"]
+    held.go.set()
+    held.join(90)
+    assert held.intact(), held.lines[-2:]
+    ld.wait_event("config.drained", instance="streamed", outcome="removed", timeout=30)
+    assert "streamed" not in _instances(ld)

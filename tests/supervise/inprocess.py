@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helpers import FAKE_SERVER, write_config
+from helpers import FAKE_SERVER, until, write_config
 
 from llamad.backends.probes import Health, Prober, make_transport
 from llamad.config.load import Resolved, load
 from llamad.lifecycle.states import State
 from llamad.supervise.instance import Instance
 from llamad.supervise.runtime import Runtime
-from llamad.supervise.supervisor import Supervisor
+from llamad.supervise.supervisor import Drain, Supervisor
 
 FAST = {
     "health_interval": 0.2,
@@ -44,6 +44,10 @@ class Sup:
     def __getitem__(self, name: str) -> Instance:
         return self.supervisor.instances[name]
 
+    async def drained(self, timeout: float = 30.0) -> None:
+        """Wait until no handover is under way."""
+        await until(lambda: not self.supervisor.draining(), timeout, "every handover done")
+
     async def state(self, name: str, *states: State, timeout: float = 20.0) -> Instance:
         inst = self[name]
         assert await inst.wait_until(*states, timeout=timeout), (inst.record, states)
@@ -61,14 +65,17 @@ def config(
 
 
 @contextlib.asynccontextmanager
-async def supervising(cfg: Path) -> AsyncIterator[Sup]:
-    """A Supervisor over `cfg`'s instances, shut down (gracefully) on the way out."""
+async def supervising(cfg: Path, draining: Drain | None = None) -> AsyncIterator[Sup]:
+    """A Supervisor over `cfg`'s instances, shut down (gracefully) on the way out;
+    `draining` stands in for the gateway's drain."""
     resolved = load(cfg)
     transport = make_transport()
     runtime = Runtime(
         tools=resolved.tools, prober=Prober(transport), log_dir=resolved.daemon.log_dir
     )
-    sup = Sup(Supervisor(runtime, observe_probe=lambda n, h: sup.probes.append((n, h))), resolved)
+    drain = {} if draining is None else {"draining": draining}
+    observe = lambda n, h: sup.probes.append((n, h))  # noqa: E731
+    sup = Sup(Supervisor(runtime, observe_probe=observe, **drain), resolved)
     task = asyncio.create_task(sup.supervisor.run())
     try:
         await sup.supervisor.apply(resolved.instances)

@@ -39,6 +39,7 @@ async def test_apply_adds_changes_removes_and_hands_a_port_over(
             "removed": ["a"],
             "unchanged": ["keep"],
         }
+        await sup.drained()
         assert "a" not in sup.supervisor.instances
         assert a_pid is not None
         assert not psutil.pid_exists(a_pid)
