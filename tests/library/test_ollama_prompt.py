@@ -27,7 +27,9 @@ CHATML = (
     "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}"
     "<|im_start|>assistant\n"
 )
-ZEPHYR = "{{ if .System }}<|system|>\n{{ .System }}</s>\n{{ end }}<|user|>\n{{ .Prompt }}</s>"
+ALPACA = (
+    "{{ if .System }}{{ .System }}\n\n{{ end }}### Instruction:\n{{ .Prompt }}\n\n### Response:\n"
+)
 LLAMA3 = (
     "{{ if .System }}<|start_header_id|>system<|end_header_id|>\n\n{{ .System }}<|eot_id|>"
     "{{ end }}<|start_header_id|>user<|end_header_id|>\n\n{{ .Prompt }}<|eot_id|>"
@@ -41,7 +43,7 @@ def served(tmp_path: Path, tiny_model: Path) -> Iterator[tuple[Llamad, str]]:
     store = tmp_path / "ollama"
     params = {"stop": STOPS, "temperature": 0, "seed": 1}
     ollama_store(store, "chat", "1b", bare, params=params, template=CHATML, system=SYSTEM)
-    ollama_store(store, "odd", "1b", tiny_model, template=ZEPHYR)
+    ollama_store(store, "odd", "1b", tiny_model, template=ALPACA)
     ollama_store(store, "l3", "1b", tiny_model, template=LLAMA3)  # over the GGUF's ChatML
     library = f'[library]\ndirs = ["{store}"]\n[library.defaults]\nctx_size = 256\n'
     with library_daemon(library) as (ld, base):
@@ -140,7 +142,7 @@ def test_an_unrecognised_template_keeps_the_gguf_one_and_answers(
     assert "odd:1b: Ollama template not recognised ('{{ if .System }}" in listing
     assert "chat:1b:" not in listing  # translated: nothing to say
     doc = post_json(daemon, "/api/show", {"model": "odd:1b"})
-    assert doc["template"].endswith(ZEPHYR)  # what the store holds, as Ollama shows it
+    assert doc["template"].endswith(ALPACA)  # what the store holds, as Ollama shows it
     assert "system" not in doc  # none in its store: left out, as Ollama leaves it out
     reply = post_json(
         daemon, "/v1/chat/completions", {"model": "odd:1b", "messages": HI, "max_tokens": 2}
