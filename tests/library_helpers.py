@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gguf
+import httpx
 from helpers import Llamad, free_port, short_dir
 
 from llamad.library.digest import file_sha256
@@ -141,3 +143,17 @@ def library_daemon(library: str, env: dict[str, str] | None = None) -> Iterator[
         ld.wait_event("gateway.listening")
         yield ld, f"http://127.0.0.1:{port}"
         assert ld.stop() == 0
+
+
+def post_json(base: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST `body` to `base` + `path`; the JSON answer, which must be a 200."""
+    reply = httpx.post(f"{base}{path}", json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+    doc: dict[str, Any] = reply.json()
+    return doc
+
+
+def cut_at(text: str, stops: list[str]) -> str:
+    """`text` up to the first of `stops`, as llama-server cuts an answer."""
+    at = min((i for s in stops if (i := text.find(s)) >= 0), default=len(text))
+    return text[:at]

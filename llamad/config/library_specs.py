@@ -57,32 +57,6 @@ def find(settings: LibrarySettings, base: Path) -> tuple[Library, Found]:
     return lib, found
 
 
-def link_configured(cfg: ConfigFile, found: Found, base: Path) -> tuple[ConfigFile, dict[str, str]]:
-    """Configured instances whose `model` names a library model get its file and
-    projector, and its name as an alias; returns the config and {model: instance}."""
-    tables, linked = dict(cfg.instances), {}
-    names = {n for n, t in tables.items() for n in (n, *t.aliases)}
-    for name, table in cfg.instances.items():
-        extra = dict(table.model_extra or {})
-        ref = extra.get("model")
-        if not isinstance(ref, str) or anchored(ref, base).exists():
-            continue
-        model = _lookup(found.models, ref)
-        if model is None or model.problem:
-            continue
-        extra["model"] = str(model.path)
-        if model.mmproj and not any("mmproj" in k.lower() for k in extra):
-            extra["mmproj"] = str(model.mmproj)
-        aliases = list(table.aliases)
-        if model.name not in names:
-            aliases.append(model.name)
-            names.add(model.name)
-        own = table.model_dump(exclude=set(table.model_extra or {}))
-        tables[name] = InstanceTable.model_validate({**own, **extra, "aliases": aliases})
-        linked[model.name] = name
-    return cfg.model_copy(update={"instances": tables}), linked
-
-
 def check_defaults(catalog: Catalog, values: Mapping[str, Any], report: Report) -> None:
     """`[library.defaults]`: llama-server keys, minus those each model sets itself."""
     for key, value in values.items():
@@ -189,10 +163,10 @@ def _resolve(
             "aliases": list(m.aliases),
         }
     )
-    resolver = Resolver(cfg.model_copy(update={"instances": {m.name: table}}), path, text)
+    stores = {m.name: m.prompt} if m.prompt is not None else {}
+    one = cfg.model_copy(update={"instances": {m.name: table}})
+    resolver = Resolver(one, path, text, stores)
     spec = resolver.all(tools).get(m.name)
-    if spec is not None and m.prompt is not None:
-        spec = dataclasses.replace(spec, prompt=m.prompt)
     prefix = f"instances.{m.name}."
     lines = [ln.split(prefix, 1)[-1] for ln in resolver.problems]
     return spec, "; ".join(lines) or "cannot be resolved"
@@ -211,8 +185,3 @@ def _store_settings(
         elif catalog.flag(flag := "--" + key.replace("_", "-")) is not None:
             args += [flag, str(value)]
     return keys, args
-
-
-def _lookup(models: list[LibraryModel], ref: str) -> LibraryModel | None:
-    bare = ref.removesuffix(":latest")
-    return next((m for m in models if ref in (m.name, *m.aliases) or bare == m.name), None)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from llamad.backends.base import Backend, Tool
 from llamad.backends.llama_server import KIND as LLAMA_SERVER
+from llamad.backends.prompt import PromptDefaults
 from llamad.backends.spec import InstanceSpec
 from llamad.common import paths
 from llamad.common.hosts import same_address
@@ -17,7 +18,8 @@ from llamad.common.unixsock import MAX_SOCKET_PATH
 from llamad.config.fleet_tables import split_listen
 from llamad.config.gateway_access import bypassed_keys
 from llamad.config.gateway_table import GatewayConfig, resolve_gateway
-from llamad.config.library_specs import check_defaults, library_specs, link_configured, settings_of
+from llamad.config.library_links import link_configured
+from llamad.config.library_specs import check_defaults, library_specs, settings_of
 from llamad.config.library_specs import find as find_library
 from llamad.config.model_names import replica_warnings
 from llamad.config.readfile import read_partial
@@ -136,9 +138,11 @@ def resolve(
     lib_settings = settings_of(cfg)
     scanned = find_library(lib_settings, base) if lib_settings else None
     linked: dict[str, str] = {}
+    stores: dict[str, PromptDefaults] = {}
     if scanned is not None:
-        cfg, linked = link_configured(cfg, scanned[1], base)
-    resolver = Resolver(cfg, path, text)
+        links = link_configured(cfg, scanned[1], base)
+        cfg, linked, stores = links.cfg, links.linked, links.prompts
+    resolver = Resolver(cfg, path, text, stores)
     # The library serves with llama-server. Until it has found a model, one that cannot be
     # found is no error (a config of MLX instances alone): the library is then off.
     library_tool = frozenset([LLAMA_SERVER]) if scanned else frozenset()

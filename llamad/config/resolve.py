@@ -4,7 +4,7 @@ instance's backend, frozen into an `InstanceSpec`."""
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ from pydantic import ValidationError as PydanticError
 
 from llamad.backends.base import Backend, Problem, ResolveContext, Tool
 from llamad.backends.binaries import CatalogError
+from llamad.backends.prompt import PromptDefaults, merged
 from llamad.backends.registry import BACKENDS, DEFAULT_KIND
 from llamad.backends.spec import InstanceSpec
 from llamad.common.hosts import same_address
@@ -26,8 +27,17 @@ from llamad.lifecycle.states import Knobs
 class Resolver:
     """Resolves every instance of one config file, collecting problems as lines."""
 
-    def __init__(self, cfg: ConfigFile, path: Path, text: str) -> None:
+    def __init__(
+        self,
+        cfg: ConfigFile,
+        path: Path,
+        text: str,
+        stores: Mapping[str, PromptDefaults] | None = None,
+    ) -> None:
         self.cfg, self.path, self.text = cfg, path, text
+        # Instance name -> its store's request defaults (a library model's, or the one
+        # a configured instance names), under the table's own `system` and `stop`.
+        self.stores: Mapping[str, PromptDefaults] = stores or {}
         self.problems: list[str] = []
 
     def problem_at(self, *prefix: str) -> Problem:
@@ -120,6 +130,7 @@ class Resolver:
             idle_timeout=table.idle_timeout,
             aliases=tuple(table.aliases),
             max_body=body_size(table.max_body) if table.max_body else None,
+            prompt=merged(self.stores.get(name), table.system, table.stop),
         )
         spec = backend.resolve(base, dict(table.model_extra or {}), ctx, problem)
         if len(self.problems) > before or knobs is None:

@@ -108,6 +108,9 @@ class InstanceTable(BaseModel):
     idle_timeout: NonNegativeFloat = 600.0
     aliases: list[str] = []
     max_body: str | None = None  # the gateway's [gateway] max_body, for this model
+    # Request defaults the gateway adds where a request sets none (over a store's own).
+    system: str | None = None
+    stop: list[Annotated[str, Field(min_length=1)]] | None = None
 
     @field_validator("max_body")
     @classmethod

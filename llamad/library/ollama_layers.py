@@ -30,12 +30,14 @@ PARAM_KEYS = {
     "top_k": "top_k",
     "top_p": "top_p",
     "min_p": "min_p",
+    "typical_p": "typical",
     "repeat_penalty": "repeat_penalty",
     "repeat_last_n": "repeat_last_n",
     "presence_penalty": "presence_penalty",
     "frequency_penalty": "frequency_penalty",
     "seed": "seed",
     "num_predict": "n_predict",
+    "num_keep": "keep",
 }
 
 

@@ -17,7 +17,11 @@ _MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("llama3", ("<|start_header_id|>", "<|eot_id|>")),
     ("chatml", ("<|im_start|>", "<|im_end|>")),
     ("gemma", ("<start_of_turn>", "<end_of_turn>")),
-    ("phi3", ("<|user|>", "<|end|>", "<|assistant|>")),
+    ("command-r", ("<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>")),
+    ("granite", ("<|start_of_role|>", "<|end_of_role|>")),
+    # Ollama's own write `<|{{ .Role }}|>`: the assistant's turn is the one spelled out.
+    ("phi3", ("<|assistant|>", "<|end|>")),
+    ("zephyr", ("<|assistant|>", "</s>")),
     ("llama2", ("[INST]", "<<SYS>>")),
     ("mistral", ("[INST]", "[/INST]")),
 )
@@ -38,30 +42,51 @@ JINJA: dict[str, str] = {
         "{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n"
         "{% endif %}"
     ),
-    # Gemma has no system turn: Ollama's template writes the system prompt as a user turn.
+    # Gemma has no system turn: the system prompt opens the first user turn, as in
+    # Google's template and Ollama's gemma3.
     "gemma": (
-        "{%- for message in messages %}<start_of_turn>"
+        "{%- for message in messages %}{%- if message.role != 'system' %}<start_of_turn>"
         "{{ 'model' if message.role == 'assistant' else 'user' }}\n"
-        "{{ message.content }}<end_of_turn>\n{% endfor %}"
+        "{% if " + _FIRST_SYSTEM + " %}{{ messages[0].content }}\n\n{% endif %}"
+        "{{ message.content }}<end_of_turn>\n{% endif %}{% endfor %}"
         "{%- if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+    ),
+    # Cohere's turns; a tool's result is a system turn, as in Ollama's template.
+    "command-r": (
+        "{%- for message in messages %}<|START_OF_TURN_TOKEN|>"
+        "{%- if message.role == 'user' %}<|USER_TOKEN|>"
+        "{%- elif message.role == 'assistant' %}<|CHATBOT_TOKEN|>"
+        "{%- else %}<|SYSTEM_TOKEN|>{% endif %}{{ message.content }}<|END_OF_TURN_TOKEN|>"
+        "{%- endfor %}"
+        "{%- if add_generation_prompt %}<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>{% endif %}"
+    ),
+    "granite": (
+        "{%- for message in messages %}<|start_of_role|>{{ message.role }}<|end_of_role|>"
+        "{{ message.content }}<|end_of_text|>\n{% endfor %}"
+        "{%- if add_generation_prompt %}<|start_of_role|>assistant<|end_of_role|>{% endif %}"
     ),
     "phi3": (
         "{%- for message in messages %}<|{{ message.role }}|>\n"
         "{{ message.content }}<|end|>\n{% endfor %}"
         "{%- if add_generation_prompt %}<|assistant|>\n{% endif %}"
     ),
+    "zephyr": (
+        "{%- for message in messages %}<|{{ message.role }}|>\n"
+        "{{ message.content }}</s>\n{% endfor %}"
+        "{%- if add_generation_prompt %}<|assistant|>\n{% endif %}"
+    ),
     "llama2": (
         "{%- for message in messages %}{%- if message.role == 'user' %}[INST] "
         "{% if " + _FIRST_SYSTEM + " %}<<SYS>>\n{{ messages[0].content }}\n<</SYS>>\n\n"
         "{% endif %}{{ message.content }} [/INST]"
-        "{%- elif message.role == 'assistant' %} {{ message.content }}</s>{% endif %}"
+        "{%- elif message.role == 'assistant' %} {{ message.content }}</s><s>{% endif %}"
         "{%- endfor %}"
     ),
     "mistral": (
         "{%- for message in messages %}{%- if message.role == 'user' %}[INST] "
         "{% if " + _FIRST_SYSTEM + " %}{{ messages[0].content }}\n\n{% endif %}"
         "{{ message.content }}[/INST]"
-        "{%- elif message.role == 'assistant' %}{{ message.content }}</s>{% endif %}"
+        "{%- elif message.role == 'assistant' %} {{ message.content }}</s>{% endif %}"
         "{%- endfor %}"
     ),
 }

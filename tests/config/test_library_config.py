@@ -29,7 +29,8 @@ def models(tmp_path: Path, tiny_model: Path) -> Path:
     shutil.copyfile(tiny_model, folder / "alpha-Q8_0.gguf")
     shutil.copyfile(tiny_model, folder / "taken.gguf")
     (folder / "broken.gguf").write_bytes(b"GGUF\x03\x00\x00\x00garbage")
-    ollama_store(folder / "ollama", "tinyllama", "1b", tiny_model, params={"num_ctx": 2048})
+    params = {"num_ctx": 2048, "typical_p": 0.9, "num_keep": 4}
+    ollama_store(folder / "ollama", "tinyllama", "1b", tiny_model, params=params)
     return folder
 
 
@@ -83,8 +84,10 @@ on_demand = true
 
 def test_ollama_params_become_settings(tmp_path: Path, models: Path) -> None:
     r = load(_config(tmp_path, f'[library]\ndirs = ["{models}/ollama"]\n'))
-    env = dict(r.instances["tinyllama:1b"].settings)
-    assert env["LLAMA_ARG_CTX_SIZE"] == "2048"
+    spec = r.instances["tinyllama:1b"]
+    assert dict(spec.settings)["LLAMA_ARG_CTX_SIZE"] == "2048"
+    # Options llama-server has only as flags (no env name) go on the command line.
+    assert spec.args == ("--typical", "0.9", "--keep", "4")
 
 
 def test_bad_library_keys_are_config_errors(tmp_path: Path, models: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from helpers import Llamad
-from library_helpers import library_daemon, ollama_store
+from library_helpers import cut_at, library_daemon, ollama_store, post_json
 
 from llamad.daemon.tinymodel import write_tiny_model
 from llamad.library.ollama_template import JINJA
@@ -27,7 +27,9 @@ CHATML = (
     "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}"
     "<|im_start|>assistant\n"
 )
-ZEPHYR = "{{ if .System }}<|system|>\n{{ .System }}</s>\n{{ end }}<|user|>\n{{ .Prompt }}</s>"
+ALPACA = (
+    "{{ if .System }}{{ .System }}\n\n{{ end }}### Instruction:\n{{ .Prompt }}\n\n### Response:\n"
+)
 LLAMA3 = (
     "{{ if .System }}<|start_header_id|>system<|end_header_id|>\n\n{{ .System }}<|eot_id|>"
     "{{ end }}<|start_header_id|>user<|end_header_id|>\n\n{{ .Prompt }}<|eot_id|>"
@@ -41,22 +43,15 @@ def served(tmp_path: Path, tiny_model: Path) -> Iterator[tuple[Llamad, str]]:
     store = tmp_path / "ollama"
     params = {"stop": STOPS, "temperature": 0, "seed": 1}
     ollama_store(store, "chat", "1b", bare, params=params, template=CHATML, system=SYSTEM)
-    ollama_store(store, "odd", "1b", tiny_model, template=ZEPHYR)
+    ollama_store(store, "odd", "1b", tiny_model, template=ALPACA)
     ollama_store(store, "l3", "1b", tiny_model, template=LLAMA3)  # over the GGUF's ChatML
     library = f'[library]\ndirs = ["{store}"]\n[library.defaults]\nctx_size = 256\n'
     with library_daemon(library) as (ld, base):
         yield ld, base
 
 
-def _post(base: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    reply = httpx.post(f"{base}{path}", json=body, timeout=60)
-    assert reply.status_code == 200, reply.text
-    doc: dict[str, Any] = reply.json()
-    return doc
-
-
 def _rendered(base: str, messages: list[dict[str, str]], model: str = "chat:1b") -> str:
-    doc = _post(base, f"/upstream/{model}/apply-template", {"messages": messages})
+    doc = post_json(base, f"/upstream/{model}/apply-template", {"messages": messages})
     return str(doc["prompt"])
 
 
@@ -98,7 +93,7 @@ def test_system_counts_in_a_real_chat_unless_the_client_sends_its_own(
 
     # The tiny model's vocabulary is bytes: one prompt token per character.
     def tokens(path: str, body: dict[str, Any], counted: str) -> int:
-        doc = _post(daemon, path, {"model": "chat:1b", "stream": False, **body})
+        doc = post_json(daemon, path, {"model": "chat:1b", "stream": False, **body})
         if counted == "ollama":
             return int(doc["prompt_eval_count"])
         usage = doc["usage"]
@@ -112,33 +107,27 @@ def test_system_counts_in_a_real_chat_unless_the_client_sends_its_own(
         assert got == extra, path
 
 
-def _cut(text: str) -> str:
-    """`text` up to the first of the model's stop words."""
-    at = min((i for s in STOPS if (i := text.find(s)) >= 0), default=len(text))
-    return text[:at]
-
-
 def test_params_stop_cuts_the_answer_unless_the_client_sets_its_own(
     served: tuple[Llamad, str],
 ) -> None:
     daemon = served[1]
     body: dict[str, Any] = {"model": "chat:1b", "messages": HI, "max_tokens": 24}
-    full = _post(daemon, "/v1/chat/completions", {**body, "stop": []})
+    full = post_json(daemon, "/v1/chat/completions", {**body, "stop": []})
     whole = full["choices"][0]["message"]["content"]
-    assert 0 < len(_cut(whole)) < len(whole), f"{whole!r}: pick other stop words"
-    cut = _post(daemon, "/v1/chat/completions", body)
-    assert cut["choices"][0]["message"]["content"] == _cut(whole)
+    assert 0 < len(cut_at(whole, STOPS)) < len(whole), f"{whole!r}: pick other stop words"
+    cut = post_json(daemon, "/v1/chat/completions", body)
+    assert cut["choices"][0]["message"]["content"] == cut_at(whole, STOPS)
     assert cut["choices"][0]["finish_reason"] == "stop"
     ollama: dict[str, Any] = {"model": "chat:1b", "messages": HI, "stream": False}
-    own = _post(daemon, "/api/chat", {**ollama, "options": {"num_predict": 24, "stop": []}})
+    own = post_json(daemon, "/api/chat", {**ollama, "options": {"num_predict": 24, "stop": []}})
     assert own["message"]["content"] == whole
-    cut_ollama = _post(daemon, "/api/chat", {**ollama, "options": {"num_predict": 24}})
-    assert cut_ollama["message"]["content"] == _cut(whole)
+    cut_ollama = post_json(daemon, "/api/chat", {**ollama, "options": {"num_predict": 24}})
+    assert cut_ollama["message"]["content"] == cut_at(whole, STOPS)
 
 
 def test_show_gives_the_store_template_system_and_stop(served: tuple[Llamad, str]) -> None:
     daemon = served[1]
-    doc = _post(daemon, "/api/show", {"model": "chat:1b"})
+    doc = post_json(daemon, "/api/show", {"model": "chat:1b"})
     assert doc["template"].endswith(CHATML)  # after llamad's fill-in-the-middle line
     assert doc["system"] == SYSTEM
     assert all(f'stop "{s}"' in doc["parameters"] for s in STOPS)
@@ -152,12 +141,12 @@ def test_an_unrecognised_template_keeps_the_gguf_one_and_answers(
     listing = ld.ctl("models").stdout
     assert "odd:1b: Ollama template not recognised ('{{ if .System }}" in listing
     assert "chat:1b:" not in listing  # translated: nothing to say
-    doc = _post(daemon, "/api/show", {"model": "odd:1b"})
-    assert doc["template"].endswith(ZEPHYR)  # what the store holds, as Ollama shows it
+    doc = post_json(daemon, "/api/show", {"model": "odd:1b"})
+    assert doc["template"].endswith(ALPACA)  # what the store holds, as Ollama shows it
     assert "system" not in doc  # none in its store: left out, as Ollama leaves it out
-    reply = _post(
+    reply = post_json(
         daemon, "/v1/chat/completions", {"model": "odd:1b", "messages": HI, "max_tokens": 2}
     )
     assert reply["choices"][0]["message"]["role"] == "assistant"
-    rendered = _post(daemon, "/upstream/odd:1b/apply-template", {"messages": HI})["prompt"]
+    rendered = post_json(daemon, "/upstream/odd:1b/apply-template", {"messages": HI})["prompt"]
     assert rendered.startswith("<|im_start|>user\nhi")  # the GGUF's own ChatML

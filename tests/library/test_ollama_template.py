@@ -35,7 +35,26 @@ PHI3 = (
 )
 LLAMA2 = "[INST] <<SYS>>{{ .System }}<</SYS>>\n\n{{ .Prompt }} [/INST]"
 MISTRAL = "[INST] {{ if .System }}{{ .System }}\n\n{{ end }}{{ .Prompt }}[/INST]"
-ZEPHYR = "{{ if .System }}<|system|>\n{{ .System }}</s>\n{{ end }}<|user|>\n{{ .Prompt }}</s>"
+ZEPHYR = (
+    "{{ if .System }}<|system|>\n{{ .System }}</s>\n{{ end }}<|user|>\n{{ .Prompt }}</s>\n"
+    "<|assistant|>\n"
+)
+# Ollama's template folder writes every role as `<|{{ .Role }}|>`.
+PHI3_ROLES = (
+    "{{- range .Messages }}<|{{ .Role }}|>\n{{ .Content }}<|end|>\n{{ end }}<|assistant|>\n"
+)
+COMMAND_R = (
+    '{{- range .Messages }}<|START_OF_TURN_TOKEN|>{{- if eq .Role "user" }}<|USER_TOKEN|>'
+    "{{ .Content }}{{- else }}<|CHATBOT_TOKEN|>{{ .Content }}{{- end }}<|END_OF_TURN_TOKEN|>"
+    "{{- end }}<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
+)
+GRANITE = (
+    "{{- range .Messages }}<|start_of_role|>{{ .Role }}<|end_of_role|>{{ .Content }}"
+    "<|end_of_text|>\n{{ end }}<|start_of_role|>assistant<|end_of_role|>"
+)
+ALPACA = (
+    "{{ if .System }}{{ .System }}\n\n{{ end }}### Instruction:\n{{ .Prompt }}\n\n### Response:\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -48,7 +67,11 @@ ZEPHYR = "{{ if .System }}<|system|>\n{{ .System }}</s>\n{{ end }}<|user|>\n{{ .
         (LLAMA2, "llama2"),
         (MISTRAL, "mistral"),
         (CHAT_TEMPLATE, "chatml"),  # a GGUF's Jinja is recognised by the same markers
-        (ZEPHYR, None),  # <|user|> without phi3's <|end|>
+        (ZEPHYR, "zephyr"),  # phi3's turns, ended by </s> instead of <|end|>
+        (PHI3_ROLES, "phi3"),
+        (COMMAND_R, "command-r"),
+        (GRANITE, "granite"),
+        (ALPACA, None),
         ("{{ .Prompt }}", None),
         ("", None),
     ],
@@ -69,7 +92,8 @@ def test_family_by_markers(template: str, expected: str | None) -> None:
         (LLAMA3, CHAT_TEMPLATE, JINJA["llama3"], None),
         (MISTRAL, "{{ foo }}", JINJA["mistral"], None),
         # Not recognised: the GGUF's own, or llama-server's default, with the reason.
-        (ZEPHYR, CHAT_TEMPLATE, None, "Ollama template not recognised ('{{ if .System }}"),
+        (ZEPHYR, CHAT_TEMPLATE, JINJA["zephyr"], None),
+        (ALPACA, CHAT_TEMPLATE, None, "Ollama template not recognised ('{{ if .System }}"),
         ("{{ .Prompt }}", None, None, "; llama-server's default (ChatML) is used"),
         ("   \n", CHAT_TEMPLATE, None, "not recognised (''); the GGUF's own is used"),
     ],
