@@ -149,7 +149,7 @@ class Gateway:
         if not hints.relayed and self.replicas.several(name):
             keys.check(facts.name if facts is not None else name)
             if not self.settings().affinity:
-                hints = replace(hints, prefix=(), affinity=False)
+                hints = replace(hints, affinity=False)
             async with self.replicas.lease(name, hints, keep_alive) as upstream:
                 yield upstream
             return
