@@ -25,7 +25,6 @@ from llamad.gateway.families import gateway_shape
 from llamad.gateway.jsonmode import enforce
 from llamad.gateway.keepalive import KeepAlive, sse_beat
 from llamad.gateway.keycheck import KeyCheck
-from llamad.gateway.metrics import Series
 from llamad.gateway.naming import renamer
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import GatewayError, UnknownModel
@@ -59,8 +58,7 @@ class Proxied:
     def __init__(self, gateway: Gateway, relay: Relay, by: str, path: str | None = None) -> None:
         self.gateway, self.relay, self.by, self.path = gateway, relay, by, path
         metrics = gateway.metrics
-        self.requests, self.latency = Series(metrics.requests), Series(metrics.latency)
-        self.ttfb = Series(metrics.ttfb)
+        self.requests, self.latency, self.ttfb = metrics.requests, metrics.latency, metrics.ttfb
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = now()
@@ -77,7 +75,7 @@ class Proxied:
             nonlocal status
             status = tally.status = code
             tally.ttfb = now()
-            self.ttfb(model).observe(tally.ttfb - t0)
+            self.ttfb.labels(model).observe(tally.ttfb - t0)
 
         keep = KeepAlive(send, self.gateway.settings().keepalive_interval)
 
@@ -120,8 +118,8 @@ class Proxied:
             if not label:  # refused before a lease: a known name keeps its own series
                 label = model if model and self.gateway.find(model) else "-"
             # 499, as nginx logs it: the client closed the connection first.
-            self.requests(label, str(status or 499)).inc()
-            self.latency(label).observe(end - t0)
+            self.requests.labels(label, str(status or 499)).inc()
+            self.latency.labels(label).observe(end - t0)
             tally.model = tally.model or model
             self.gateway.activity.add(tally.record(end))
             await keep.stop()  # last: a shutdown's cancel here skips no bookkeeping
