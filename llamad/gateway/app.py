@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llamad.gateway import listing
 from llamad.gateway.activity import CURRENT, begin
-from llamad.gateway.client_side import ClientGone, guard, read_body
+from llamad.gateway.client_side import ClientGone, departure, guard, read_body
 from llamad.gateway.core import Gateway
 from llamad.gateway.families import gateway_shape
 from llamad.gateway.jsonmode import enforce
@@ -111,7 +111,7 @@ class Proxied:
                 await send_error(keep.send, exc, scope["path"])
 
         try:
-            await guard(receive, work())
+            await guard(receive, work(), departure(scope))
         finally:
             CURRENT.reset(token)
             end = now()

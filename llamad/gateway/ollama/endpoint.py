@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from llamad.gateway.activity import CURRENT, Activity, Tally, begin
-from llamad.gateway.client_side import ClientGone, guard, read_body
+from llamad.gateway.client_side import ClientGone, departure, guard, read_body
 from llamad.gateway.keepalive import Beat, KeepAlive
 from llamad.gateway.ollama.errors import OllamaError, error_response
 from llamad.gateway.proxy import now
@@ -65,7 +65,8 @@ class Endpoint:
             keep.arm(lambda: beat(body))
         try:
             async with AsyncExitStack() as leases:
-                await guard(receive, self._answer(request, leases, keep, tally))
+                answer = self._answer(request, leases, keep, tally)
+                await guard(receive, answer, departure(scope))
         finally:
             CURRENT.reset(token)
             if self.activity is not None and tally.model:
