@@ -27,6 +27,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from llamad.api.conntable import ConnTable
+from llamad.common.departure import DEPARTURE, Departure
 from llamad.common.limits import (
     Limits,
     Refusal,
@@ -41,7 +42,6 @@ from llamad.common.limits import (
     head_too_large,
     is_loopback,
 )
-from llamad.gateway.client_side import DEPARTURE, Departure
 
 # uvicorn on httptools (llhttp, Node's parser) for every listener: its pure-Python h11
 # costs the gateway CPU on every relayed request.
@@ -59,7 +59,7 @@ def guarded_protocol(
 ) -> type[HttpProtocol]:
     """A subclass of `base` for `uvicorn.Config(http=...)` holding `limits()` (read per
     connection and per request, so a reload applies) and at most `cap` connections. Each
-    request's scope carries a `Departure` (gateway/client_side.py) told when its client
+    request's scope carries a `Departure` (common/departure.py) told when its client
     goes, so the app needs no task reading `receive()` for the disconnect."""
     table = ConnTable(cap, refused or Refusals("control"))
 

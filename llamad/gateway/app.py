@@ -17,9 +17,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from llamad.common.departure import departure
 from llamad.gateway import listing
 from llamad.gateway.activity import CURRENT, begin
-from llamad.gateway.client_side import ClientGone, departure, guard, read_body
+from llamad.gateway.client_side import ClientGone, guard, read_body
 from llamad.gateway.core import Gateway
 from llamad.gateway.families import gateway_shape
 from llamad.gateway.jsonmode import enforce

@@ -4,13 +4,11 @@ the work done for it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 
-from starlette.types import Receive, Scope
+from starlette.types import Receive
 
-# The scope key under which a listener that sees its connections close (the guarded
-# protocol, `api/connguard.py`) puts the request's `Departure`.
-DEPARTURE = "llamad.departure"
+from llamad.common.departure import Departure
 
 
 class ClientGone(Exception):
@@ -27,46 +25,6 @@ async def read_body(receive: Receive) -> bytes:
         chunks.append(message.get("body", b""))
         if not message.get("more_body"):
             return b"".join(chunks)
-
-
-class Departure:
-    """One request's client leaving, told by its listener to whoever watches for it: no
-    task has to sit in `receive()` for the disconnect."""
-
-    def __init__(self, resume: Callable[[], None]) -> None:
-        # Reading resumes while a request is watched, as a `receive()` would, so that a
-        # pipelining client that closes is seen closing.
-        self._resume = resume
-        self.gone = False
-        self._watchers: list[Callable[[], None]] = []
-
-    def watch(self, callback: Callable[[], None]) -> None:
-        """Call `callback` once the client has gone (soon, if it has already)."""
-        if self.gone:
-            asyncio.get_running_loop().call_soon(callback)
-            return
-        self._watchers.append(callback)
-        self._resume()
-
-    def unwatch(self, callback: Callable[[], None]) -> None:
-        """No more calls to `callback`."""
-        if callback in self._watchers:
-            self._watchers.remove(callback)
-
-    def leave(self) -> None:
-        """The client has gone (its connection closed, or the listener refused it)."""
-        if self.gone:
-            return
-        self.gone = True
-        watchers, self._watchers = self._watchers, []
-        for callback in watchers:
-            callback()
-
-
-def departure(scope: Scope) -> Departure | None:
-    """The request's `Departure`, when its listener gives one."""
-    found = scope.get(DEPARTURE)
-    return found if isinstance(found, Departure) else None
 
 
 async def until_disconnect(receive: Receive) -> None:

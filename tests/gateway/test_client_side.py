@@ -10,8 +10,9 @@ import pytest
 from starlette.types import ASGIApp
 from supervisor_double import Double, gateway
 
+from llamad.common.departure import Departure
 from llamad.gateway.app import build_app
-from llamad.gateway.client_side import Departure, guard
+from llamad.gateway.client_side import guard
 from llamad.gateway.pool import Pool
 
 Message = dict[str, object]

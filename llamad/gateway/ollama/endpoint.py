@@ -18,8 +18,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from llamad.common.departure import departure
 from llamad.gateway.activity import CURRENT, Activity, Tally, begin
-from llamad.gateway.client_side import ClientGone, departure, guard, read_body
+from llamad.gateway.client_side import ClientGone, guard, read_body
 from llamad.gateway.keepalive import Beat, KeepAlive
 from llamad.gateway.ollama.errors import OllamaError, error_response
 from llamad.gateway.proxy import now
