@@ -27,6 +27,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from llamad.api.conntable import ConnTable
+from llamad.common.departure import DEPARTURE, Departure
 from llamad.common.limits import (
     Limits,
     Refusal,
@@ -57,7 +58,9 @@ def guarded_protocol(
     refused: Refused | None = None,
 ) -> type[HttpProtocol]:
     """A subclass of `base` for `uvicorn.Config(http=...)` holding `limits()` (read per
-    connection and per request, so a reload applies) and at most `cap` connections."""
+    connection and per request, so a reload applies) and at most `cap` connections. Each
+    request's scope carries a `Departure` (common/departure.py) told when its client
+    goes, so the app needs no task reading `receive()` for the disconnect."""
     table = ConnTable(cap, refused or Refusals("control"))
 
     class GuardedProtocol(base):  # type: ignore[misc,valid-type]
@@ -68,6 +71,7 @@ def guarded_protocol(
         _lingering = False
         _limits = Limits()
         _began = 0.0
+        _departure: Departure | None = None  # the latest request's, as uvicorn's `cycle`
         _raw = 0  # bytes received since the head began (an upper bound on its size)
         _head = _lines = _body = 0  # exact, counted in the parser's callbacks
 
@@ -88,6 +92,8 @@ def guarded_protocol(
             table.remove(self)
             self._disarm()
             super().connection_lost(exc)
+            if self.cycle is not None and self.cycle.disconnected:
+                self._left()
 
         def evict(self) -> None:
             """Closed to make room: it was idle, waiting for a request."""
@@ -144,6 +150,8 @@ def guarded_protocol(
             self._phase = "body"
             left = self._began + self._limits.request_timeout - self.loop.time()
             self._arm(max(left, 0.0))
+            # Told when the client goes (client_side.guard), where uvicorn marks its cycle.
+            self._departure = self.scope[DEPARTURE] = Departure(self.flow.resume_reading)
             super().on_headers_complete()
 
         def on_body(self, body: bytes) -> None:
@@ -222,6 +230,7 @@ def guarded_protocol(
                 # The app sees a client gone: its reads end and its writes go nowhere.
                 cycle.disconnected = True
                 cycle.message_event.set()
+                self._left()
                 if cycle.response_started:  # answered already, or too late for ours
                     self.transport.abort()
                     return
@@ -236,6 +245,10 @@ def guarded_protocol(
             if self.transport.can_write_eof():
                 self.transport.write_eof()  # the client reads our answer, then EOF
             self._arm(LINGER_S)
+
+        def _left(self) -> None:
+            if self._departure is not None:
+                self._departure.leave()
 
         def _path(self) -> str:
             raw = self.url if isinstance(getattr(self, "url", None), bytes) else b""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 
 from llamad.gateway.activity import Record
-from llamad.gateway.metrics import Series
+from llamad.gateway.plain_series import PlainCounter, PlainHistogram
 
 _TTFT = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 _SPEED = (1, 2, 5, 10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 5000)
@@ -15,60 +15,50 @@ class ActivityMetrics:
     """A listener of `Activity` that keeps its histograms and per-key counters."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.speed = Series(
-            Histogram(
-                "llamad_gateway_tokens_per_second",
-                "Generation speed llama-server reported (timings.predicted_per_second).",
-                ["model"],
-                buckets=_SPEED,
-                registry=registry,
-            )
+        self.speed = PlainHistogram(
+            "llamad_gateway_tokens_per_second",
+            "Generation speed llama-server reported (timings.predicted_per_second).",
+            ["model"],
+            buckets=_SPEED,
+            registry=registry,
         )
-        self.ttft = Series(
-            Histogram(
-                "llamad_gateway_ttft_seconds",
-                "From request to the first byte of the answer's body (its first token).",
-                ["model"],
-                buckets=_TTFT,
-                registry=registry,
-            )
+        self.ttft = PlainHistogram(
+            "llamad_gateway_ttft_seconds",
+            "From request to the first byte of the answer's body (its first token).",
+            ["model"],
+            buckets=_TTFT,
+            registry=registry,
         )
-        self.replica_requests = _counter(
-            registry,
+        self.replica_requests = PlainCounter(
             "llamad_gateway_replica_requests",
             "Requests by model and the replica that served them (host: local or a peer).",
             ["model", "host", "instance"],
+            registry=registry,
         )
-        self.key_requests = _counter(
-            registry,
+        self.key_requests = PlainCounter(
             "llamad_gateway_key_requests",
             "Requests by key name and status.",
             ["key", "status"],
+            registry=registry,
         )
-        self.key_tokens = _counter(
-            registry,
+        self.key_tokens = PlainCounter(
             "llamad_gateway_key_tokens",
             "Tokens by key name, kind (prompt or completion) and model.",
             ["key", "kind", "model"],
+            registry=registry,
         )
 
     def __call__(self, r: Record) -> None:
         model = r.instance or "-"
         if r.tokens_per_s is not None and r.completion_tokens:
-            self.speed(model).observe(r.tokens_per_s)
+            self.speed.labels(model).observe(r.tokens_per_s)
         if r.ttft_s is not None and r.status < 400:
-            self.ttft(model).observe(r.ttft_s)
+            self.ttft.labels(model).observe(r.ttft_s)
         if r.instance is not None:
-            self.replica_requests(r.model, r.host or "local", r.instance).inc()
+            self.replica_requests.labels(r.model, r.host or "local", r.instance).inc()
         key = r.key or "-"
-        self.key_requests(key, str(r.status)).inc()
+        self.key_requests.labels(key, str(r.status)).inc()
         if r.prompt_tokens:
-            self.key_tokens(key, "prompt", model).inc(r.prompt_tokens)
+            self.key_tokens.labels(key, "prompt", model).inc(r.prompt_tokens)
         if r.completion_tokens:
-            self.key_tokens(key, "completion", model).inc(r.completion_tokens)
-
-
-def _counter(
-    registry: CollectorRegistry, name: str, doc: str, labels: list[str]
-) -> Series[Counter]:
-    return Series(Counter(name, doc, labels, registry=registry))
+            self.key_tokens.labels(key, "completion", model).inc(r.completion_tokens)

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from llamad.common.departure import departure
 from llamad.gateway import listing
 from llamad.gateway.activity import CURRENT, begin
 from llamad.gateway.client_side import ClientGone, guard, read_body
@@ -25,7 +26,6 @@ from llamad.gateway.families import gateway_shape
 from llamad.gateway.jsonmode import enforce
 from llamad.gateway.keepalive import KeepAlive, sse_beat
 from llamad.gateway.keycheck import KeyCheck
-from llamad.gateway.metrics import Series
 from llamad.gateway.naming import renamer
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import GatewayError, UnknownModel
@@ -60,8 +60,7 @@ class Proxied:
     def __init__(self, gateway: Gateway, relay: Relay, by: str, path: str | None = None) -> None:
         self.gateway, self.relay, self.by, self.path = gateway, relay, by, path
         metrics = gateway.metrics
-        self.requests, self.latency = Series(metrics.requests), Series(metrics.latency)
-        self.ttfb = Series(metrics.ttfb)
+        self.requests, self.latency, self.ttfb = metrics.requests, metrics.latency, metrics.ttfb
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = now()
@@ -78,7 +77,7 @@ class Proxied:
             nonlocal status
             status = tally.status = code
             tally.ttfb = now()
-            self.ttfb(model).observe(tally.ttfb - t0)
+            self.ttfb.labels(model).observe(tally.ttfb - t0)
 
         keep = KeepAlive(send, self.gateway.settings().keepalive_interval)
 
@@ -116,15 +115,15 @@ class Proxied:
                 await send_error(keep.send, exc, scope["path"])
 
         try:
-            await guard(receive, work())
+            await guard(receive, work(), departure(scope))
         finally:
             CURRENT.reset(token)
             end = now()
             if not label:  # refused before a lease: a known name keeps its own series
                 label = model if model and self.gateway.find(model) else "-"
             # 499, as nginx logs it: the client closed the connection first.
-            self.requests(label, str(status or 499)).inc()
-            self.latency(label).observe(end - t0)
+            self.requests.labels(label, str(status or 499)).inc()
+            self.latency.labels(label).observe(end - t0)
             tally.model = tally.model or model
             self.gateway.activity.add(tally.record(end))
             await keep.stop()  # last: a shutdown's cancel here skips no bookkeeping

@@ -8,6 +8,8 @@ from collections.abc import Awaitable
 
 from starlette.types import Receive
 
+from llamad.common.departure import Departure
+
 
 class ClientGone(Exception):
     """The client disconnected before its request was read."""
@@ -31,26 +33,34 @@ async def until_disconnect(receive: Receive) -> None:
         pass
 
 
-async def guard(receive: Receive, work: Awaitable[None]) -> None:
+async def guard(receive: Receive, work: Awaitable[None], leaving: Departure | None = None) -> None:
     """Run `work` in this task; cancel it the moment the client disconnects.
 
-    A watcher task reads for the disconnect and cancels this one, only while `work`
-    runs: the request's own task does the work, without a second task to start, wait
-    for and collect."""
+    `leaving` (the listener's `Departure`) tells of the disconnect; without one, a
+    watcher task reads for it. Either cancels this task only while `work` runs: the
+    request's own task does the work."""
     task = asyncio.current_task()
     assert task is not None
     left = over = False
 
-    def gone(watcher: asyncio.Future[None]) -> None:
+    def gone() -> None:
         nonlocal left
-        if over or watcher.cancelled():
+        if over:
             return  # `work` ended first: the cancel would hit whatever this task does next
-        watcher.exception()  # a failed read: gone all the same
         left = True
         task.cancel()
 
-    watcher = asyncio.ensure_future(until_disconnect(receive))
-    watcher.add_done_callback(gone)
+    def read_out(watcher: asyncio.Future[None]) -> None:
+        if not watcher.cancelled():
+            watcher.exception()  # a failed read: gone all the same
+            gone()
+
+    watcher: asyncio.Future[None] | None = None
+    if leaving is not None:
+        leaving.watch(gone)
+    else:
+        watcher = asyncio.ensure_future(until_disconnect(receive))
+        watcher.add_done_callback(read_out)
     try:
         await work
     except asyncio.CancelledError:
@@ -61,4 +71,7 @@ async def guard(receive: Receive, work: Awaitable[None]) -> None:
             task.uncancel()  # `work` ended on its own after all
     finally:
         over = True
-        watcher.cancel()
+        if watcher is not None:
+            watcher.cancel()
+        if leaving is not None:
+            leaving.unwatch(gone)

@@ -155,7 +155,7 @@ class Gateway:
             for instance in [f.name for f in self.router.sharing(name)] or [name]:
                 keys.check(instance)
             if not self.settings().affinity:
-                hints = replace(hints, prefix=(), affinity=False)
+                hints = replace(hints, affinity=False)
             async with self.replicas.lease(name, hints, keep_alive) as upstream:
                 yield upstream
             return

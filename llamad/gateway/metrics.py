@@ -1,40 +1,24 @@
 """The gateway's Prometheus series, registered in the daemon's registry.
 
-Counters and histograms accumulate as requests pass; the in-flight and queued gauges
-are read from the scheduler when scraped, so nothing has to be kept in step.
+Counters and histograms accumulate as requests pass (those every request updates in
+plain floats: `plain_series.py`); the in-flight and queued gauges are read from the
+scheduler when scraped, so nothing has to be kept in step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from llamad.gateway.plain_series import PlainCounter, PlainHistogram
+
 _LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 _LOADS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 Counts = Callable[[], dict[str, tuple[int, int]]]  # model -> (in flight, queued)
-M = TypeVar("M", Counter, Histogram)
-
-
-class Series(Generic[M]):
-    """A labelled metric's children, each looked up once: `labels()` checks and joins
-    its values on every call, several times per relayed request. Label values here are
-    model names, statuses and key names, which are few."""
-
-    def __init__(self, metric: M) -> None:
-        self.metric: M = metric
-        self._children: dict[tuple[str, ...], M] = {}
-
-    def __call__(self, *values: str) -> M:
-        """The child for `values`, as `metric.labels(*values)`."""
-        child = self._children.get(values)
-        if child is None:
-            child = self._children[values] = self.metric.labels(*values)
-        return child
 
 
 class GatewayMetrics:
@@ -43,20 +27,20 @@ class GatewayMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = registry or CollectorRegistry()
         self.registry = r
-        self.requests = Counter(
+        self.requests = PlainCounter(
             "llamad_gateway_requests",
             "Requests by model and status.",
             ["model", "status"],
             registry=r,
         )
-        self.latency = Histogram(
+        self.latency = PlainHistogram(
             "llamad_gateway_request_seconds",
             "From request to the end of the response.",
             ["model"],
             buckets=_LATENCY,
             registry=r,
         )
-        self.ttfb = Histogram(
+        self.ttfb = PlainHistogram(
             "llamad_gateway_ttfb_seconds",
             "From request to the first byte of the response.",
             ["model"],

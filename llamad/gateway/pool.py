@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Mapping
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from llamad.gateway.answer import Answer
@@ -41,6 +42,14 @@ Key = tuple[str, int]
 def encode(headers: Mapping[str, str]) -> Headers:
     """Headers as `request` takes them."""
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+
+
+@lru_cache(maxsize=256)  # bounded: instances and peers are few, but addresses change
+def _where(base_url: str) -> tuple[Key, str, bytes]:
+    """`base_url`'s (host, port), path prefix and Host header line, parsed once."""
+    url = urlsplit(base_url)
+    host = b"host: " + url.netloc.encode("latin-1") + b"\r\n"
+    return (url.hostname or "127.0.0.1", url.port or 80), url.path.rstrip("/"), host
 
 
 class _Host:
@@ -77,17 +86,15 @@ class Pool:
         """Send one request to `base_url` + `target` and wait for the answer's final head.
 
         Raises NotAnswered when none came: see the module's docstring."""
-        url = urlsplit(base_url)
-        host, port = url.hostname or "127.0.0.1", url.port or 80
-        head = [f"{method} {url.path.rstrip('/')}{target} HTTP/1.1\r\n".encode("latin-1")]
-        head += [b"host: ", url.netloc.encode("latin-1"), b"\r\n"]
+        key, prefix, host = _where(base_url)
+        head = [f"{method} {prefix}{target} HTTP/1.1\r\n".encode("latin-1"), host]
         for k, v in headers:
             head += [k, b": ", v, b"\r\n"]
         if body is not None:
             head.append(b"content-length: %d\r\n" % len(body))
         data = b"".join([*head, b"\r\n", body or b""])
         while True:
-            conn = await self._get((host, port))
+            conn = await self._get(key)
             assert conn.transport is not None
             conn.transport.write(data)
             try:

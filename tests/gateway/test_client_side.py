@@ -10,6 +10,7 @@ import pytest
 from starlette.types import ASGIApp
 from supervisor_double import Double, gateway
 
+from llamad.common.departure import Departure
 from llamad.gateway.app import build_app
 from llamad.gateway.client_side import guard
 from llamad.gateway.pool import Pool
@@ -89,6 +90,64 @@ async def test_a_cancel_from_outside_still_cancels_the_task() -> None:
     task.cancel()  # a shutdown, say: not the client leaving
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def _never() -> Message:
+    raise AssertionError("with a Departure, nothing reads for the disconnect")
+
+
+async def test_a_departure_cancels_the_work_without_reading_and_resumes_reading() -> None:
+    resumed: list[bool] = []
+    leaving, started, cancelled = Departure(lambda: resumed.append(True)), asyncio.Event(), []
+
+    async def work() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    async def leave_once_started() -> None:
+        await started.wait()
+        leaving.leave()
+
+    async with asyncio.timeout(10), asyncio.TaskGroup() as group:
+        group.create_task(leave_once_started())
+        await guard(_never, work(), leaving)
+    assert cancelled == [True]
+    assert resumed == [True]  # a paused reader is read again, as receive() would
+    me = asyncio.current_task()
+    assert me is not None
+    assert me.cancelling() == 0
+
+
+async def test_a_departure_after_the_work_cancels_nothing() -> None:
+    leaving = Departure(lambda: None)
+
+    async def work() -> None:
+        pass
+
+    await guard(_never, work(), leaving)
+    leaving.leave()
+    await _settle()
+    me = asyncio.current_task()
+    assert me is not None
+    assert me.cancelling() == 0
+
+
+async def test_a_client_gone_before_the_work_starts_cancels_it_at_its_first_wait() -> None:
+    leaving, reached = Departure(lambda: None), []
+    leaving.leave()
+
+    async def work() -> None:
+        reached.append("start")
+        await asyncio.Event().wait()
+        reached.append("never")
+
+    async with asyncio.timeout(10):
+        await guard(_never, work(), leaving)
+    assert reached == ["start"]
 
 
 async def _call(app: ASGIApp, method: str, path: str) -> tuple[int, dict[str, object]]:

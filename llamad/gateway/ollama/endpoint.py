@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from llamad.common.departure import departure
 from llamad.gateway.activity import CURRENT, Activity, Tally, begin
 from llamad.gateway.client_side import ClientGone, guard, read_body
 from llamad.gateway.keepalive import Beat, KeepAlive
@@ -65,7 +66,8 @@ class Endpoint:
             keep.arm(lambda: beat(body))
         try:
             async with AsyncExitStack() as leases:
-                await guard(receive, self._answer(request, leases, keep, tally))
+                answer = self._answer(request, leases, keep, tally)
+                await guard(receive, answer, departure(scope))
         finally:
             CURRENT.reset(token)
             if self.activity is not None and tally.model:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from llamad.gateway.replicas.affinity import prefix_hashes
 
@@ -23,9 +24,15 @@ AFFINITY_HEADER = "x-llamad-affinity"  # "off": balance alone decides
 class Hints:
     """The balancer's view of one request."""
 
-    prefix: tuple[bytes, ...] = ()
+    doc: object = field(default=None, repr=False, compare=False)  # hashed only if asked
     affinity: bool = True
     relayed: str | None = None  # the relaying gateway's id: served here, never relayed again
+
+    @cached_property
+    def prefix(self) -> tuple[bytes, ...]:
+        """The prompt's prefix hashes (none with affinity off), computed on first use:
+        a model only one replica serves never needs them."""
+        return prefix_hashes(self.doc) if self.affinity else ()
 
 
 HINTS: contextvars.ContextVar[Hints | None] = contextvars.ContextVar("hints", default=None)
@@ -42,7 +49,7 @@ def hints_of(headers: Iterable[tuple[bytes, bytes]], doc: object) -> Hints:
     found = {k: v for k, v in headers if k in (HOP_HEADER.encode(), AFFINITY_HEADER.encode())}
     off = found.get(AFFINITY_HEADER.encode(), b"").strip().lower() in (b"off", b"0", b"false")
     return Hints(
-        prefix=() if off else prefix_hashes(doc),
+        doc=None if off else doc,
         affinity=not off,
         relayed=_sender(found.get(HOP_HEADER.encode())),
     )
