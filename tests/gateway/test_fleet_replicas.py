@@ -57,9 +57,11 @@ def test_sixteen_streams_share_both_replicas_and_no_server_takes_more_than_its_s
     assert min(hosts["b"], hosts["c"]) >= 4, hosts
     # A queued the rest itself: no server ever held more than its slots. (No free slot
     # left while others wait is forced in test_replicas_inprocess.py: polled from
-    # outside, a replica's two requests can overlap between two polls.)
+    # outside, a replica's two requests can overlap between two polls, and a busy
+    # machine can starve the poller through a replica's every request: that each served
+    # is the activity's word above, not the poller's.)
     for name in "bc":
-        assert 1 <= peaks_seen[name] <= SLOTS, (peaks_seen, hosts)
+        assert peaks_seen[name] <= SLOTS, (peaks_seen, hosts)
         assert peaks_seen[name + "-queued"] == 0, peaks_seen
 
 
