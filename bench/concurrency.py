@@ -3,8 +3,8 @@
 The clients run in a process of their own (`bench/load_client.py`), so their CPU is not
 the proxy's. Throughput: one instance of the paced model with 4 slots, 1, 8, 32 and 128
 concurrent streaming clients sending a fixed number of requests; at each level every
-target takes its turn, direct first. Memory: the proxy's RSS after 1,000 relayed
-1-token completions and after the whole soak (8 clients).
+target takes its turn, in ROUNDS rounds, each in another order. Memory: the proxy's RSS
+after 1,000 relayed 1-token completions and after the whole soak (8 clients).
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from bench.targets import Target
 
 LEVELS = (1, 8, 32, 128)
 TOKENS = 16
+# Each level's runs, every target in each, the order turned each round: one run of a
+# few seconds swings by several per cent either way.
+ROUNDS = 3
 JUDGED = (32, 128)  # llamad's throughput ratio against direct: the issue's judged levels
 SOAK_CLIENTS = 8
 SOAK_FIRST = 1000
@@ -68,12 +71,28 @@ def summary(got: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _rounds(ctx: Context, targets: list[Target], model: str, clients: int,
+            n: int) -> tuple[dict[str, list[float]], dict[str, dict[str, Any]]]:  # fmt: skip
+    """Every target's walls over ROUNDS rounds, each round in another order (a run just
+    after another's warms or tires the server for it), and its median round's figures."""
+    walls: dict[str, list[float]] = {t.name: [] for t in targets}
+    seen: dict[str, list[dict[str, Any]]] = {t.name: [] for t in targets}
+    for r in range(ctx.reps(ROUNDS, 1)):
+        for t in targets[r % len(targets) :] + targets[: r % len(targets)]:
+            s = summary(load(t, model, clients, n))
+            walls[t.name].append(s["wall_s"])
+            seen[t.name].append(s)
+    middle = {k: sorted(v, key=lambda s: s["wall_s"])[len(v) // 2] for k, v in seen.items()}
+    return walls, middle
+
+
 def throughput(ctx: Context, direct: Target, peers: list[Target], model: str) -> list[Result]:
-    """One row per peer and level: wall time for the fixed requests against direct's."""
+    """One row per peer and level: wall time for the fixed requests against direct's, the
+    medians of ROUNDS interleaved rounds."""
     rows: list[Result] = []
     for clients in LEVELS:
         n = requests_at(ctx, clients)
-        seen = {t.name: summary(load(t, model, clients, n)) for t in [direct, *peers]}
+        walls, seen = _rounds(ctx, [direct, *peers], model, clients, n)
         base = seen[direct.name]
         for t in peers:
             s = seen[t.name]
@@ -81,8 +100,8 @@ def throughput(ctx: Context, direct: Target, peers: list[Target], model: str) ->
             nginx = seen.get("nginx")
             rows.append(
                 Result(
-                    f"concurrency {clients} clients: {t.name}", n, "s", [s["wall_s"]],
-                    [base["wall_s"]], "ratio", "ratio" if judged else "none", 1 / 0.97,
+                    f"concurrency {clients} clients: {t.name}", n, "s", walls[t.name],
+                    walls[direct.name], "ratio", "ratio" if judged else "none", 1 / 0.97,
                     ">= 0.97x, >= nginx, 0 errors" if judged else "-",
                     f"{s['req_per_s']} req/s, {s['tok_per_s']} tok/s, TTFT p50 "
                     f"{s['ttft_p50_ms']} ms p99 {s['ttft_p99_ms']} ms, {s['errors']} errors; "
