@@ -10,6 +10,8 @@ ALIAS_ENV = "LLAMA_ARG_ALIAS"
 AUTO_SLOTS = 4  # what llama-server takes when the number of slots is left to it
 # llama-server's truthy values, exactly (its --help): anything else is false.
 _TRUE = {"on", "enabled", "true", "1"}
+_FALSE = {"off", "disabled", "false", "0"}
+SLOTS_ENV = "LLAMA_ARG_ENDPOINT_SLOTS"  # --slots / --no-slots
 
 
 def llama_serving(settings: dict[str, str]) -> Serving:
@@ -27,6 +29,8 @@ def llama_serving(settings: dict[str, str]) -> Serving:
         template_file=Path(template_file) if template_file else None,
         ctx_per_request=_per_request(settings),
         slots=_slots(settings),
+        # /slots, not /metrics: it is on by default (/metrics needs --metrics).
+        busy_path=None if settings.get(SLOTS_ENV, "") in _FALSE else "/slots",
     )
 
 

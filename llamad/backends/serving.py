@@ -27,3 +27,6 @@ class Serving:
     # None: the model's trained context, as the server takes it.
     ctx_per_request: int | None = None
     slots: int = 1  # requests it serves at once; more wait inside the server
+    # Where the running server lists its slots, each with `is_processing` (llama-server's
+    # `/slots`, on unless turned off); None: it does not say, the gateway counts alone.
+    busy_path: str | None = None

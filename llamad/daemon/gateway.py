@@ -104,12 +104,14 @@ async def _serve(
     pulls: Pulls | None = None,
 ) -> None:
     pool = Pool()  # the relay's and Ollama's requests to instances and peers alike
-    # The idle ticker and the fleet refresher: one that raises is logged and runs again
-    # (idle stops must not end for good), and neither can keep the cleanup below from running.
+    # The idle ticker, the fleet refresher and the replicas' busy reader: one that raises
+    # is logged and runs again (idle stops must not end for good), and none can keep the
+    # cleanup below from running.
     background = {
         "gateway-idle": gateway.run,
         "gateway-fleet": lambda: _fleet(gateway, hosts),
         "gateway-watch": gateway.watch.run,
+        "gateway-busy": gateway.busy.run,
     }
     listen = f"{cfg.host}:{cfg.port}"
     try:

@@ -32,6 +32,7 @@ from llamad.gateway.progress import LoadProgress
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.gateway.replicas.hints import current as current_hints
 from llamad.gateway.replicas.lease import ReplicaLeases
+from llamad.gateway.replicas.server_busy import ServerBusy
 from llamad.gateway.replicas.snapshot import Snapshot
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
@@ -74,8 +75,10 @@ class Gateway:
         self.balancer = balancer or Balancer(lambda: settings().affinity_size)
         self.remote = FleetLease(fleet, settings, self.router, pending, self.balancer.id)
         self.views = Views(self.router, self.sched, self.idle, self.progress, self._fleet)
+        # What each local replica's server says it runs, past the gateway too.
+        self.busy = ServerBusy(self.router.routable, lambda name: self.sched.slot(name).in_flight)
         self.replicas = ReplicaLeases(
-            Snapshot(self.router, self.sched, self._fleet),
+            Snapshot(self.router, self.sched, self._fleet, self.busy),
             self.sched,
             self.balancer,
             self._fleet,
@@ -99,6 +102,7 @@ class Gateway:
             self.activity,
             self.key_totals,
             self.balancer,
+            self.busy,
         )
 
     def _fleet(self) -> FleetModels | None:

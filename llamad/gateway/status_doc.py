@@ -13,6 +13,7 @@ from llamad.gateway.activity import Activity
 from llamad.gateway.activity_stats import KeyTotals, model_rates
 from llamad.gateway.loads import LIVE
 from llamad.gateway.replicas.balancer import Balancer
+from llamad.gateway.replicas.server_busy import STALE_S, ServerBusy
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
 from llamad.gateway.views import Views
@@ -30,9 +31,11 @@ class StatusDoc:
         activity: Activity,
         key_totals: KeyTotals,
         balancer: Balancer,
+        busy: ServerBusy,
     ) -> None:
         self.settings, self.router, self.sched, self.views = settings, router, sched, views
         self.activity, self.key_totals, self.balancer = activity, key_totals, balancer
+        self.busy = busy
 
     def of(self, name: str) -> dict[str, Any]:
         """The `gateway` object of an instance in the status document."""
@@ -48,12 +51,22 @@ class StatusDoc:
             "in_flight": slot.in_flight,
             "queued": slot.waiting,
             "slots": backend_for(facts.spec.kind).serving(facts.spec).slots if facts else None,
+            "server": self._server(name),
             "relayed": {s: n for (i, s), n in self.balancer.relayed.items() if i == name},
             "estimate_bytes": memory.estimate(facts.spec) if facts else None,
             "footprint_bytes": slot.measured,
             "load_progress": self.views.load_progress(name),
             **model_rates(self.activity).get(name, {}),
         }
+
+    def _server(self, name: str) -> dict[str, Any] | None:
+        """What a replica's own server last said it runs (the balancer's cross-check),
+        or None: not a replica, not read, or the reading is stale."""
+        reading = self.busy.reading(name)
+        age = None if reading is None else self.busy.clock() - reading.at
+        if reading is None or age is None or age > STALE_S:
+            return None
+        return {"processing": reading.processing, "slots": reading.slots, "age_s": round(age, 2)}
 
     def daemon(self) -> dict[str, Any]:
         """The daemon-wide `gateway` object: where it listens and the memory budget."""

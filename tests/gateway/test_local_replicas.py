@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -133,3 +134,38 @@ def test_ollama_clients_and_pass_through_reach_the_alias(gw: Gw) -> None:
     body = {"model": "shared", "messages": [], "keep_alive": 0}
     assert httpx.post(f"{gw.base}/api/chat", json=body, timeout=30).status_code == 200
     assert {gw.state("r0"), gw.state("r1")} == {"running"}
+
+
+def test_a_replica_busy_past_the_gateway_gets_none_of_its_requests(gw: Gw) -> None:
+    """A client streaming straight to r0's own port fills its one slot: the gateway reads
+    r0's /slots and sends every request by the alias to r1, none queueing inside r0."""
+    port = gw.ld.instance("r0")["port"]
+    body = {"prompt": "hi", "n_predict": 4000, "ignore_eos": True, "stream": True}
+    stop = threading.Event()
+
+    def hog() -> None:
+        url = f"http://127.0.0.1:{port}/completion"
+        with httpx.stream("POST", url, json=body, timeout=120) as r:
+            for _ in r.iter_lines():
+                if stop.is_set():
+                    return  # closing the stream frees the slot
+
+    def server(name: str) -> Any:
+        return gw.ld.instance(name)["gateway"]["server"]
+
+    wait_for(lambda: server("r1") is not None, 10, "the gateway reading r1's slots")
+    reads = {name: lambda name=name: gw.ld.instance(name)["gateway"] for name in ("r0", "r1")}
+    with ThreadPoolExecutor(1) as pool:
+        hogging = pool.submit(hog)
+        try:
+            # The gateway's own read of r0's slots shows the direct stream: wait for that.
+            wait_for(lambda: (server("r0") or {}).get("processing") == 1, 30, "r0 seen busy")
+            with peaks(reads) as seen:
+                for _ in range(4):
+                    chat(gw, [{"role": "user", "content": "hi"}])
+        finally:
+            stop.set()
+            hogging.result(timeout=60)
+    served = Counter(r["instance"] for r in activity(gw, 4))
+    assert served == {"r1": 4}, served
+    assert seen["r0"] == 0, seen

@@ -11,6 +11,7 @@ from llamad.gateway.fleet import FleetModels, PeerModels
 from llamad.gateway.peer_models import RemoteModel
 from llamad.gateway.replicas.affinity import Key
 from llamad.gateway.replicas.replica import LOCAL, Replica
+from llamad.gateway.replicas.server_busy import ServerBusy, counted
 from llamad.gateway.router import Router
 from llamad.gateway.slots import Slots
 from llamad.lifecycle.states import State
@@ -28,12 +29,17 @@ class Seen:
 
 
 class Snapshot:
-    """Reads replicas from the router, the slots and the fleet, without waiting."""
+    """Reads replicas from the router, the slots, the servers' own counts and the fleet,
+    without waiting."""
 
     def __init__(
-        self, router: Router, slots: Slots, fleet: Callable[[], FleetModels | None]
+        self,
+        router: Router,
+        slots: Slots,
+        fleet: Callable[[], FleetModels | None],
+        busy: ServerBusy | None = None,
     ) -> None:
-        self.router, self.slots, self.fleet = router, slots, fleet
+        self.router, self.slots, self.fleet, self.busy = router, slots, fleet, busy
 
     def of(self, name: str, exclude: Collection[Key] = (), peers: bool = True) -> dict[Key, Seen]:
         """Every replica of `name` but those in `exclude`, by key (this llamad's alone
@@ -77,4 +83,6 @@ class Snapshot:
             memory_left=0,
             spare=facts.spec.on_demand and not (running or starting),
         )
+        if self.busy is not None and running:
+            r = counted(r, self.busy.reading(facts.name), self.busy.clock())
         return Seen(r, facts)
