@@ -134,6 +134,24 @@ async def test_a_cold_alias_starts_one_replica_and_the_next_only_when_it_is_full
     await gw.close()
 
 
+async def test_a_spare_that_cannot_load_is_passed_over_for_the_replica_that_serves() -> None:
+    double = Double()
+    double.add(dataclasses.replace(spec("g0"), settings=ONE_SLOT, aliases=("q",)))
+    spare = spec("g1", on_demand=True)
+    double.add(dataclasses.replace(spare, settings=ONE_SLOT, aliases=("q",)), State.IDLE)
+    double.broken.add("g1")  # out of memory, a bad file: its start fails
+    gw = gateway(double)
+    loop = asyncio.get_running_loop()
+    gates = [loop.create_future() for _ in range(3)]
+    tasks = [asyncio.ensure_future(hold(gw, g)) for g in gates]
+    # g0 is full: the others try the spare once, then wait for g0 rather than fail.
+    await until(lambda: gw.balancer.waiting["q"] == 2, "both overflow requests wait")
+    for gate, task in zip(gates, tasks, strict=True):
+        gate.set_result(None)
+        assert (await task).name == "g0"
+    await gw.close()
+
+
 async def test_a_relayed_request_is_balanced_here_and_counted_where_it_ran() -> None:
     _double, gw = setup()
     HINTS.set(hints_of([(b"x-llamad-hop", b"front")], None))

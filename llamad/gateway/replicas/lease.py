@@ -20,7 +20,14 @@ from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.activity import current as current_tally
 from llamad.gateway.admission import Slot
 from llamad.gateway.fleet import FleetModels
-from llamad.gateway.port import QueueFull, QueueTimeout, Unavailable, Upstream, UpstreamError
+from llamad.gateway.port import (
+    LoadFailed,
+    QueueFull,
+    QueueTimeout,
+    Unavailable,
+    Upstream,
+    UpstreamError,
+)
 from llamad.gateway.replicas.affinity import Key
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.gateway.replicas.hints import Hints
@@ -102,18 +109,26 @@ class ReplicaLeases:
     async def _take(
         self, name: str, hints: Hints, keep_alive: float | None, exclude: set[Key]
     ) -> Held:
-        cfg, queued = self.settings(), False
+        cfg, queued, skip = self.settings(), False, set(exclude)
         try:
             async with asyncio.timeout(cfg.queue_timeout):
                 while True:
-                    seen = self.snapshot.of(name, exclude, peers=hints.relayed is None)
+                    seen = self.snapshot.of(name, skip, peers=hints.relayed is None)
                     if not seen:
                         raise Unavailable(f"model {name!r}: no replica answers")
                     held = self._try(name, seen, hints, keep_alive)
                     if isinstance(held, Held):
                         return held
                     if isinstance(held, Seen):  # a local one that loads: admission waits
-                        slot, facts = await self.sched.admit(held.target, keep_alive)  # type: ignore[arg-type]
+                        try:
+                            slot, facts = await self.sched.admit(held.target, keep_alive)  # type: ignore[arg-type]
+                        except LoadFailed:
+                            if len(seen) == 1:
+                                raise
+                            # A copy that cannot load (no memory, a bad file) is passed
+                            # over: the request waits for the replicas that serve.
+                            skip.add(held.replica.key)
+                            continue
                         return self._held(held.replica, self.local_upstream(facts), slot)
                     if not queued:
                         if self.balancer.waiting[name] >= cfg.max_queue:
