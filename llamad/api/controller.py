@@ -117,6 +117,8 @@ class DaemonController:
         inst = self._get(name)
         if name not in self.supervisor.wanted:  # draining: a start could take a port it hands on
             raise Conflict(f"instance {name!r} is being removed")
+        if self.supervisor.handovers.pending(name):  # its old launch could take a port too
+            raise Conflict(f"instance {name!r} is being handed over by a reload; try again soon")
         try:
             await inst.send(event)
         except InstanceClosed:  # removed (or the daemon stopping) while it waited

@@ -99,8 +99,15 @@ class Handovers:
     def stopping(self, names: list[str]) -> list[asyncio.Event]:
         """What a start must wait for on a port that `names`' instances hold: their
         running handovers' stops (none for a name that keeps its process)."""
-        running = (q[0] for n in names if (q := self._queues.get(n)))
-        return [h.stopped for h in running if not h.stopped.is_set()]
+        # Every handover of theirs, queued ones too: one queued behind a start will stop
+        # that process later, and a start on its port must wait for that as well.
+        queued = (h for n in names for h in self._queues.get(n, ()))
+        return [h.stopped for h in queued if not h.stopped.is_set()]
+
+    async def settled(self, name: str) -> None:
+        """Wait until no handover of `name` runs or waits."""
+        while tasks := [self._tasks[h] for h in self._queues.get(name, ())]:
+            await asyncio.wait(tasks)
 
     async def cancel(self) -> None:
         """Cancel every handover and wait for their ends (shutdown)."""

@@ -16,6 +16,7 @@ from llamad.lifecycle.states import Restart, Start, State
 from llamad.supervise.changes import Changes, compare
 from llamad.supervise.handover import Handover, Handovers
 from llamad.supervise.hook_relay import HookRelay
+from llamad.supervise.inbox import InstanceClosed
 from llamad.supervise.instance import Instance
 from llamad.supervise.rollout import Rollout
 from llamad.supervise.runtime import Runtime
@@ -86,7 +87,7 @@ class Supervisor(HookRelay):
                 continue
             if self.handovers.pending(name):
                 self._hand_over(name)  # queued behind, or read by, the one under way
-            elif name in changes.unchanged:
+            elif name in changes.unchanged and name in self.instances:
                 update_in_place(self.instances[name], specs[name])
             elif name in changes.added and specs[name].port not in held:
                 now.append(name)
@@ -185,8 +186,13 @@ class Supervisor(HookRelay):
         """Restart `inst` (start it, when it failed) inside the gateway's drain: its
         requests in flight end first, and new ones wait for the new process. Raises
         InstanceClosed when a reload removed it meanwhile."""
-        if self.handovers.ahead(inst.spec.name):
-            return  # a reload's handover restarts it anyway: one process at a time
+        name = inst.spec.name
+        while self.handovers.pending(name):
+            if self.handovers.ahead(name):
+                return  # a reload's handover restarts it anyway: one process at a time
+            await self.handovers.settled(name)  # its wish is read: restart after it
+        if inst.closing:
+            raise InstanceClosed(name)
         async with self._draining([], [inst.spec.name]):
             await inst.send(Start() if inst.record.state is State.FAILED else Restart())
             # The drain holds new requests until the old process is gone, so none of them

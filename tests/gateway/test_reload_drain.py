@@ -56,6 +56,10 @@ def test_a_changed_model_drains_then_restarts(tiny_model: Path) -> None:
         assert (reloaded["changed"], reloaded["draining"]) == (["x"], ["x"])
         assert gw.ld.status()["daemon"]["draining"] == ["x"]
         assert not gw.ld.events("config.drained")
+        # Nor may a person restart it meanwhile: the old launch would come back.
+        for verb in ("start", "restart"):
+            status, _ = Client(gw.ld.socket).request("POST", f"/v1/instances/x/{verb}")
+            assert status == 409
         _finish(stream)
         gw.ld.wait_event("config.drained", instance="x", outcome="restarted", timeout=30)
         assert gw.ld.status()["daemon"]["draining"] == []

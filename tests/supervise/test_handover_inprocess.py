@@ -19,6 +19,7 @@ from structlog.testing import capture_logs
 
 from llamad.config.load import load
 from llamad.lifecycle.states import State
+from llamad.supervise.handover import Handover, Handovers
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -254,3 +255,30 @@ async def test_shutdown_while_a_drain_runs_leaves_no_child(
     assert pid is not None
     assert not psutil.pid_exists(pid)
     assert not sup.supervisor.draining()
+
+
+async def test_a_start_waits_for_the_stop_of_a_handover_queued_behind_a_start() -> None:
+    """b's first handover took its wish (it starts b on the port); a second, queued
+    behind it, will stop b again: a start on that port waits for that stop too."""
+    loop = asyncio.get_running_loop()
+    starting, second = loop.create_future(), loop.create_future()
+
+    async def first(h: Handover) -> None:
+        h.stopped.set()
+        h.take()
+        await starting
+
+    async def then(h: Handover) -> None:
+        await second
+        h.stopped.set()
+
+    handovers = Handovers()
+    async with asyncio.TaskGroup() as group:
+        handovers.begin(group, "b", first)
+        await until(lambda: not handovers.ahead("b"), what="the first took its wish")
+        handovers.begin(group, "b", then)
+        assert len(handovers.stopping(["b"])) == 1, "the queued one's stop"
+        starting.set_result(None)
+        second.set_result(None)
+        await handovers.settled("b")
+    assert not handovers.pending("b")
