@@ -31,7 +31,10 @@ def library(tmp_path: Path, tiny_model: Path) -> Iterator[tuple[Llamad, str, Pat
         shutil.copyfile(tiny_model, models / f"{name}.gguf")
     library = (
         f'[library]\ndirs = ["{models}"]\npull_dir = "{tmp_path}/pulls"\n'
-        "[library.defaults]\nctx_size = 1024\n"  # room for the held requests' 400 tokens
+        # Room for the held requests' 400 tokens; one thread each: two llama-servers
+        # generating at once with a thread per core spin against each other for the
+        # cores, and a 1-second answer can take a minute.
+        "[library.defaults]\nctx_size = 1024\nthreads = 1\n"
     )
     with library_daemon(library, {"HOME": str(tmp_path)}) as (ld, base):
         yield ld, base, models
