@@ -7,7 +7,6 @@ such as an Ollama facade, are mounted beside them with `build_app(..., extra_rou
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 
 from starlette.applications import Starlette
@@ -23,35 +22,17 @@ from llamad.gateway.activity import CURRENT, begin
 from llamad.gateway.client_side import ClientGone, guard, read_body
 from llamad.gateway.core import Gateway
 from llamad.gateway.families import gateway_shape
-from llamad.gateway.jsonmode import enforce
 from llamad.gateway.keepalive import KeepAlive, sse_beat
 from llamad.gateway.keycheck import KeyCheck
+from llamad.gateway.keyguard import KeyGuard
 from llamad.gateway.naming import renamer
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import GatewayError, UnknownModel
-from llamad.gateway.prompt_defaults import with_defaults
 from llamad.gateway.proxy import Bad, Relay, now
 from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.gateway.resend import answered
+from llamad.gateway.routed import BODY_ROUTED, Books, outgoing, send_error
 from llamad.gateway.shapes import valid_text
-
-# Routed by the body's `model`.
-BODY_ROUTED = (
-    "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses",
-    "/v1/messages", "/v1/messages/count_tokens", "/v1/rerank", "/rerank", "/infill",
-    "/completion", "/tokenize", "/detokenize",
-)  # fmt: skip
-
-
-async def send_error(send: Send, exc: GatewayError, path: str = "/v1") -> None:
-    """Answer with `exc` in `path`'s family's shape, with Retry-After when it has one."""
-    headers = [(b"content-type", b"application/json")]
-    if exc.retry_after is not None:
-        headers.append((b"retry-after", str(max(1, math.ceil(exc.retry_after))).encode()))
-    body = gateway_shape(path, exc.status, exc.code, exc.message)
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 class Proxied:
@@ -59,8 +40,7 @@ class Proxied:
 
     def __init__(self, gateway: Gateway, relay: Relay, by: str, path: str | None = None) -> None:
         self.gateway, self.relay, self.by, self.path = gateway, relay, by, path
-        metrics = gateway.metrics
-        self.requests, self.latency, self.ttfb = metrics.requests, metrics.latency, metrics.ttfb
+        self.books = Books(gateway)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = now()
@@ -68,24 +48,21 @@ class Proxied:
             body = await read_body(receive)
         except ClientGone:
             return
-        # `label`: the name the lease resolved, for the metrics ("-" when none was).
-        model, label, status = "", "", 0
+        # `label`: the name the lease resolved, for the metrics ("" until one has).
+        model, label = "", ""
         tally = begin(scope, t0)
         token = CURRENT.set(tally)
 
         def first_byte(code: int) -> None:
-            nonlocal status
-            status = tally.status = code
-            tally.ttfb = now()
-            self.ttfb.labels(model).observe(tally.ttfb - t0)
+            self.books.first_byte(tally, model, code)
 
         keep = KeepAlive(send, self.gateway.settings().keepalive_interval)
 
         async def work() -> None:
-            nonlocal model, label, status
+            nonlocal model, label
             try:
                 model, path, doc = self._target(scope, body)
-                asked, sent = model, enforce(path, body)
+                asked = model
                 HINTS.set(hints_of(scope["headers"], doc))  # this task's own context
                 if isinstance(doc, dict) and doc.get("stream") is True:
                     keep.arm(lambda: sse_beat(scope["path"]))
@@ -101,16 +78,14 @@ class Proxied:
                             out,
                             up,
                             path,
-                            up.adapt(
-                                sent if up.prompt is None else with_defaults(up.prompt, path, sent)
-                            ),
+                            outgoing(up, path, body),
                             first_byte,
                             renamer(up, asked, self._document(scope)),
                             tally,
                         ),
                     )
             except GatewayError as exc:
-                status = tally.status = exc.status
+                tally.status = exc.status
                 await keep.stop()
                 await send_error(keep.send, exc, scope["path"])
 
@@ -118,14 +93,7 @@ class Proxied:
             await guard(receive, work(), departure(scope))
         finally:
             CURRENT.reset(token)
-            end = now()
-            if not label:  # refused before a lease: a known name keeps its own series
-                label = model if model and self.gateway.find(model) else "-"
-            # 499, as nginx logs it: the client closed the connection first.
-            self.requests.labels(label, str(status or 499)).inc()
-            self.latency.labels(label).observe(end - t0)
-            tally.model = tally.model or model
-            self.gateway.activity.add(tally.record(end))
+            self.books.close(tally, model, label)
             await keep.stop()  # last: a shutdown's cancel here skips no bookkeeping
 
     def _document(self, scope: Scope) -> bool:
@@ -169,9 +137,11 @@ def build_app(
     extra_routes: Sequence[BaseRoute] = (),
     *,
     pool: Pool,
+    guard: KeyGuard | None = None,
 ) -> ASGIApp:
     """The gateway's ASGI app: its routes, then `extra_routes` (e.g. an Ollama facade),
-    behind the key check. Upstream requests go through `pool`, which the caller owns."""
+    behind the key check (wrong keys counted by `guard`, shared with the listener's lane).
+    Upstream requests go through `pool`, which the caller owns."""
     relay = Relay(pool)
 
     async def models(request: Request) -> Response:
@@ -200,7 +170,7 @@ def build_app(
     routes += [Route(p, by_body, methods=["POST"]) for p in BODY_ROUTED]
     handlers = {HTTPException: not_found}
     app = Starlette(routes=[*routes, *extra_routes], exception_handlers=handlers)
-    return KeyCheck(Posts(app, frozenset(BODY_ROUTED), by_body), gateway)
+    return KeyCheck(Posts(app, frozenset(BODY_ROUTED), by_body), gateway, guard)
 
 
 class Posts:
