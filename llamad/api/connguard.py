@@ -144,22 +144,39 @@ def guarded_protocol(
             super().on_header(name, value)
 
         def on_headers_complete(self) -> None:
+            self._head_ended()
+            self._start_app()
+
+        def _head_ended(self) -> None:
             cap = self._limits.max_body
             if cap is not None and content_length(self.headers) > cap:
                 raise body_too_large(cap)
             self._phase = "body"
             left = self._began + self._limits.request_timeout - self.loop.time()
             self._arm(max(left, 0.0))
+
+        def _start_app(self) -> None:
             # Told when the client goes (client_side.guard), where uvicorn marks its cycle.
             self._departure = self.scope[DEPARTURE] = Departure(self.flow.resume_reading)
             super().on_headers_complete()
 
         def on_body(self, body: bytes) -> None:
+            self._count_body(body)
+            super().on_body(body)
+
+        def _count_body(self, body: bytes) -> None:
             self._body += len(body)
             cap = self._limits.max_body
             if cap is not None and self._body > cap:
                 raise body_too_large(cap)
-            super().on_body(body)
+
+        def _replay(self, body: bytes) -> None:
+            """Give the app a request read whole past it (`api/lane.py` gave it back),
+            as if its head had just ended and its body come."""
+            self._start_app()
+            if body:
+                super().on_body(body)
+            self.on_message_complete()
 
         def on_message_complete(self) -> None:
             super().on_message_complete()

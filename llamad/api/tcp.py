@@ -21,6 +21,7 @@ import uvicorn
 from llamad import __version__
 from llamad.api.auth import BearerAuth
 from llamad.api.connguard import HttpProtocol, guarded_protocol
+from llamad.api.lane import Lane, laned
 from llamad.api.uds import GRACEFUL_SHUTDOWN_S, QuietServer, serve_until
 from llamad.common.fdlimit import connection_cap
 from llamad.common.limits import CONTROL, Limits, Refusals, Shape, control_shape
@@ -62,9 +63,11 @@ async def serve_tcp(
     limits: Callable[[], Limits] = lambda: CONTROL,
     shape: Shape = control_shape,
     refused: Refusals | None = None,
+    lane: Lane | None = None,
 ) -> None:
     """Serve `app` on host:port (HTTPS when given a cert and key) until `shutdown` is set,
-    at most `cap` connections (default: a control listener's), each held to `limits()`.
+    at most `cap` connections (default: a control listener's), each held to `limits()`;
+    `lane` serves the requests it takes past `app` (`lane.py`).
 
     Raises OSError before serving when the address cannot be bound.
     """
@@ -72,13 +75,14 @@ async def serve_tcp(
     # Also how many asyncio accepts at once: a bounded burst of descriptors.
     backlog = min(cap, 1024)
     sock = bind_tcp(host, port, backlog=backlog)
+    protocol = guarded_protocol(HttpProtocol, cap, limits, shape, refused or Refusals("remote"))
     config = uvicorn.Config(
         app,
         log_config=None,
         lifespan="off",
         access_log=False,
         ws="none",
-        http=guarded_protocol(HttpProtocol, cap, limits, shape, refused or Refusals("remote")),
+        http=protocol if lane is None else laned(protocol, lane),
         backlog=backlog,
         # The rate limit keys on the peer address; a forwarded header would let a
         # client choose its own.
