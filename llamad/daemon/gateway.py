@@ -22,12 +22,15 @@ from llamad.gateway.downloads import downloading
 from llamad.gateway.events_stream import activity_routes
 from llamad.gateway.fleet import FleetModels, Identity
 from llamad.gateway.fleet_hosts import FleetHosts
+from llamad.gateway.keyguard import KeyGuard
+from llamad.gateway.lane import GatewayLane
 from llamad.gateway.limits import BodyLimit, GatewayLimits, gateway_shape
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.origin import OriginGuard
 from llamad.gateway.page import BrowserRoot, page_routes
 from llamad.gateway.pool import Pool
+from llamad.gateway.proxy import Relay
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.library.pulls import Pulls
 from llamad.supervise.daemon_state import DaemonState
@@ -123,9 +126,13 @@ async def _serve(
                 *page,
                 *ollama_routes(gateway, pool, pulls, aliases, gateway.activity, keepalive),
             ]
-            app = BrowserRoot(build_app(gateway, extra, pool=pool))
+            keys = KeyGuard()  # wrong keys counted alike by the app and the lane
+            app = BrowserRoot(build_app(gateway, extra, pool=pool, guard=keys))
+            origin = OriginGuard(BodyLimit(app, bounds, refused), gateway.settings, refused)
+            host_ok = lambda host, at: origin.policy().host_ok(host, at)  # noqa: E731
+            lane = GatewayLane(gateway, Relay(pool), bounds, host_ok, keys)
             await serve_tcp(
-                OriginGuard(BodyLimit(app, bounds, refused), gateway.settings, refused),
+                origin,
                 cfg.host,
                 cfg.port,
                 stop,
@@ -134,6 +141,7 @@ async def _serve(
                 limits=bounds,
                 shape=gateway_shape,
                 refused=refused,
+                lane=lane,
             )
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))

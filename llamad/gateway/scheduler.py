@@ -47,9 +47,12 @@ class Scheduler(Loads):
             if slot.dequeue() and slot.deciding and slot.load is not None:
                 slot.load.cancel()  # nobody wants it any more: evict nothing for it
 
-    def try_admit(self, slot: Slot, keep_alive: float | None) -> Facts | None:
-        """Count one request in flight on `slot` if its model serves and admits now."""
-        facts = self.sup.facts(slot.name)
+    def try_admit(
+        self, slot: Slot, keep_alive: float | None, facts: Facts | None = None
+    ) -> Facts | None:
+        """Count one request in flight on `slot` if its model serves and admits now
+        (`facts`: its snapshot, when the caller has just taken one)."""
+        facts = facts or self.sup.facts(slot.name)
         if facts is None or facts.closing or facts.state is not State.RUNNING or not slot.admits:
             return None
         slot.admit(time.monotonic(), facts.pid, keep_alive)

@@ -1,0 +1,189 @@
+"""The gateway's lane (`api/lane.py`): a body-routed POST whose model serves now.
+
+Most of a gateway's requests name a model that one local instance serves and that has
+a slot free. Those are served here, at the listener, and everything else goes to the
+app as before: a lane request is admitted, relayed, resent after a restart, answered
+on error and booked exactly as `app.Proxied` does it, by the same code. What the lane
+leaves out is what only other requests need: the middleware's checks that cannot
+refuse it (decided from its head in `offer`, and its key in `take`), the keep-alive
+beats of a model that loads, the queue, the balancer, the fleet.
+
+The decision to serve and the slot it takes are one synchronous step (`take`), so no
+other request can take the slot between them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine
+from typing import Any, Literal
+
+from llamad.common.lanes import Headers, LaneAnswer, LaneRequest
+from llamad.config.gateway_keys import NamedKey
+from llamad.gateway.activity import Tally
+from llamad.gateway.admission import Slot
+from llamad.gateway.core import Gateway
+from llamad.gateway.keyguard import KeyGuard
+from llamad.gateway.keys import given, lookup
+from llamad.gateway.limits import GatewayLimits
+from llamad.gateway.naming import renamer
+from llamad.gateway.port import GatewayError, Upstream
+from llamad.gateway.proxy import Relay
+from llamad.gateway.replicas.hints import HOP_HEADER
+from llamad.gateway.resend import answered
+from llamad.gateway.routed import BODY_ROUTED, Books, outgoing, send_error
+from llamad.gateway.shapes import valid_text
+
+_PATHS = frozenset(BODY_ROUTED)
+Server = tuple[str, int] | None
+# A browser's request (CORS is the app's) or one another gateway relayed (the balancer's).
+_REFUSED = (b"origin", HOP_HEADER.encode())
+
+
+class GatewayLane:
+    """Implements `api/lane.Lane` for the gateway's listener."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        relay: Relay,
+        limits: GatewayLimits,
+        host_ok: Callable[[bytes, Server], bool],
+        guard: KeyGuard,
+    ) -> None:
+        """`host_ok(host, server)`: the Host check of the origin guard (`origin.py`);
+        `guard`: the app's count of wrong keys (`keycheck.py`)."""
+        self.gateway, self.relay, self.limits, self.host_ok = gateway, relay, limits, host_ok
+        self.guard = guard
+        self.books = Books(gateway)
+
+    def offer(self, path: str, headers: Headers, server: Server, client: str | None) -> bool:
+        """A body-routed path, and nothing in the head that the middleware would answer
+        or the balancer read: a key the app refuses before the body comes, a browser's
+        Origin, a Host not served here, a body past `[gateway] max_body`, a relaying
+        gateway's hop."""
+        if path not in _PATHS or self._caller(client, headers) is False:
+            return False
+        for name, value in headers:
+            if name == b"host":
+                if not self.host_ok(value, server):
+                    return False
+            elif name in _REFUSED or (
+                name == b"content-length" and not _within(value, self.limits.default)
+            ):
+                return False
+        return True
+
+    def take(self, request: LaneRequest, answer: LaneAnswer) -> Coroutine[Any, Any, None] | None:
+        """Serve `request` if its key is good for its model and that model serves now on
+        one local instance (admitted here), else None."""
+        if len(request.body) > self.limits.default:
+            return None
+        caller = self._caller(request.client, request.headers)
+        if caller is False:
+            return None  # the app refuses it, and counts a wrong key
+        try:
+            doc = json.loads(request.body)
+        except (ValueError, RecursionError):
+            return None  # the app answers why
+        model = doc.get("model") if isinstance(doc, dict) else None
+        if not isinstance(model, str) or not model or not valid_text(model):
+            return None
+        held = self._admit(model, caller)
+        if held is None:
+            return None
+        slot, upstream = held
+        key = None if caller is None else caller.name
+        tally = Tally(route=request.path, client=request.client, key=key, began=request.began)
+        tally.model, tally.instance = model, upstream.name
+        tally.waited(0.0, loading=False)
+        done = _Once(lambda: self._done(slot, tally, model, upstream.name))
+        answer.ended.append(done)
+        return self._serve(request, answer, model, upstream, tally, done)
+
+    def _caller(self, client: str | None, headers: Headers) -> NamedKey | Literal[False] | None:
+        """The request's key (None: no keys are configured); False when the app must
+        answer it: no valid key, or an address blocked for guessing."""
+        keys = self.gateway.settings().keys
+        if not keys:
+            return None
+        scope = {"client": (client, 0), "headers": headers}
+        if self.guard.blocked(scope) is not None:
+            return False
+        return lookup(keys, given(scope)) or False
+
+    def _admit(self, model: str, caller: NamedKey | None) -> tuple[Slot, Upstream] | None:
+        gateway = self.gateway
+        if gateway.fleet is not None and gateway.settings().fleet:
+            return None  # a peer may serve it too: the balancer's to choose
+        facts = gateway.router.find(model)
+        # An instance's own name is never an alias: only an alias can be shared.
+        if facts is None or (facts.name != model and gateway.router.sharing(model)):
+            return None
+        if caller is not None and caller.models is not None and facts.name not in caller.models:
+            return None  # the app answers 403
+        slot = gateway.sched.slot(facts.name)
+        admitted = gateway.sched.try_admit(slot, None, facts)
+        if admitted is None:
+            return None
+        return slot, gateway.upstreams.of(admitted)
+
+    async def _serve(
+        self,
+        request: LaneRequest,
+        answer: LaneAnswer,
+        asked: str,
+        upstream: Upstream,
+        tally: Tally,
+        done: Callable[[], None],
+    ) -> None:
+        path = request.path
+        scope = {
+            "method": "POST", "path": path, "query_string": request.query,
+            "headers": request.headers,
+        }  # fmt: skip
+        label = upstream.name
+
+        def first_byte(code: int) -> None:
+            self.books.first_byte(tally, label, code)
+
+        try:
+            await answered(
+                self.gateway,
+                upstream,
+                lambda up: self.relay.relay(
+                    scope,
+                    answer.send,
+                    up,
+                    path,
+                    outgoing(up, path, request.body),
+                    first_byte,
+                    renamer(up, asked),
+                    tally,
+                ),
+            )
+        except GatewayError as exc:
+            tally.status = exc.status
+            await send_error(answer.send, exc, path)
+        finally:
+            done()
+
+    def _done(self, slot: Slot, tally: Tally, model: str, label: str) -> None:
+        self.gateway.sched.release(slot)
+        self.books.close(tally, model, label)
+
+
+def _within(length: bytes, cap: int) -> bool:
+    return length.isdigit() and int(length) <= cap
+
+
+class _Once:
+    """`callback`, called at most once however many ways the request ends."""
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self._callback: Callable[[], None] | None = callback
+
+    def __call__(self) -> None:
+        callback, self._callback = self._callback, None
+        if callback is not None:
+            callback()
