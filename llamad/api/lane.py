@@ -53,7 +53,10 @@ def laned(guarded: type[Any], lane: Lane) -> type[Any]:
     class LanedProtocol(guarded):  # type: ignore[misc]
         _laned: LaneCycle | None = None  # the request whose body the lane is reading
         _serving: LaneCycle | None = None  # the request the lane's task serves
-        _chunks: list[bytes]
+        # The lane's request's body so far: one buffer, so that a body in many tiny pieces
+        # does not cost an object per piece.
+        _body_read: bytearray
+        _head_at = 0.0  # perf_counter when the lane took its head
 
         def on_headers_complete(self) -> None:
             target = self._offered()
@@ -68,7 +71,7 @@ def laned(guarded: type[Any], lane: Lane) -> type[Any]:
                 self.transport, flow, self.server_state.default_headers, keep,
                 self.on_response_complete, self.loop,
             )  # fmt: skip
-            self._target, self._chunks = target, []
+            self._target, self._body_read, self._head_at = target, bytearray(), time.perf_counter()
 
         def _offered(self) -> tuple[str, bytes] | None:
             if self.parser.get_method() != b"POST" or self.expect_100_continue:
@@ -85,23 +88,27 @@ def laned(guarded: type[Any], lane: Lane) -> type[Any]:
             except UnicodeDecodeError:
                 return None
             client = self.client[0] if self.client else None
-            return (path, query) if lane.offer(path, self.headers, self.server, client) else None
+            try:
+                offered = lane.offer(path, self.headers, self.server, client)
+            except Exception:  # a bug of the lane's: the app serves the request
+                log.exception("lane.offer_failed", path=path)
+                return None
+            return (path, query) if offered else None
 
         def connection_lost(self, exc: Exception | None) -> None:
             serving = self._serving
             super().connection_lost(exc)
             # uvicorn tells only `self.cycle`, which a request pipelined behind this one
             # has taken over.
-            if serving is not None and not (serving.response_complete or serving.disconnected):
-                serving.disconnected = True
-                serving.set()
+            if serving is not None:
+                serving.lost()
 
         def on_body(self, body: bytes) -> None:
             if self._laned is None:
                 super().on_body(body)
                 return
             self._count_body(body)
-            self._chunks.append(body)
+            self._body_read += body
 
         def on_message_complete(self) -> None:
             cycle = self._laned
@@ -109,20 +116,29 @@ def laned(guarded: type[Any], lane: Lane) -> type[Any]:
                 super().on_message_complete()
                 return
             self._laned = None
-            body, self._chunks = b"".join(self._chunks), []
+            body, self._body_read = bytes(self._body_read), bytearray()
             self._raw = 0
             self._phase = "serving"
             self._disarm()
             host = self.client[0] if self.client else None
             path, query = self._target
-            request = LaneRequest(path, query, self.headers, host, body, time.perf_counter())
-            work = lane.take(request, cycle)
+            request = LaneRequest(path, query, self.headers, host, body, self._head_at)
+            try:
+                work = lane.take(request, cycle)
+            except Exception:  # a bug of the lane's: the app serves the request
+                log.exception("lane.take_failed", path=path)
+                work = None
             if work is None:
                 self.cycle = None  # type: ignore[assignment]  # uvicorn's: no cycle yet
                 self._replay(body)
+                if not cycle.keep_alive:
+                    # A graceful shutdown began while the lane read the body: uvicorn's
+                    # cycle, new, must say close as well.
+                    self.shutdown()
                 return
             task = self.loop.create_task(work)
-            cycle.task, self._serving = task, cycle
+            cycle.run(task)
+            self._serving = cycle
             task.add_done_callback(functools.partial(self._lane_done, cycle))
             self.tasks.add(task)
 

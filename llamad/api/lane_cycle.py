@@ -45,13 +45,25 @@ class LaneCycle:
         # Told once when the request's task is over, however it ended.
         self.ended: list[Callable[[], None]] = []
         self._chunked = False
+        self._left: int | None = None  # body bytes the head's Content-Length still owes
         self._held = b""  # the head, written with the first body bytes that follow it
+
+    def run(self, task: asyncio.Task[None]) -> None:
+        """`task` serves the request: cancelled if its client goes."""
+        self.task = task
 
     def set(self) -> None:
         """The client went (or the guard refused it): its work is cancelled, which
         closes its upstream connection, as the app's would be."""
         if self.disconnected and self.task is not None:
             self.task.cancel()
+
+    def lost(self) -> None:
+        """The connection closed: what uvicorn tells its own cycle, for when a request
+        pipelined behind this one holds uvicorn's place."""
+        if not (self.response_complete or self.disconnected):
+            self.disconnected = True
+            self.set()
 
     async def send(self, message: Any) -> None:
         """Write ASGI's `http.response.start` or `http.response.body` message."""
@@ -70,13 +82,17 @@ class LaneCycle:
                 data += b"0\r\n\r\n"
         else:
             data = body
+            if self._left is not None:
+                self._left -= len(body)
         if self._held:
             data, self._held = self._held + data, b""
         if data:
             self.transport.write(data)
         if not more:
             self.response_complete = True
-            if not self.keep_alive:
+            # An answer shorter than its Content-Length (the upstream broke off) or longer
+            # would be read into the next one's: the connection goes with it, as uvicorn's.
+            if not self.keep_alive or self._left:
                 self.transport.close()
             self.on_response()
 
@@ -88,7 +104,7 @@ class LaneCycle:
         chunked = status not in (204, 304)
         for name, value in (*self.default_headers, *headers):
             if chunked and name.lower() == b"content-length":
-                chunked = False
+                chunked, self._left = False, int(value)
             head += [name, b": ", value, b"\r\n"]
         if not self.keep_alive:
             head.append(b"connection: close\r\n")

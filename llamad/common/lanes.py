@@ -22,7 +22,7 @@ class LaneRequest:
     headers: Headers
     client: str | None
     body: bytes
-    began: float  # perf_counter when its body had arrived
+    began: float  # perf_counter when its head had arrived
 
 
 class LaneAnswer(Protocol):
