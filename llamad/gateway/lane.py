@@ -21,7 +21,6 @@ from typing import Any, Literal
 from llamad.common.lanes import Headers, LaneAnswer, LaneRequest
 from llamad.config.gateway_keys import NamedKey
 from llamad.gateway.activity import Tally
-from llamad.gateway.admission import Slot
 from llamad.gateway.core import Gateway
 from llamad.gateway.keyguard import KeyGuard
 from llamad.gateway.keys import given, lookup
@@ -33,6 +32,7 @@ from llamad.gateway.replicas.hints import HOP_HEADER
 from llamad.gateway.resend import answered
 from llamad.gateway.routed import BODY_ROUTED, Books, outgoing, send_error
 from llamad.gateway.shapes import valid_text
+from llamad.supervise.facts import Facts
 
 _PATHS = frozenset(BODY_ROUTED)
 Server = tuple[str, int] | None
@@ -89,17 +89,24 @@ class GatewayLane:
         model = doc.get("model") if isinstance(doc, dict) else None
         if not isinstance(model, str) or not model or not valid_text(model):
             return None
-        held = self._admit(model, caller)
-        if held is None:
+        facts = self._route(model, caller)
+        if facts is None:
             return None
-        slot, upstream = held
+        # All that may fail comes before the admission: after it, nothing may stand
+        # between the slot taken and its release registered.
+        upstream = self.gateway.upstreams.of(facts)
         key = None if caller is None else caller.name
         tally = Tally(route=request.path, client=request.client, key=key, began=request.began)
         tally.model, tally.instance = model, upstream.name
         tally.waited(0.0, loading=False)
-        done = _Once(lambda: self._done(slot, tally, model, upstream.name))
-        answer.ended.append(done)
-        return self._serve(request, answer, model, upstream, tally, done)
+        sched = self.gateway.sched
+        slot = sched.slot(facts.name)
+        if sched.try_admit(slot, None, facts) is None:
+            return None
+        release = _Once(lambda: sched.release(slot))
+        booked = _Once(lambda: self.books.close(tally, model, upstream.name))
+        answer.ended.extend([release, booked])
+        return self._serve(request, answer, model, upstream, tally, release, booked)
 
     def _caller(self, client: str | None, headers: Headers) -> NamedKey | Literal[False] | None:
         """The request's key (None: no keys are configured); False when the app must
@@ -112,7 +119,8 @@ class GatewayLane:
             return False
         return lookup(keys, given(scope)) or False
 
-    def _admit(self, model: str, caller: NamedKey | None) -> tuple[Slot, Upstream] | None:
+    def _route(self, model: str, caller: NamedKey | None) -> Facts | None:
+        """The one local instance `model` names, if the lane may serve it there."""
         gateway = self.gateway
         if gateway.fleet is not None and gateway.settings().fleet:
             return None  # a peer may serve it too: the balancer's to choose
@@ -122,11 +130,7 @@ class GatewayLane:
             return None
         if caller is not None and caller.models is not None and facts.name not in caller.models:
             return None  # the app answers 403
-        slot = gateway.sched.slot(facts.name)
-        admitted = gateway.sched.try_admit(slot, None, facts)
-        if admitted is None:
-            return None
-        return slot, gateway.upstreams.of(admitted)
+        return facts
 
     async def _serve(
         self,
@@ -135,7 +139,8 @@ class GatewayLane:
         asked: str,
         upstream: Upstream,
         tally: Tally,
-        done: Callable[[], None],
+        release: Callable[[], None],
+        booked: Callable[[], None],
     ) -> None:
         path = request.path
         scope = {
@@ -164,13 +169,11 @@ class GatewayLane:
             )
         except GatewayError as exc:
             tally.status = exc.status
+            release()  # as the app's lease ends before its error answer
             await send_error(answer.send, exc, path)
         finally:
-            done()
-
-    def _done(self, slot: Slot, tally: Tally, model: str, label: str) -> None:
-        self.gateway.sched.release(slot)
-        self.books.close(tally, model, label)
+            release()
+            booked()
 
 
 def _within(length: bytes, cap: int) -> bool:
