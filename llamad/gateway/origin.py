@@ -162,7 +162,8 @@ def _split(host: str) -> tuple[str, int]:
         port = rest.removeprefix(":")
     elif host.count(":") == 1:
         name, _, port = host.partition(":")
-    return name, int(port) if port.isdigit() else 80
+    # ASCII digits only: "²" is a digit to str.isdigit, not to int().
+    return name, int(port) if port.isascii() and port.isdigit() else 80
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
