@@ -195,7 +195,7 @@ def guarded_protocol(
             super().on_response_complete()
             if self._phase == "serving" and not queued:
                 self._idle()
-            elif self._phase == "body" and not self.transport.is_closing():
+            elif self._phase == "body" and not queued and not self.transport.is_closing():
                 # Answered (a 401, say) with its body still to come: the body is dropped
                 # as it comes; one that stops coming holds no place past a moment.
                 self._unset_keepalive_if_required()
