@@ -13,6 +13,12 @@ lane that fails answers 500 (before its head) or breaks the connection off (afte
 guard's body limit refuses before `take`; a graceful shutdown lets a held answer out,
 saying close; and a slow reader holds the lane's writer on flow control rather than in
 an unbounded buffer.
+
+And what a review found: an answer shorter or longer than its Content-Length closes its
+connection; a shutdown begun while the lane reads a body it gives back makes the app's
+answer say close; a lane whose `offer` or `take` raises is logged and the app serves the
+request; a body of many tiny chunks is held in one buffer; a request's `began` is its
+head's time; and a request pipelined behind an answered one keeps its own deadline.
 """
 
 from __future__ import annotations
@@ -22,16 +28,20 @@ import contextlib
 import json
 import random
 import socket
+import time
+import tracemalloc
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 import h11
 import pytest
+import structlog.testing
 from helpers import free_port, until
 from starlette.types import Receive, Scope, Send
 
 from llamad.api import tcp
+from llamad.api.connguard import LINGER_S
 from llamad.api.lane_cycle import LaneCycle
 from llamad.api.uds import QuietServer
 from llamad.common.lanes import Headers, LaneRequest
@@ -561,3 +571,167 @@ async def test_a_slow_reader_holds_the_lane_on_flow_control() -> None:
         assert len(buffered) == total // chunk
         # At most one chunk (and its framing) past the high-water mark, ever.
         assert max(buffered) <= high + chunk + 64
+
+
+# Regressions from a review of the lane ----------------------------------------------------
+
+# A kept-alive connection is closed only by the idle deadline: long, so that an EOF seen
+# within a moment comes from the server choosing to close.
+PATIENT = Limits(max_body=1024 * 1024, head_timeout=60.0, request_timeout=60.0)
+
+
+def the_connection(server: QuietServer) -> Any:
+    """The one connection `server` holds (the test opened one)."""
+    (conn,) = server.server_state.connections
+    return conn
+
+
+async def read_to_eof(client: Client, within: float = 3.0) -> bytes:
+    """All the server writes until it closes the connection, which it must do soon."""
+    got, client.buf = client.buf, b""
+    async with asyncio.timeout(within):
+        while data := await client.reader.read(65536):
+            got += data
+    return got
+
+
+@pytest.mark.parametrize(("declared", "sent"), [(100, 10), (5, 10)], ids=["shorter", "longer"])
+async def test_a_lane_answer_not_matching_its_content_length_closes_the_connection(
+    declared: int, sent: int
+) -> None:
+    async with served(limits=lambda: PATIENT) as s:
+
+        async def mismatched(request: LaneRequest, answer: LaneCycle) -> None:
+            # An upstream that broke off after its head (shorter), or said too little (longer).
+            headers = [(b"content-length", str(declared).encode())]
+            await answer.send({"type": "http.response.start", "status": 200, "headers": headers})
+            await answer.send({"type": "http.response.body", "body": b"b" * sent})
+
+        s.lane.serve = mismatched
+        client = await s.connect()
+        await client.send(post("/lane/x", b"x"))
+        # Kept alive, the client would read the next answer into this one's body (or wait
+        # for the bytes owed): the connection goes with the answer instead.
+        got = await read_to_eof(client)
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ")
+        assert f"content-length: {declared}".encode() in head.lower()
+        assert body == b"b" * sent
+        assert s.lane.ended == ["/lane/x"]
+
+
+async def test_a_shutdown_while_the_lane_reads_a_body_it_gives_back_says_close(
+    servers: list[QuietServer],
+) -> None:
+    async with served() as s:
+        s.lane.serve = lambda request, answer: None
+        client = await s.connect()
+        await client.send(b"POST /lane/back HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n")
+        await until(lambda: s.lane.offers == ["/lane/back"], 10, "the head offered")
+        s.stop.set()
+        # uvicorn's shutdown() marks the lane's cycle, the only one there is yet.
+        await until(lambda: not the_connection(servers[0]).cycle.keep_alive, 10, "shutdown")
+        await client.send(b"body")
+        reply = await client.reply()
+        by_app(reply, "/lane/back", b"body")
+        assert reply.headers[b"connection"] == b"close"
+        assert await client.at_eof()
+        async with asyncio.timeout(10):
+            await s.task  # the server exits: nothing holds it open
+
+
+def _raise(*args: object) -> Any:
+    raise RuntimeError("a bug in the lane")
+
+
+@pytest.mark.parametrize("where", ["offer", "take"])
+async def test_a_lane_that_raises_gives_the_request_to_the_app(
+    monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    body = random.Random(2).randbytes(3000)
+    async with served() as s:
+        if where == "offer":
+            monkeypatch.setattr(s.lane, "offer", _raise)
+        else:
+            s.lane.serve = _raise
+        client = await s.connect()
+        with structlog.testing.capture_logs() as logs:
+            await client.send(post("/lane/x", body))
+            by_app(await client.reply(), "/lane/x", body)
+            # The same connection, then a new one: the listener serves on.
+            await client.send(post("/lane/y", b"again"))
+            by_app(await client.reply(), "/lane/y", b"again")
+            other = await s.connect()
+            await other.send(post("/app", b"other"))
+            by_app(await other.reply(), "/app", b"other")
+        failed = [e for e in logs if e["event"] == f"lane.{where}_failed"]
+        # Every POST is offered; only those the lane wanted are taken.
+        offered = ["/lane/x", "/lane/y", "/app"] if where == "offer" else ["/lane/x", "/lane/y"]
+        assert [e["path"] for e in failed] == offered
+        assert all(e["log_level"] == "error" and e.get("exc_info") for e in failed)
+        assert s.lane.ended == []
+
+
+async def test_a_body_in_many_tiny_chunks_is_held_in_one_buffer() -> None:
+    size = 20_000
+    body = random.Random(3).randbytes(size)
+    sent = post_chunked("/lane/tiny", [body[i : i + 1] for i in range(size)])
+    peaks: list[int] = []
+    async with served() as s:
+        echo = s.lane.serve
+
+        def measured(request: LaneRequest, answer: LaneCycle) -> Coroutine[Any, Any, None] | None:
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            return echo(request, answer)
+
+        s.lane.serve = measured
+        client = await s.connect()
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            await client.send(sent)  # built before: the client's bytes are not counted
+            reply = await client.reply()
+        finally:
+            tracemalloc.stop()
+        by_lane(reply, b"lane:" + body)
+        assert [r.body for r in s.lane.taken] == [body]
+        # One bytes object per chunk cost ~100 bytes per body byte; one buffer about 13,
+        # most of it the wire's 6 bytes per body byte, counted at both ends (one process).
+        (peak,) = peaks
+        assert peak - base < 20 * size, f"{(peak - base) / size:.0f} bytes held per body byte"
+
+
+async def test_a_lane_request_began_at_its_head_not_at_its_body_end() -> None:
+    async with served() as s:
+        client = await s.connect()
+        await client.send(b"POST /lane/x HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n")
+        await until(lambda: s.lane.offers == ["/lane/x"], 10, "the head offered")
+        body_sent = time.perf_counter()
+        await client.send(b"body")
+        by_lane(await client.reply(), b"lane:body")
+        # Its activity record's timings run from here: a slow upload counts in them.
+        (taken,) = s.lane.taken
+        assert taken.began < body_sent
+
+
+async def test_a_request_pipelined_behind_one_answered_keeps_its_own_deadline(
+    servers: list[QuietServer],
+) -> None:
+    async with served(limits=lambda: PATIENT) as s:
+        release = s.stage.hold("/lane/first")
+        client = await s.connect()
+        head = b"POST /app/second HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"
+        await client.send(post("/lane/first", b"one") + head + b"part")
+        await until(lambda: s.stage.log == ["lane began /lane/first"], 10, "the first begun")
+        await until(lambda: queued(servers[0]), 10, "the second queued")
+        release.set_result(None)
+        by_lane(await client.reply(), b"lane:one")
+        # The second's body still comes: its deadline is the request timeout from its
+        # head, not the moment's grace of a body left behind an answer it already had.
+        # Waiting LINGER_S out would cost 5 s, so the armed timer is read instead.
+        conn = the_connection(servers[0])
+        assert conn._phase == "body"
+        left = conn._timer.when() - asyncio.get_running_loop().time()
+        assert left > LINGER_S + 30, f"the second request's deadline is {left:.1f}s away"
+        await client.send(b"of it!")
+        by_app(await client.reply(), "/app/second", b"partof it!")

@@ -8,7 +8,8 @@ name, a bad body, a drain, a missing, wrong or too narrow key); `offer` turns do
 head the middleware or the balancer must see; a task cancelled before its first step
 still releases its slot and books one 499; and a relay that got no answer from a
 restarting process is sent to its successor, or, when the process did not restart,
-ends as a 502 in the path's family's shape.
+ends as a 502 in the path's family's shape. A relay's error answer is written after
+its slot is released, and the activity record is timed from the request's `began`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from llamad.gateway.keyguard import KeyGuard
 from llamad.gateway.lane import GatewayLane
 from llamad.gateway.limits import GatewayLimits
 from llamad.gateway.naming import Rewrite
-from llamad.gateway.port import Upstream
+from llamad.gateway.port import Upstream, UpstreamError
 from llamad.gateway.proxy import Relay
 from llamad.lifecycle.states import State
 
@@ -413,4 +414,67 @@ async def test_no_answer_from_a_process_that_still_runs_is_a_502_in_the_family_s
     assert in_flight(gw) == {}
     assert [r.status for r in gw.activity.recent()] == [502]
     assert requests_counted(gw, "a", "502") == 1
+    await gw.close()
+
+
+# 6. Regressions from a review of the lane -------------------------------------------------
+
+
+class SlotWatchingAnswer(FakeAnswer):
+    """Notes the requests in flight when the answer's head is written."""
+
+    def __init__(self, gw: Gateway) -> None:
+        super().__init__()
+        self.gw = gw
+        self.in_flight_at_start: dict[str, int] | None = None
+
+    async def send(self, message: Any) -> None:
+        if message["type"] == "http.response.start":
+            self.in_flight_at_start = in_flight(self.gw)
+        await super().send(message)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [UpstreamError("connection refused"), NotAnswered("connection refused", sent=False)],
+    ids=["upstream-error", "not-answered"],
+)
+async def test_a_failed_relay_releases_its_slot_before_the_error_answer(
+    monkeypatch: pytest.MonkeyPatch, failure: Exception
+) -> None:
+    monkeypatch.setattr(scheduler_module, "CRASH_NOTICE_S", 0.05)  # no restart comes
+    _, gw = running_a()
+    relay = StubRelay()
+    answer = SlotWatchingAnswer(gw)
+    task = asyncio.ensure_future(served(lane_over(gw, relay), request(), answer))
+    await until(lambda: len(relay.gates) == 1, "relayed")
+    relay.gates[0].set_result(failure)
+    await task
+    # As the app's lease ends before its error answer: a client that reads the 502 and
+    # asks again finds the slot free, not counted against it by a request already over.
+    assert answer.status() == 502
+    assert answer.in_flight_at_start == {}
+    answer.finish()
+    assert in_flight(gw) == {}
+    assert [r.status for r in gw.activity.recent()] == [502]
+    assert requests_counted(gw, "a", "502") == 1
+    await gw.close()
+
+
+async def test_the_record_times_the_request_from_its_head() -> None:
+    _, gw = running_a()
+    relay = StubRelay()
+    answer = FakeAnswer()
+    # The listener read its head 5 s ago (a slow upload, say).
+    asked = dataclasses.replace(request(), began=time.perf_counter() - 5)
+    task = asyncio.ensure_future(served(lane_over(gw, relay), asked, answer))
+    await until(lambda: len(relay.gates) == 1, "relayed")
+    relay.gates[0].set_result(None)
+    await task
+    answer.finish()
+    (record,) = gw.activity.recent()
+    assert record.status == 200
+    assert record.duration_s >= 5
+    assert record.ttfb_s is not None
+    assert record.ttfb_s >= 5
     await gw.close()

@@ -1,10 +1,12 @@
 """No web page drives the gateway (issue #30): a foreign Origin is refused whatever the
 content type, the gateway answers CORS itself, and a Host that is not this listener's
-(DNS rebinding) is refused. Against a real llamad, llama-server and headless Chromium."""
+(DNS rebinding) is refused. Against a real llamad, llama-server and headless Chromium;
+a Host whose port is not ASCII digits is refused 403 by the guard itself, in process."""
 
 from __future__ import annotations
 
 import http.server
+import json
 import shutil
 import subprocess
 import threading
@@ -15,9 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 from gateway_helpers import TINY, Gw, chat, gateway
+from starlette.types import Message, Receive, Scope, Send
 
 from llamad.config.gateway_table import GatewayConfig
-from llamad.gateway.origin import Policy
+from llamad.gateway.origin import OriginGuard, Policy
 
 PORT = 8080
 
@@ -61,6 +64,51 @@ def test_configured_hosts_and_origins() -> None:
     anyone = policy(allowed_hosts=frozenset({"*"}), allowed_origins=frozenset({"*"}))
     assert anyone.host_ok(b"evil.test", ("127.0.0.1", PORT))
     assert anyone.origin_ok(b"http://evil.test", None)
+
+
+# A port of non-ASCII digits: "²" (latin-1 0xb2) is a digit to str.isdigit but not to int().
+ODD_PORTS = [b"127.0.0.1:\xb2", b"[::1]:\xb2", b"127.0.0.1:8\xb9"]
+
+
+@pytest.mark.parametrize("host", ODD_PORTS)
+def test_a_port_of_non_ascii_digits_names_no_listener(host: bytes) -> None:
+    assert policy().host_ok(host, ("127.0.0.1", PORT)) is False
+
+
+@pytest.mark.parametrize("host", ODD_PORTS)
+async def test_a_port_of_non_ascii_digits_is_refused_403_not_500(host: bytes) -> None:
+    """At the guard, which a ValueError from its Host check would turn into a 500."""
+    refused: list[str] = []
+    reached: list[Scope] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        reached.append(scope)
+
+    settings = GatewayConfig(host="127.0.0.1", port=PORT)
+    guard = OriginGuard(
+        app, lambda: settings, lambda reason, client: refused.append(reason), lambda: "studio"
+    )
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope: Scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "headers": [(b"host", host), (b"content-type", b"application/json")],
+        "server": ("127.0.0.1", PORT),
+        "client": ("127.0.0.1", 50000),
+    }
+    await guard(scope, receive, send)
+    assert reached == []
+    assert sent[0]["status"] == 403
+    assert json.loads(sent[1]["body"])["error"]["code"] == "host_not_allowed"
+    assert refused == ["host_not_allowed"]
 
 
 @pytest.fixture
