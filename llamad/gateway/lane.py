@@ -15,7 +15,8 @@ other request can take the slot between them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from llamad.common.lanes import Headers, LaneAnswer, LaneRequest
@@ -26,6 +27,7 @@ from llamad.gateway.keyguard import KeyGuard
 from llamad.gateway.keys import given, lookup
 from llamad.gateway.limits import GatewayLimits
 from llamad.gateway.naming import renamer
+from llamad.gateway.pooled import Sending
 from llamad.gateway.port import GatewayError, Upstream
 from llamad.gateway.proxy import Relay
 from llamad.gateway.replicas.hints import HOP_HEADER
@@ -95,18 +97,37 @@ class GatewayLane:
         # All that may fail comes before the admission: after it, nothing may stand
         # between the slot taken and its release registered.
         upstream = self.gateway.upstreams.of(facts)
-        key = None if caller is None else caller.name
-        tally = Tally(route=request.path, client=request.client, key=key, began=request.began)
-        tally.model, tally.instance = model, upstream.name
-        tally.waited(0.0, loading=False)
+        scope = {
+            "method": "POST", "path": request.path, "query_string": request.query,
+            "headers": request.headers,
+        }  # fmt: skip
+        body = outgoing(upstream, request.path, request.body)
         sched = self.gateway.sched
         slot = sched.slot(facts.name)
         if sched.try_admit(slot, None, facts) is None:
             return None
         release = _Once(lambda: sched.release(slot))
-        booked = _Once(lambda: self.books.close(tally, model, upstream.name))
-        answer.ended.extend([release, booked])
-        return self._serve(request, answer, model, upstream, tally, release, booked)
+        answer.ended.append(release)
+        try:
+            # Sent before the rest is made: the model reads it meanwhile.
+            sending = self.relay.start(scope, upstream, request.path, body)
+        except BaseException:
+            release()
+            raise
+        answer.ended.append(sending.abandon)
+        try:
+            key = None if caller is None else caller.name
+            tally = Tally(request.path, request.client, key, began=request.began)
+            tally.model, tally.instance = model, upstream.name
+            tally.waited(0.0, loading=False)
+            booked = _Once(lambda: self.books.close(tally, model, upstream.name))
+            answer.ended.append(booked)
+            work = _Work(scope, request.body, model, upstream, sending, tally, release, booked)
+        except BaseException:
+            sending.abandon()
+            release()
+            raise
+        return self._serve(answer, work)
 
     def _caller(self, client: str | None, headers: Headers) -> NamedKey | Literal[False] | None:
         """The request's key (None: no keys are configured); False when the app must
@@ -132,48 +153,46 @@ class GatewayLane:
             return None  # the app answers 403
         return facts
 
-    async def _serve(
-        self,
-        request: LaneRequest,
-        answer: LaneAnswer,
-        asked: str,
-        upstream: Upstream,
-        tally: Tally,
-        release: Callable[[], None],
-        booked: Callable[[], None],
-    ) -> None:
-        path = request.path
-        scope = {
-            "method": "POST", "path": path, "query_string": request.query,
-            "headers": request.headers,
-        }  # fmt: skip
-        label = upstream.name
+    async def _serve(self, answer: LaneAnswer, work: _Work) -> None:
+        path, tally, label = work.scope["path"], work.tally, work.upstream.name
+        first: list[Sending] = [work.sending]
 
         def first_byte(code: int) -> None:
             self.books.first_byte(tally, label, code)
 
-        try:
-            await answered(
-                self.gateway,
-                upstream,
-                lambda up: self.relay.relay(
-                    scope,
-                    answer.send,
-                    up,
-                    path,
-                    outgoing(up, path, request.body),
-                    first_byte,
-                    renamer(up, asked),
-                    tally,
-                ),
+        def attempt(up: Upstream) -> Awaitable[None]:
+            # The first attempt waits for the request sent already; a resend sends anew.
+            sending = first.pop() if first and up is work.upstream else None
+            body = b"" if sending is not None else outgoing(up, path, work.body)
+            rename = renamer(up, work.asked)
+            send = answer.send
+            return self.relay.relay(
+                work.scope, send, up, path, body, first_byte, rename, tally, sending
             )
+
+        try:
+            await answered(self.gateway, work.upstream, attempt)
         except GatewayError as exc:
             tally.status = exc.status
-            release()  # as the app's lease ends before its error answer
+            work.release()  # as the app's lease ends before its error answer
             await send_error(answer.send, exc, path)
         finally:
-            release()
-            booked()
+            work.release()
+            work.booked()
+
+
+@dataclass(frozen=True, slots=True)
+class _Work:
+    """A lane request taken: what serving it needs."""
+
+    scope: dict[str, Any]
+    body: bytes  # as the client sent it
+    asked: str
+    upstream: Upstream
+    sending: Sending
+    tally: Tally
+    release: Callable[[], None]
+    booked: Callable[[], None]
 
 
 def _within(length: bytes, cap: int) -> bool:

@@ -18,13 +18,13 @@ never written again here.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Mapping
 from functools import lru_cache
 from urllib.parse import urlsplit
 
 from llamad.gateway.answer import Answer
 from llamad.gateway.connection import Connection, Headers, NotAnswered
+from llamad.gateway.pooled import Host, Key, Sending
 from llamad.gateway.sockets import readable, self_connected, set_keepalive
 
 # Below the 5 s keep-alive of llama-server (cpp-httplib's default) and of uvicorn (a
@@ -35,8 +35,6 @@ CONNECT_TIMEOUT_S = 10.0
 # Far above the parallel slots of one llama-server: past it requests queue in the server
 # anyway, so the cap only stops a flood from spending the gateway's file descriptors.
 MAX_PER_UPSTREAM = 64
-
-Key = tuple[str, int]
 
 
 def encode(headers: Mapping[str, str]) -> Headers:
@@ -52,33 +50,13 @@ def _where(base_url: str) -> tuple[Key, str, bytes]:
     return (url.hostname or "127.0.0.1", url.port or 80), url.path.rstrip("/"), host
 
 
-class _Host:
-    """The connections to one (host, port): how many are open, the idle ones among them,
-    and the requests waiting for one, first come first served. A waiter is handed either
-    a connection or, as None, the slot of one that closed."""
-
-    def __init__(self) -> None:
-        self.open = 0
-        self.idle: list[Connection] = []
-        self.waiters: deque[asyncio.Future[Connection | None]] = deque()
-
-    def hand(self, item: Connection | None) -> bool:
-        """Give `item` to the longest waiter, if one still waits."""
-        while self.waiters:
-            waiter = self.waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(item)
-                return True
-        return False
-
-
 class Pool:
     """Kept-alive connections per (host, port), at most `max_per_upstream` open to each:
     a request past that waits, first come first served, for one to come back or close."""
 
     def __init__(self, max_per_upstream: int = MAX_PER_UPSTREAM) -> None:
         self.max_per_upstream = max_per_upstream
-        self._hosts: dict[Key, _Host] = {}
+        self._hosts: dict[Key, Host] = {}
 
     async def request(
         self, method: str, base_url: str, target: str, headers: Headers, body: bytes | None
@@ -86,6 +64,13 @@ class Pool:
         """Send one request to `base_url` + `target` and wait for the answer's final head.
 
         Raises NotAnswered when none came: see the module's docstring."""
+        return await self.answer(self.start(method, base_url, target, headers, body))
+
+    def start(
+        self, method: str, base_url: str, target: str, headers: Headers, body: bytes | None
+    ) -> Sending:
+        """The request, written at once when a kept connection is free; `answer` waits
+        for its answer (and sends it first if no connection was free)."""
         key, prefix, host = _where(base_url)
         head = [f"{method} {prefix}{target} HTTP/1.1\r\n".encode("latin-1"), host]
         for k, v in headers:
@@ -93,10 +78,19 @@ class Pool:
         if body is not None:
             head.append(b"content-length: %d\r\n" % len(body))
         data = b"".join([*head, b"\r\n", body or b""])
+        sending = Sending(key, data, self._idle(self._hosts.setdefault(key, Host())), method)
+        if sending.conn is not None and sending.conn.transport is not None:
+            sending.conn.transport.write(data)
+        return sending
+
+    async def answer(self, sending: Sending) -> Answer:
+        """The answer's final head to `sending`. Raises NotAnswered when none came."""
         while True:
-            conn = await self._get(key)
-            assert conn.transport is not None
-            conn.transport.write(data)
+            conn, sending.conn = sending.conn, None  # ours now: `abandon` leaves it be
+            if conn is None:
+                conn = await self._get(sending.key)
+                assert conn.transport is not None
+                conn.transport.write(sending.data)
             try:
                 await conn.head
             except NotAnswered:
@@ -104,21 +98,19 @@ class Pool:
                     continue  # a kept connection the server closed as we reused it
                 raise
             except BaseException:
+                assert conn.transport is not None
                 conn.transport.close()
                 raise
-            return Answer(conn, self.put, head_only=method == "HEAD")
+            return Answer(conn, self.put, head_only=sending.method == "HEAD")
 
     def counts(self) -> dict[Key, tuple[int, int]]:
         """Per upstream: the connections open, and how many of them are idle."""
         return {key: (h.open, len(h.idle)) for key, h in self._hosts.items()}
 
     async def _get(self, key: Key) -> Connection:
-        host = self._hosts.setdefault(key, _Host())
-        while host.idle:
-            conn = host.idle.pop()
-            if self._fit(conn):
-                return conn
-            self._free(host)
+        host = self._hosts.setdefault(key, Host())
+        if (idle := self._idle(host)) is not None:
+            return idle
         if host.open < self.max_per_upstream and not host.waiters:
             host.open += 1
         else:
@@ -134,6 +126,15 @@ class Pool:
             self._free(host)
             raise
 
+    def _idle(self, host: Host) -> Connection | None:
+        """A kept connection of `host`'s ready for a request, if one is free."""
+        while host.idle:
+            conn = host.idle.pop()
+            if self._fit(conn):
+                return conn
+            self._free(host)
+        return None
+
     def _fit(self, conn: Connection) -> bool:
         """Ready `conn` for reuse, or close it (its slot left to the caller) when the
         server has closed it or written to it while it sat idle."""
@@ -148,7 +149,7 @@ class Pool:
         conn.begin()
         return True
 
-    async def _wait(self, host: _Host) -> Connection | None:
+    async def _wait(self, host: Host) -> Connection | None:
         waiter: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
         host.waiters.append(waiter)
         try:
@@ -196,7 +197,7 @@ class Pool:
             host.idle.append(conn)
             conn.expiry = asyncio.get_running_loop().call_later(KEEPALIVE_S, self._expire, conn)
 
-    def _free(self, host: _Host) -> None:
+    def _free(self, host: Host) -> None:
         """One connection fewer: its slot goes to the longest waiter, if any."""
         if not host.hand(None):
             host.open -= 1

@@ -19,6 +19,7 @@ from llamad.gateway.answer import Answer
 from llamad.gateway.families import family, gateway_shape
 from llamad.gateway.naming import Rewrite
 from llamad.gateway.pool import Pool, encode
+from llamad.gateway.pooled import Sending
 from llamad.gateway.port import GatewayError, Upstream
 from llamad.gateway.upstream_errors import refit
 from llamad.gateway.usage import from_chunks
@@ -53,6 +54,16 @@ class Relay:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
+    def start(self, scope: Scope, upstream: Upstream, path: str, body: bytes) -> Sending:
+        """The request for `upstream` at `path`, written at once when a kept connection
+        to it is free (`Pool.start`): `relay` then waits for its answer."""
+        headers = [(k, v) for k, v in _headers(scope) if k.lower() not in _DROP_UP]
+        headers += encode(upstream.headers)
+        query = scope.get("query_string", b"")
+        target = quote(path, safe=_PATH_SAFE) + ("?" + query.decode("latin-1") if query else "")
+        send_body = body if body or scope["method"] in ("POST", "PUT", "PATCH") else None
+        return self.pool.start(scope["method"], upstream.base_url, target, headers, send_body)
+
     async def relay(
         self,
         scope: Scope,
@@ -63,23 +74,18 @@ class Relay:
         first_byte: Callable[[int], None],
         rename: Rewrite | None = None,
         tally: Tally | None = None,
+        sending: Sending | None = None,
     ) -> None:
-        """Send the request to `upstream` at `path` and stream the answer back, with
-        `rename` applied to each chunk (naming.py) and an error answer refitted to the
-        route's family (upstream_errors.py); `tally` gets the time of the body's first
-        byte and the usage its end reports.
+        """Send the request to `upstream` at `path` (or wait for the answer to `sending`,
+        `start`ed already) and stream the answer back, with `rename` applied to each
+        chunk (naming.py) and an error answer refitted to the route's family
+        (upstream_errors.py); `tally` gets the time of the body's first byte and the
+        usage its end reports.
 
         Upstream timeouts: 10 s to connect, none after, so a long generation is never cut.
         """
-        headers = [(k, v) for k, v in _headers(scope) if k.lower() not in _DROP_UP]
-        headers += encode(upstream.headers)
-        query = scope.get("query_string", b"")
-        target = quote(path, safe=_PATH_SAFE) + ("?" + query.decode("latin-1") if query else "")
-        send_body = body if body or scope["method"] in ("POST", "PUT", "PATCH") else None
         # NotAnswered (nothing of the answer came) goes to the caller, which may resend.
-        answer = await self.pool.request(
-            scope["method"], upstream.base_url, target, headers, send_body
-        )
+        answer = await self.pool.answer(sending or self.start(scope, upstream, path, body))
         try:
             if answer.status >= 400:
                 await _error(send, scope["path"], answer, first_byte)

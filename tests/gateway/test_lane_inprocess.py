@@ -22,6 +22,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
+from pool_helpers import OK, body_of, read_request, upstream
 from supervisor_double import Double, gateway, spec, until
 
 from llamad.common.lanes import LaneRequest
@@ -34,6 +35,8 @@ from llamad.gateway.keyguard import KeyGuard
 from llamad.gateway.lane import GatewayLane
 from llamad.gateway.limits import GatewayLimits
 from llamad.gateway.naming import Rewrite
+from llamad.gateway.pool import Pool
+from llamad.gateway.pooled import Sending
 from llamad.gateway.port import Upstream, UpstreamError
 from llamad.gateway.proxy import Relay
 from llamad.lifecycle.states import State
@@ -50,7 +53,12 @@ class StubRelay(Relay):
 
     def __init__(self) -> None:  # no pool: nothing goes upstream
         self.calls: list[Upstream] = []
+        self.started: list[Upstream] = []
         self.gates: list[asyncio.Future[Exception | None]] = []
+
+    def start(self, scope: Any, upstream: Upstream, path: str, body: bytes) -> Sending:
+        self.started.append(upstream)
+        return Sending(("127.0.0.1", 9), body, None, "POST")
 
     async def relay(
         self,
@@ -62,6 +70,7 @@ class StubRelay(Relay):
         first_byte: Callable[[int], None],
         rename: Rewrite | None = None,
         tally: Tally | None = None,
+        sending: Sending | None = None,
     ) -> None:
         self.calls.append(upstream)
         gate: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
@@ -478,3 +487,41 @@ async def test_the_record_times_the_request_from_its_head() -> None:
     assert record.ttfb_s is not None
     assert record.ttfb_s >= 5
     await gw.close()
+
+
+# 6. The request goes upstream before the rest is made ----------------------------------
+
+
+async def test_a_lane_request_is_sent_in_the_step_it_is_taken_and_closed_if_never_served() -> None:
+    """Through a real relay and pool: the request reaches the upstream before the lane's
+    task has run at all; that task cancelled before its first step (its client gone)
+    closes the connection the request went on, so the model stops working on it."""
+    arrived, closed = asyncio.Event(), asyncio.Event()
+
+    async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(OK)  # the warm-up's answer: the connection is kept
+        await read_request(reader)
+        arrived.set()
+        await reader.read()  # never answered; ends from the gateway's side
+        closed.set()
+
+    pool = Pool()
+    async with upstream(held) as (url, _):
+        double = Double(auto=False)
+        port = int(url.rsplit(":", 1)[1])
+        double.add(dataclasses.replace(spec("a"), port=port), State.RUNNING)
+        gw = gateway(double, max_body=MAX_BODY)
+        assert await body_of(pool, url) == (200, b"ok")
+        answer = FakeAnswer()
+        task = asyncio.ensure_future(served(lane_over(gw, Relay(pool)), request(), answer))
+        task.cancel()  # before its first step
+        async with asyncio.timeout(10):
+            await arrived.wait()  # sent all the same: in take's step
+        await asyncio.wait({task})
+        answer.finish()  # as the listener does once the task is over
+        async with asyncio.timeout(10):
+            await closed.wait()
+        assert in_flight(gw) == {}
+        await gw.close()
+    await pool.close()

@@ -1,0 +1,49 @@
+"""What the upstream pool (`pool.py`) keeps: per upstream, its connections and waiters;
+per request, the request on its way until its answer is awaited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from llamad.gateway.connection import Connection
+
+Key = tuple[str, int]
+
+
+class Host:
+    """The connections to one (host, port): how many are open, the idle ones among them,
+    and the requests waiting for one, first come first served. A waiter is handed either
+    a connection or, as None, the slot of one that closed."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.idle: list[Connection] = []
+        self.waiters: deque[asyncio.Future[Connection | None]] = deque()
+
+    def hand(self, item: Connection | None) -> bool:
+        """Give `item` to the longest waiter, if one still waits."""
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(item)
+                return True
+        return False
+
+
+class Sending:
+    """A request on its way (`Pool.start`): written already when a kept connection was
+    free, else when `Pool.answer` gets one."""
+
+    __slots__ = ("conn", "data", "key", "method")
+
+    def __init__(self, key: Key, data: bytes, conn: Connection | None, method: str) -> None:
+        self.key, self.data, self.conn, self.method = key, data, conn, method
+
+    def abandon(self) -> None:
+        """Nobody will wait for its answer (`Pool.answer` never ran): the connection it
+        was written on closes, so the server stops working on it."""
+        conn, self.conn = self.conn, None
+        if conn is not None and conn.transport is not None:
+            conn.transport.close()
