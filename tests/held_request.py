@@ -32,8 +32,17 @@ class Held(threading.Thread):
         self.lines: list[str] = []
         self.body = b""
         self.status: int | None = None
+        self.error: httpx.HTTPError | None = None
 
     def run(self) -> None:
+        # A stream the daemon cut (a test that stops it mid-stream) is an outcome the test
+        # reads (`intact`, `error`), not an exception out of the thread.
+        try:
+            self._read()
+        except httpx.HTTPError as exc:
+            self.error = exc
+
+    def _read(self) -> None:
         body = {"model": self.model, "prompt": "hi", "max_tokens": TOKENS, "stream": self.stream}
         body |= {"ignore_eos": True, "logprobs": LOGPROBS}
         transport = httpx.HTTPTransport(socket_options=_RCVBUF)

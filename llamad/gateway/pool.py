@@ -86,7 +86,7 @@ class Pool:
     async def answer(self, sending: Sending) -> Answer:
         """The answer's final head to `sending`. Raises NotAnswered when none came."""
         while True:
-            conn, sending.conn = sending.conn, None  # ours now: `abandon` leaves it be
+            conn = sending.take()
             if conn is None:
                 conn = await self._get(sending.key)
                 assert conn.transport is not None

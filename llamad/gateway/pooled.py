@@ -41,6 +41,12 @@ class Sending:
     def __init__(self, key: Key, data: bytes, conn: Connection | None, method: str) -> None:
         self.key, self.data, self.conn, self.method = key, data, conn, method
 
+    def take(self) -> Connection | None:
+        """The connection it was written on, now the caller's to read from or close (so
+        `abandon` leaves it be); None when it is still to be sent."""
+        conn, self.conn = self.conn, None
+        return conn
+
     def abandon(self) -> None:
         """Nobody will wait for its answer (`Pool.answer` never ran): the connection it
         was written on closes, so the server stops working on it."""
