@@ -85,7 +85,9 @@ class GatewayLane:
         if caller is False:
             return None  # the app refuses it, and counts a wrong key
         try:
-            doc = json.loads(request.body)
+            # Decoded as UTF-8 here: json.loads would first guess among UTF-16 and 32 (a
+            # body in those goes to the app, which reads it so).
+            doc = json.loads(request.body.decode())
         except (ValueError, RecursionError):
             return None  # the app answers why
         model = doc.get("model") if isinstance(doc, dict) else None

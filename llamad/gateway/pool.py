@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from functools import lru_cache
-from urllib.parse import urlsplit
 
 from llamad.gateway.answer import Answer
 from llamad.gateway.connection import Connection, Headers, NotAnswered
-from llamad.gateway.pooled import Host, Key, Sending
+from llamad.gateway.pooled import Host, Key, Sending, where
 from llamad.gateway.sockets import readable, self_connected, set_keepalive
 
 # Below the 5 s keep-alive of llama-server (cpp-httplib's default) and of uvicorn (a
@@ -40,14 +38,6 @@ MAX_PER_UPSTREAM = 64
 def encode(headers: Mapping[str, str]) -> Headers:
     """Headers as `request` takes them."""
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-
-
-@lru_cache(maxsize=256)  # bounded: instances and peers are few, but addresses change
-def _where(base_url: str) -> tuple[Key, str, bytes]:
-    """`base_url`'s (host, port), path prefix and Host header line, parsed once."""
-    url = urlsplit(base_url)
-    host = b"host: " + url.netloc.encode("latin-1") + b"\r\n"
-    return (url.hostname or "127.0.0.1", url.port or 80), url.path.rstrip("/"), host
 
 
 class Pool:
@@ -71,14 +61,14 @@ class Pool:
     ) -> Sending:
         """The request, written at once when a kept connection is free; `answer` waits
         for its answer (and sends it first if no connection was free)."""
-        key, prefix, host = _where(base_url)
+        key, prefix, host = where(base_url)
         head = [f"{method} {prefix}{target} HTTP/1.1\r\n".encode("latin-1"), host]
         for k, v in headers:
             head += [k, b": ", v, b"\r\n"]
         if body is not None:
             head.append(b"content-length: %d\r\n" % len(body))
         data = b"".join([*head, b"\r\n", body or b""])
-        sending = Sending(key, data, self._idle(self._hosts.setdefault(key, Host())), method)
+        sending = Sending(key, data, self._idle(self._host(key)), method)
         if sending.conn is not None and sending.conn.transport is not None:
             sending.conn.transport.write(data)
         return sending
@@ -108,7 +98,7 @@ class Pool:
         return {key: (h.open, len(h.idle)) for key, h in self._hosts.items()}
 
     async def _get(self, key: Key) -> Connection:
-        host = self._hosts.setdefault(key, Host())
+        host = self._host(key)
         if (idle := self._idle(host)) is not None:
             return idle
         if host.open < self.max_per_upstream and not host.waiters:
@@ -125,6 +115,13 @@ class Pool:
         except BaseException:
             self._free(host)
             raise
+
+    def _host(self, key: Key) -> Host:
+        # Not setdefault: its default would be built for every request.
+        host = self._hosts.get(key)
+        if host is None:
+            host = self._hosts[key] = Host()
+        return host
 
     def _idle(self, host: Host) -> Connection | None:
         """A kept connection of `host`'s ready for a request, if one is free."""

@@ -1,15 +1,25 @@
-"""What the upstream pool (`pool.py`) keeps: per upstream, its connections and waiters;
-per request, the request on its way until its answer is awaited.
+"""What the upstream pool (`pool.py`) keeps: where each upstream is, its connections and
+waiters, and each request on its way until its answer is awaited.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from functools import lru_cache
+from urllib.parse import urlsplit
 
 from llamad.gateway.connection import Connection
 
 Key = tuple[str, int]
+
+
+@lru_cache(maxsize=256)  # bounded: instances and peers are few, but addresses change
+def where(base_url: str) -> tuple[Key, str, bytes]:
+    """`base_url`'s (host, port), path prefix and Host header line, parsed once."""
+    url = urlsplit(base_url)
+    host = b"host: " + url.netloc.encode("latin-1") + b"\r\n"
+    return (url.hostname or "127.0.0.1", url.port or 80), url.path.rstrip("/"), host
 
 
 class Host:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from urllib.parse import quote
 
 from starlette.types import Scope, Send
@@ -60,7 +61,7 @@ class Relay:
         headers = [(k, v) for k, v in _headers(scope) if k.lower() not in _DROP_UP]
         headers += encode(upstream.headers)
         query = scope.get("query_string", b"")
-        target = quote(path, safe=_PATH_SAFE) + ("?" + query.decode("latin-1") if query else "")
+        target = _quoted(path) + ("?" + query.decode("latin-1") if query else "")
         send_body = body if body or scope["method"] in ("POST", "PUT", "PATCH") else None
         return self.pool.start(scope["method"], upstream.base_url, target, headers, send_body)
 
@@ -164,6 +165,11 @@ def _sse_error(upstream: Upstream, exc: Exception, path: str) -> bytes:
     # Anthropic's clients read an error by its event name; OpenAI's by its data.
     event = b"event: error\n" if family(path) == "anthropic" else b""
     return event + b"data: " + data + b"\n\n"
+
+
+@lru_cache(maxsize=256)  # bounded: routes are few, but a path-routed model may be any
+def _quoted(path: str) -> str:
+    return quote(path, safe=_PATH_SAFE)
 
 
 def header(scope: Scope, name: bytes) -> str | None:
