@@ -180,15 +180,19 @@ def guarded_protocol(
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
-            self._raw = 0
             if self.cycle is not None and self.cycle.response_complete:
                 # Answered before its body ended: the rest was dropped unread and the
                 # answer did not say close, so the connection stays for the next request.
+                self._raw = 0
                 self._idle()
             else:
-                # Received whole: serving it may take hours (a log follower, a stream).
-                self._phase = "serving"
-                self._disarm()
+                self._body_ended()
+
+        def _body_ended(self) -> None:
+            # Received whole: serving it may take hours (a log follower, a stream).
+            self._raw = 0
+            self._phase = "serving"
+            self._disarm()
 
         def on_response_complete(self) -> None:
             queued = bool(self.pipeline)

@@ -117,9 +117,7 @@ def laned(guarded: type[Any], lane: Lane) -> type[Any]:
                 return
             self._laned = None
             body, self._body_read = bytes(self._body_read), bytearray()
-            self._raw = 0
-            self._phase = "serving"
-            self._disarm()
+            self._body_ended()
             host = self.client[0] if self.client else None
             path, query = self._target
             request = LaneRequest(path, query, self.headers, host, body, self._head_at)
