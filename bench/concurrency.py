@@ -3,8 +3,9 @@
 The clients run in a process of their own (`bench/load_client.py`), so their CPU is not
 the proxy's. Throughput: one instance of the paced model with 4 slots, 1, 8, 32 and 128
 concurrent streaming clients sending a fixed number of requests; at each level every
-target takes its turn, in ROUNDS rounds, each in another order. Memory: the proxy's RSS
-after 1,000 relayed 1-token completions and after the whole soak (8 clients).
+target takes its turn, in ROUNDS rounds (more at the judged levels for direct, llamad and
+nginx), each in another order. Memory: the proxy's RSS after 1,000 relayed 1-token
+completions and after the whole soak (8 clients).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,10 @@ TOKENS = 16
 # few seconds swings by several per cent either way.
 ROUNDS = 3
 JUDGED = (32, 128)  # llamad's throughput ratio against direct: the issue's judged levels
+# At the judged levels, the targets judged against each other get more rounds: llamad
+# must be at least direct's 0.97x and never below nginx, a gap the size of that swing.
+JUDGED_ROUNDS = 5
+COMPARED = ("direct", "llamad", "nginx")
 SOAK_CLIENTS = 8
 SOAK_FIRST = 1000
 SOAK_BUDGET_S = (60, 15)  # the longest a proxy's soak runs by default: full, --quick
@@ -71,15 +77,19 @@ def summary(got: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _rounds(ctx: Context, targets: list[Target], model: str, clients: int,
-            n: int) -> tuple[dict[str, list[float]], dict[str, dict[str, Any]]]:  # fmt: skip
-    """Every target's walls over ROUNDS rounds, each round in another order (a run just
-    after another's warms or tires the server for it), and its median round's figures."""
+def rounds(ctx: Context, targets: list[Target], model: str, clients: int, n: int,
+           run: Callable[[Target, str, int, int], dict[str, Any]] = load,
+           ) -> tuple[dict[str, list[float]], dict[str, dict[str, Any]]]:  # fmt: skip
+    """Every target's walls over ROUNDS rounds (JUDGED_ROUNDS for those COMPARED at the
+    JUDGED levels), each round in another order (a run just after another's warms or
+    tires the server for it), and its median round's figures."""
     walls: dict[str, list[float]] = {t.name: [] for t in targets}
     seen: dict[str, list[dict[str, Any]]] = {t.name: [] for t in targets}
-    for r in range(ctx.reps(ROUNDS, 1)):
-        for t in targets[r % len(targets) :] + targets[: r % len(targets)]:
-            s = summary(load(t, model, clients, n))
+    rounds = JUDGED_ROUNDS if clients in JUDGED else ROUNDS
+    for r in range(ctx.reps(rounds, 1)):
+        turned = targets[r % len(targets) :] + targets[: r % len(targets)]
+        for t in turned if r < ROUNDS else [t for t in turned if t.name in COMPARED]:
+            s = summary(run(t, model, clients, n))
             walls[t.name].append(s["wall_s"])
             seen[t.name].append(s)
     middle = {k: sorted(v, key=lambda s: s["wall_s"])[len(v) // 2] for k, v in seen.items()}
@@ -92,7 +102,7 @@ def throughput(ctx: Context, direct: Target, peers: list[Target], model: str) ->
     rows: list[Result] = []
     for clients in LEVELS:
         n = requests_at(ctx, clients)
-        walls, seen = _rounds(ctx, [direct, *peers], model, clients, n)
+        walls, seen = rounds(ctx, [direct, *peers], model, clients, n)
         base = seen[direct.name]
         for t in peers:
             s = seen[t.name]

@@ -1,5 +1,6 @@
 """The peer benchmark's helpers, without starting a peer: the load client's counting,
-local-engine-router's config, the reasons a peer is skipped, and the fleet path's configs."""
+the concurrency rounds, local-engine-router's config, the reasons a peer is skipped, and
+the fleet path's configs."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import fleet_path, load_client, peer_nginx, peer_procs
+from bench import concurrency, fleet_path, load_client, peer_nginx, peer_procs
 from bench.common import Context, write_config
 from bench.concurrency import summary
+from bench.targets import Target
 from llamad.config.load import load
 
 EVENT = b'data: {"choices":[{"text":"%s","index":0}]}\n\n'
@@ -102,3 +104,28 @@ def test_the_fleet_paths_configs_are_ones_llamad_takes(tmp_path: Path) -> None:
     assert [(p.name, p.url, p.token_file) for p in loaded.fleet.peers] == [
         ("peer", "http://127.0.0.1:18123", read)
     ]
+
+
+@pytest.mark.parametrize(("clients", "judged"), [(8, False), (128, True)])
+def test_the_judged_levels_give_the_compared_targets_more_rounds(
+    tmp_path: Path, clients: int, judged: bool
+) -> None:
+    ctx = Context(root=tmp_path, short=tmp_path, model=tmp_path / "m.gguf",
+                  binary=tmp_path / "llama-server", quick=False)  # fmt: skip
+    names = ["direct", "llamad", "nginx", "litellm"]
+    ran: list[str] = []
+
+    def run(target: Target, model: str, clients: int, n: int) -> dict[str, object]:
+        ran.append(target.name)
+        wall = 1.0 + len(ran) / 100  # every run its own figure: the median is the middle
+        return {"ok": n, "tokens": 16 * n, "wall_s": wall, "ttft_ms": [1.0, 2.0], "errors": {}}
+
+    walls, seen = concurrency.rounds(ctx, [Target(n, {}) for n in names], "m", clients, 4, run)
+    more = concurrency.JUDGED_ROUNDS if judged else concurrency.ROUNDS
+    assert {n: len(w) for n, w in walls.items()} == {
+        "direct": more, "llamad": more, "nginx": more, "litellm": concurrency.ROUNDS,
+    }  # fmt: skip
+    # Each round begins with another target: none always runs just after the same one.
+    assert ran[:4] == names
+    assert ran[4:8] == names[1:] + names[:1]
+    assert all(seen[n]["wall_s"] == sorted(walls[n])[len(walls[n]) // 2] for n in names)
