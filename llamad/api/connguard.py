@@ -18,6 +18,7 @@ keeps the fast parser and one place for every limit.
 from __future__ import annotations
 
 import asyncio
+import functools
 import http
 import weakref
 from collections.abc import Callable
@@ -27,6 +28,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from llamad.api.conntable import ConnTable
+from llamad.common.deadline import Deadline
 from llamad.common.departure import DEPARTURE, Departure
 from llamad.common.limits import (
     Limits,
@@ -66,7 +68,7 @@ def guarded_protocol(
     class GuardedProtocol(base):  # type: ignore[misc,valid-type]
         key: str | None = None
         idle_since: float | None = None
-        _timer: asyncio.TimerHandle | None = None
+        _timer: Deadline
         _phase = "idle"  # idle -> head -> body -> serving -> idle
         _lingering = False
         _limits = Limits()
@@ -74,6 +76,12 @@ def guarded_protocol(
         _departure: Departure | None = None  # the latest request's, as uvicorn's `cycle`
         _raw = 0  # bytes received since the head began (an upper bound on its size)
         _head = _lines = _body = 0  # exact, counted in the parser's callbacks
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # Through a weak reference: a cancelled timer keeps its callback until its
+            # time (uvloop's), which would keep a closed connection's objects that long.
+            self._timer = Deadline(self.loop, functools.partial(_fire, weakref.ref(self)))
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
@@ -90,7 +98,7 @@ def guarded_protocol(
 
         def connection_lost(self, exc: Exception | None) -> None:
             table.remove(self)
-            self._disarm()
+            self._timer.cancel()
             super().connection_lost(exc)
             if self.cycle is not None and self.cycle.disconnected:
                 self._left()
@@ -223,18 +231,12 @@ def guarded_protocol(
                 raise head_too_large(self._limits)
 
         def _arm(self, delay: float) -> None:
-            self._disarm()
-            # Through a weak reference: uvloop keeps a cancelled timer's callback until
-            # its time, which would keep a closed connection's objects that long.
-            self._timer = self.loop.call_later(delay, _fire, weakref.ref(self))
+            self._timer.set(delay)
 
         def _disarm(self) -> None:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self._timer.clear()
 
         def _deadline(self) -> None:
-            self._timer = None
             if self._lingering or self._phase == "idle":
                 self.transport.abort()  # nothing asked for: no answer owed
             elif self._phase == "body" and self.cycle is not None and self.cycle.response_complete:

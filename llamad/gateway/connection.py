@@ -15,6 +15,8 @@ from typing import cast
 
 import httptools
 
+from llamad.common.deadline import Deadline
+
 Headers = list[tuple[bytes, bytes]]
 
 # An answer the client reads slower than the instance writes stops being read from the
@@ -54,7 +56,7 @@ class Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.lost = False
         self.reused = False
-        self.expiry: asyncio.TimerHandle | None = None
+        self.expiry: Deadline | None = None  # while it waits in the pool
         # Told once when the connection has closed, so its pool can count it out.
         self.on_lost: Callable[[Connection], None] | None = None
         self.begin()

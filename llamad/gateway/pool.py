@@ -18,8 +18,10 @@ never written again here.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping
 
+from llamad.common.deadline import Deadline
 from llamad.gateway.answer import Answer
 from llamad.gateway.connection import Connection, Headers, NotAnswered
 from llamad.gateway.pooled import Host, Key, Sending, where
@@ -136,7 +138,7 @@ class Pool:
         """Ready `conn` for reuse, or close it (its slot left to the caller) when the
         server has closed it or written to it while it sat idle."""
         if conn.expiry is not None:
-            conn.expiry.cancel()
+            conn.expiry.clear()
         if conn.transport is None or conn.lost or readable(conn.transport):
             conn.on_lost = None
             if conn.transport is not None:
@@ -192,7 +194,10 @@ class Pool:
         host = self._hosts[conn.key]
         if not host.hand(conn):
             host.idle.append(conn)
-            conn.expiry = asyncio.get_running_loop().call_later(KEEPALIVE_S, self._expire, conn)
+            if conn.expiry is None:
+                loop = asyncio.get_running_loop()
+                conn.expiry = Deadline(loop, functools.partial(self._expire, conn))
+            conn.expiry.set(KEEPALIVE_S)
 
     def _free(self, host: Host) -> None:
         """One connection fewer: its slot goes to the longest waiter, if any."""
@@ -200,6 +205,8 @@ class Pool:
             host.open -= 1
 
     def _lost(self, conn: Connection) -> None:
+        if conn.expiry is not None:
+            conn.expiry.cancel()
         host = self._hosts[conn.key]
         if conn in host.idle:
             host.idle.remove(conn)

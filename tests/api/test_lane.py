@@ -731,7 +731,7 @@ async def test_a_request_pipelined_behind_one_answered_keeps_its_own_deadline(
         # Waiting LINGER_S out would cost 5 s, so the armed timer is read instead.
         conn = the_connection(servers[0])
         assert conn._phase == "body"
-        left = conn._timer.when() - asyncio.get_running_loop().time()
+        left = conn._timer.due - asyncio.get_running_loop().time()
         assert left > LINGER_S + 30, f"the second request's deadline is {left:.1f}s away"
         await client.send(b"of it!")
         by_app(await client.reply(), "/app/second", b"partof it!")
