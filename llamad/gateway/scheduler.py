@@ -94,7 +94,7 @@ class Scheduler(Loads):
     async def _changes(self, name: str, state: State) -> None:
         """Wait until `name` leaves `state` or the gateway pokes, at most POLL_S."""
         others = [s for s in State if s is not state]
-        waiter = asyncio.ensure_future(self._changed.wait())
+        waiter = asyncio.ensure_future(self.next_poke().wait())
         moved = asyncio.ensure_future(self.sup.wait_for(name, *others, timeout=POLL_S))
         try:
             await asyncio.wait({waiter, moved}, return_when=asyncio.FIRST_COMPLETED)

@@ -38,7 +38,7 @@ class Slots:
         self.metrics = metrics or GatewayMetrics()
         self.slots: dict[str, Slot] = {}
         self._room = asyncio.Lock()
-        self._changed = asyncio.Event()
+        self._changed: asyncio.Event | None = None  # made when someone waits
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def slot(self, name: str) -> Slot:
@@ -55,12 +55,20 @@ class Slots:
 
     def poke(self) -> None:
         """Something that frees room or ends a wait happened: wake whoever waits."""
-        self._changed.set()
-        self._changed = asyncio.Event()
+        # Every request's release pokes, and almost none finds anybody waiting.
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def next_poke(self) -> asyncio.Event:
+        """The event the next poke sets."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        return self._changed
 
     async def changed(self, timeout: float = POLL_S) -> None:
         """Wait for the next poke, at most `timeout` seconds."""
-        waiter = asyncio.ensure_future(self._changed.wait())
+        waiter = asyncio.ensure_future(self.next_poke().wait())
         try:
             await asyncio.wait({waiter}, timeout=timeout)
         finally:

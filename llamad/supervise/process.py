@@ -136,7 +136,10 @@ class Child:
         # logs several lines per request, and this runs on the loop the gateway relays on.
         # The tail reaches the status document (and the read-only token over TCP): it keeps
         # what the writer wrote, redacted once, by the writer.
-        text = b"\n".join(line.rstrip(b"\r") for line in raw).decode("utf-8", "replace")
+        joined = b"\n".join(raw)
+        if b"\r" in joined:  # CRLF endings (rare): each line's own are dropped
+            joined = b"\n".join(line.rstrip(b"\r") for line in raw)
+        text = joined.decode("utf-8", "replace")
         self.tail.extend(self._write(text).split("\n"))
 
     def signal(self, name: str) -> None:

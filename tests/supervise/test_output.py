@@ -83,3 +83,10 @@ async def test_a_drain_that_times_out_still_takes_what_the_pipe_holds() -> None:
     finally:
         transport.close()
         os.close(write_fd)
+
+
+async def test_crlf_endings_are_dropped_and_a_carriage_return_inside_a_line_kept() -> None:
+    code = "import sys\nsys.stdout.buffer.write(b'one\\r\\ntwo\\r\\r\\nthree\\rfour\\nfive\\n')"
+    writes, tail = await _run(code)
+    assert "\n".join(writes).split("\n") == ["one", "two", "three\rfour", "five"]
+    assert tail == ["one", "two", "three\rfour", "five"]
