@@ -3,7 +3,8 @@ SSE time, and a cold request's time to first byte.
 
 Every figure has its floor in the same run: the same request sent to the same
 llama-server directly, in the same round (the order rotates each round, so no target
-always follows another).
+always follows another). Latency is taken in rounds of three, each peer with direct and
+llamad (see `latency`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,36 @@ def _connect(target: Target, model: str) -> http.client.HTTPConnection:
 
 
 def latency(ctx: Context, direct: Target, peers: list[Target], model: str) -> list[Result]:
-    """p50 and p99 of each peer's added latency (1-token completion, kept-alive)."""
-    targets = [direct, *peers]
+    """p50 and p99 of each peer's added latency (1-token completion, kept-alive), each
+    peer in rounds of its own with direct and llamad (`peers[0]`). In one rotation of
+    every target, each request would follow the others': a proxy that spends 10 ms of
+    Python on a request leaves the caches of a 2-core machine cold for the requests after
+    it, so every other figure would carry LiteLLM's. llamad's own rows are from its
+    rounds beside nginx, the judged pair (else beside the first peer, or direct alone)."""
+    llamad, others = peers[0], peers[1:]
+    groups = [[direct, llamad, peer] for peer in others] or [[direct, llamad]]
+    judged = next((g for g in groups if g[-1].name == "nginx"), groups[0])
+    rows = []
+    for group in groups:
+        took = _rounds(ctx, group, model)
+        floor = took[direct.name]
+        with_llamad = {q: _p(took[llamad.name], q) - _p(floor, q) for q in (50, 99)}
+        for t in group[1:] if group is judged else group[2:]:
+            for q in (50, 99):
+                rows.append(
+                    Result(
+                        f"peers: {t.name} added latency p{q}", len(floor), "ms",
+                        [_p(took[t.name], q)], [_p(floor, q)], "overhead", "none", None, "-",
+                        f"in rounds of {', '.join(g.name for g in group)}; llamad in them: "
+                        f"{with_llamad[q]:+.2f} ms",
+                    )
+                )  # fmt: skip
+    return rows
+
+
+def _rounds(ctx: Context, targets: list[Target], model: str) -> dict[str, list[float]]:
+    """Each target's milliseconds per request, one request each a round, the order turned
+    each round so that no target always follows the same one."""
     conns = {t.name: _connect(t, model) for t in targets}
     took: dict[str, list[float]] = {t.name: [] for t in targets}
     body = {**ONE_TOKEN, "model": model}
@@ -36,17 +65,7 @@ def latency(ctx: Context, direct: Target, peers: list[Target], model: str) -> li
                 took[t.name].append(ms)
     for conn in conns.values():
         conn.close()
-    floor = took[direct.name]
-    rows = []
-    for t in peers:
-        for q in (50, 99):
-            rows.append(
-                Result(
-                    f"peers: {t.name} added latency p{q}", len(floor), "ms",
-                    [_p(took[t.name], q)], [_p(floor, q)], "overhead", "none", None, "-",
-                )
-            )  # fmt: skip
-    return rows
+    return took
 
 
 def cpu_per_request(ctx: Context, peers: list[Target], model: str) -> dict[str, float]:
