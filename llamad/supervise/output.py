@@ -83,27 +83,4 @@ class Output(asyncio.Protocol):
             await asyncio.wait_for(asyncio.shield(self.closed), timeout)
         except TimeoutError:
             if self._transport is not None:
-                # The loop runs timers before it polls: after a stall (a busy machine),
-                # the timeout fires with the child's last lines still in the pipe.
-                self._read_now()
                 self._transport.close()
-            # A last line without its newline ends the tail now, not when the close lands.
-            if self._partial:
-                self._lines([self._partial])
-                self._partial = b""
-
-    def _read_now(self) -> None:
-        """Hand on whatever the pipe holds this moment, without waiting for more."""
-        assert self._transport is not None
-        pipe = self._transport.get_extra_info("pipe")
-        if pipe is None:
-            return
-        fd = pipe.fileno()
-        with contextlib.suppress(OSError):  # BlockingIOError: nothing more there
-            os.set_blocking(fd, False)
-            # At most a full pipe: a grandchild that holds it open may still be writing.
-            for _ in range(_PIPE_BYTES // _BUSY):
-                chunk = os.read(fd, _BUSY)
-                if not chunk:
-                    break
-                self.data_received(chunk)
