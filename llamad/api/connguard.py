@@ -79,8 +79,8 @@ def guarded_protocol(
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            # Through a weak reference: a cancelled timer keeps its callback until its
-            # time (uvloop's), which would keep a closed connection's objects that long.
+            # Through a weak reference: however a loop keeps a cancelled timer's
+            # callback, a closed connection's objects never wait for the timer's time.
             self._timer = Deadline(self.loop, functools.partial(_fire, weakref.ref(self)))
 
         def connection_made(self, transport: asyncio.Transport) -> None:

@@ -13,6 +13,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+# uvloop keeps time in whole milliseconds and rounds a timer's delay to them: a deadline
+# less than this away is reached (else a timer a fraction of a millisecond early would
+# be set again, at once, until the clock ticks).
+_SLACK_S = 0.001
+
 
 class Deadline:
     """Calls `on_due` once the deadline last `set` passes, unless `clear`ed first."""
@@ -20,8 +25,8 @@ class Deadline:
     __slots__ = ("_due", "_loop", "_on_due", "_timer", "_timer_at")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, on_due: Callable[[], None]) -> None:
-        """A cancelled timer may keep its callback until its time (uvloop's do): where
-        that matters, `on_due` holds its owner through a weak reference."""
+        """A loop may keep a cancelled timer's callback until its time: where that
+        matters, `on_due` holds its owner through a weak reference."""
         self._loop, self._on_due = loop, on_due
         self._due: float | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -60,7 +65,7 @@ class Deadline:
         due = self._due
         if due is None:
             return
-        if due > self._loop.time():
+        if due - self._loop.time() > _SLACK_S:
             self._start(due)  # moved later since this timer was set
             return
         self._due = None

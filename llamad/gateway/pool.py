@@ -137,13 +137,15 @@ class Pool:
     def _fit(self, conn: Connection) -> bool:
         """Ready `conn` for reuse, or close it (its slot left to the caller) when the
         server has closed it or written to it while it sat idle."""
-        if conn.expiry is not None:
-            conn.expiry.clear()
         if conn.transport is None or conn.lost or readable(conn.transport):
+            if conn.expiry is not None:
+                conn.expiry.cancel()  # its timer would hold the connection till its time
             conn.on_lost = None
             if conn.transport is not None:
                 conn.transport.close()
             return False
+        if conn.expiry is not None:
+            conn.expiry.clear()
         conn.reused = True
         conn.begin()
         return True

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
+
+import uvloop
 
 from llamad.common.deadline import Deadline
 
@@ -85,3 +89,44 @@ async def test_on_a_real_loop_it_fires_once_when_due() -> None:
     at = await asyncio.wait_for(fired, 5)
     assert at - began >= 0.15
     assert d.due is None
+
+
+class Counting:
+    """A loop, counting the timers set on it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop, self.timers = loop, 0
+
+    def time(self) -> float:
+        return self.loop.time()
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        self.timers += 1
+        return self.loop.call_at(when, callback)
+
+
+def test_on_uvloop_a_deadline_is_reached_without_spinning() -> None:
+    """uvloop keeps time in whole milliseconds and rounds a timer's delay to them: a
+    timer that fires a fraction of a millisecond before its deadline must not be set
+    again at once, turn after turn, until the clock ticks."""
+    loop = uvloop.new_event_loop()
+    try:
+        loop.run_until_complete(_forty_deadlines(loop))
+    finally:
+        loop.close()
+
+
+async def _forty_deadlines(loop: asyncio.AbstractEventLoop) -> None:
+    counting, fired, done = Counting(loop), [], asyncio.Event()
+
+    def due(i: int) -> None:
+        fired.append(i)
+        if len(fired) == 40:
+            done.set()
+
+    deadlines = [Deadline(counting, functools.partial(due, i)) for i in range(40)]  # type: ignore[arg-type]
+    for i, deadline in enumerate(deadlines):
+        deadline.set(0.01 + i * 0.000137)  # most fall between two milliseconds
+    await asyncio.wait_for(done.wait(), 5)
+    assert sorted(fired) == list(range(40))
+    assert counting.timers <= 45, f"{counting.timers} timers set for 40 deadlines"
