@@ -56,7 +56,8 @@ class Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.lost = False
         self.reused = False
-        self.expiry: Deadline | None = None  # while it waits in the pool
+        # Its keep-alive while it waits in the pool: the pool sets and clears it.
+        self.expiry = Deadline(asyncio.get_running_loop(), self._expire)
         # Told once when the connection has closed, so its pool can count it out.
         self.on_lost: Callable[[Connection], None] | None = None
         self.begin()
@@ -143,6 +144,10 @@ class Connection(asyncio.Protocol):
         self.keep_alive = self.parser.should_keep_alive()
         self.done = True
         self._wake()
+
+    def _expire(self) -> None:
+        if self.transport is not None:
+            self.transport.close()  # connection_lost tells the pool
 
     def _wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():

@@ -18,10 +18,8 @@ never written again here.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Mapping
 
-from llamad.common.deadline import Deadline
 from llamad.gateway.answer import Answer
 from llamad.gateway.connection import Connection, Headers, NotAnswered
 from llamad.gateway.pooled import Host, Key, Sending, where
@@ -138,14 +136,12 @@ class Pool:
         """Ready `conn` for reuse, or close it (its slot left to the caller) when the
         server has closed it or written to it while it sat idle."""
         if conn.transport is None or conn.lost or readable(conn.transport):
-            if conn.expiry is not None:
-                conn.expiry.cancel()  # its timer would hold the connection till its time
+            conn.expiry.cancel()  # its timer would hold the connection till its time
             conn.on_lost = None
             if conn.transport is not None:
                 conn.transport.close()
             return False
-        if conn.expiry is not None:
-            conn.expiry.clear()
+        conn.expiry.clear()
         conn.reused = True
         conn.begin()
         return True
@@ -196,9 +192,6 @@ class Pool:
         host = self._hosts[conn.key]
         if not host.hand(conn):
             host.idle.append(conn)
-            if conn.expiry is None:
-                loop = asyncio.get_running_loop()
-                conn.expiry = Deadline(loop, functools.partial(self._expire, conn))
             conn.expiry.set(KEEPALIVE_S)
 
     def _free(self, host: Host) -> None:
@@ -207,16 +200,11 @@ class Pool:
             host.open -= 1
 
     def _lost(self, conn: Connection) -> None:
-        if conn.expiry is not None:
-            conn.expiry.cancel()
+        conn.expiry.cancel()
         host = self._hosts[conn.key]
         if conn in host.idle:
             host.idle.remove(conn)
         self._free(host)
-
-    def _expire(self, conn: Connection) -> None:
-        if conn.transport is not None:
-            conn.transport.close()  # connection_lost counts it out
 
     async def close(self) -> None:
         """Close every idle connection (a busy one closes with its answer)."""
