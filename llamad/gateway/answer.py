@@ -45,6 +45,17 @@ class Answer:
                 c.waiter = asyncio.get_running_loop().create_future()
                 await c.waiter
 
+    async def arrived(self) -> None:
+        """Wait until the whole body is in, reading none of it (it stays for `chunks`).
+        Only for a body that fits under the connection's HIGH_WATER: past it, reading
+        pauses until the body is taken."""
+        c = self._conn
+        while not (c.done or self._head_only):
+            if c.lost:
+                raise Broken("the connection was closed mid-answer")
+            c.waiter = asyncio.get_running_loop().create_future()
+            await c.waiter
+
     async def aread(self) -> bytes:
         """The whole body, once it has all arrived."""
         return b"".join([chunk async for chunk in self.chunks()])

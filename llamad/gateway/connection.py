@@ -39,7 +39,9 @@ class NotAnswered(Broken):
     `sent` is False when the request never left (connection refused, connect timeout, no
     connection free within the connect timeout) and True when it was written but the
     connection broke, or answered something unreadable, before the answer's head. The
-    cause (ConnectionRefusedError, TimeoutError, ...) is chained as `__cause__`.
+    relay raises it too, sent, for a whole answer that broke off before any of it went
+    on to the client. The cause (ConnectionRefusedError, TimeoutError, ...) is chained
+    as `__cause__`.
     """
 
     def __init__(self, message: str, *, sent: bool) -> None:

@@ -17,6 +17,7 @@ from starlette.types import Scope, Send
 
 from llamad.gateway.activity import Tally
 from llamad.gateway.answer import Answer
+from llamad.gateway.connection import HIGH_WATER, Broken, NotAnswered
 from llamad.gateway.families import family, gateway_shape
 from llamad.gateway.naming import Rewrite
 from llamad.gateway.pool import Pool, encode
@@ -111,6 +112,14 @@ class Relay:
         sse = kind.split(b";")[0].strip().lower() == b"text/event-stream"
         if sse and not any(k.lower() == b"x-accel-buffering" for k, _ in out):
             out.append((b"x-accel-buffering", b"no"))
+        elif _fits(answer.headers):
+            # A whole answer (not a stream) is taken in before its head goes on: if its
+            # instance or peer dies mid-body, nothing has reached the client yet, and the
+            # request is sent again (resend.py) as if no answer had come.
+            try:
+                await answer.arrived()
+            except Broken as exc:
+                raise NotAnswered(f"the answer broke off: {exc}", sent=True) from exc
         await send({"type": "http.response.start", "status": answer.status, "headers": out})
         first_byte(answer.status)
         # Only the last two chunks are kept (no copy, no parsing on the way): usage and
@@ -156,6 +165,12 @@ async def _error(send: Send, path: str, answer: Answer, first_byte: Callable[[in
     await send({"type": "http.response.start", "status": status, "headers": headers})
     first_byte(status)
     await send({"type": "http.response.body", "body": body})
+
+
+def _fits(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """The answer has a Content-Length the connection reads whole without its reader."""
+    length = next((v for k, v in headers if k.lower() == b"content-length"), b"")
+    return length.isdigit() and int(length) <= HIGH_WATER
 
 
 def _sse_error(upstream: Upstream, exc: Exception, path: str) -> bytes:

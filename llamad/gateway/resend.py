@@ -3,7 +3,8 @@
 Inference requests have no side effects, so a request that reached no answer can be sent
 again. It is, once, and only when its instance is seen restarting: then it goes to the
 process that follows, as a request would that arrived during the restart. A request whose
-answer had begun is never sent again: its client gets a clean end instead.
+answer had begun to reach its client is never sent again: its client gets a clean end
+instead. (A whole answer reaches it only once all of it is in: see `proxy.py`.)
 """
 
 from __future__ import annotations
