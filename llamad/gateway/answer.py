@@ -4,10 +4,9 @@ arrives (in pieces, whole, or line by line), and the connection given back or dr
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 
-from llamad.gateway.connection import Broken, Connection
+from llamad.gateway.connection import Connection
 
 
 class Answer:
@@ -39,11 +38,8 @@ class Answer:
                 yield data
             elif c.done:
                 return
-            elif c.lost:
-                raise Broken("the connection was closed mid-answer")
             else:
-                c.waiter = asyncio.get_running_loop().create_future()
-                await c.waiter
+                await c.more()
 
     async def arrived(self) -> None:
         """Wait until the whole body is in, reading none of it (it stays for `chunks`).
@@ -51,10 +47,7 @@ class Answer:
         pauses until the body is taken."""
         c = self._conn
         while not (c.done or self._head_only):
-            if c.lost:
-                raise Broken("the connection was closed mid-answer")
-            c.waiter = asyncio.get_running_loop().create_future()
-            await c.waiter
+            await c.more()
 
     async def aread(self) -> bytes:
         """The whole body, once it has all arrived."""

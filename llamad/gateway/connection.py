@@ -147,6 +147,14 @@ class Connection(asyncio.Protocol):
         self.done = True
         self._wake()
 
+    async def more(self) -> None:
+        """Wait until more of the answer's body arrives or it ends. Raises Broken when
+        the connection closed before its end."""
+        if self.lost:
+            raise Broken("the connection was closed mid-answer")
+        self.waiter = asyncio.get_running_loop().create_future()
+        await self.waiter
+
     def _expire(self) -> None:
         if self.transport is not None:
             self.transport.close()  # connection_lost tells the pool

@@ -20,9 +20,10 @@ SCOPE = {"method": "POST", "path": "/v1/completions", "query_string": b"", "head
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\ncontent-length: 10\r\n\r\n"
 
 
-async def _relay(url: str) -> list[dict[str, Any]]:
-    """Relay one request to `url`; the messages the client's side was sent."""
-    sent: list[dict[str, Any]] = []
+async def _relay(url: str, sent: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Relay one request to `url`; the messages the client's side was sent (into `sent`
+    as they go, when given)."""
+    sent = [] if sent is None else sent
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
@@ -50,19 +51,28 @@ async def test_a_whole_answer_cut_mid_body_is_not_answered_and_nothing_went_on()
     assert sent == []  # the client saw nothing: the request may go again
 
 
-async def test_a_whole_answer_in_pieces_goes_on_whole() -> None:
-    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def test_a_whole_answer_in_pieces_goes_on_whole_once_its_end_is_in() -> None:
+    first, more = asyncio.Event(), asyncio.Event()
+
+    async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(HEAD % b"application/json" + b"0123")
         await writer.drain()
-        # Not a wait for anything: it only spaces the pieces, so that the rest most
-        # likely comes in a later read (the test holds either way).
-        await asyncio.sleep(0.05)
+        first.set()
+        await more.wait()  # the rest only when the test says
         writer.write(b"456789")
         await writer.drain()
 
-    async with upstream(slow) as (url, _):
-        sent = await _relay(url)
+    async with upstream(held) as (url, _):
+        sent: list[dict[str, Any]] = []
+        relayed = asyncio.ensure_future(_relay(url, sent))
+        await asyncio.wait_for(first.wait(), 10)
+        # Half of it is out: the relay waits for the rest and sends the client nothing.
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(relayed), 0.2)
+        assert sent == []
+        more.set()
+        await asyncio.wait_for(relayed, 10)
     assert sent[0]["type"] == "http.response.start"
     assert sent[0]["status"] == 200
     assert b"".join(m.get("body", b"") for m in sent[1:]) == b"0123456789"
