@@ -78,7 +78,9 @@ class Reloader:
             report["draining"] = self.supervisor.draining()
             if upgraded:
                 # A new build: every instance that runs it restarts, never all at once.
-                rolling = [n for n in changes.unchanged if new.instances[n].kind in upgraded]
+                # An instance that names its own executable keeps it.
+                runs = [new.instances[n] for n in changes.unchanged]
+                rolling = [s.name for s in runs if s.kind in upgraded and s.tool is None]
                 report["rolling_restart"] = rolling
                 self._start_rolling(rolling)
             log.info("config.reloaded", path=str(new.path), **report)
