@@ -39,7 +39,6 @@ RECORDS: dict[str, set[str]] = {
     "gateway/proxy.py": {"tally"},
     "gateway/replicas/lease.py": {"tally", "held"},
     "gateway/routed.py": {"tally"},
-    "gateway/scheduler.py": {"slot"},
     "library/folder.py": {"found"},
     "library/hf_cache.py": {"found"},
     "supervise/process.py": {"prctl"},  # how ctypes declares a foreign function

@@ -25,6 +25,7 @@ from llamad.gateway.drain import drain
 from llamad.gateway.fleet import FleetModels
 from llamad.gateway.fleet_lease import FleetLease
 from llamad.gateway.idle import IdleTimers
+from llamad.gateway.loads import Loads
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.notes import BusNotes
 from llamad.gateway.port import GatewayError, ModelView, UnknownModel, Upstream
@@ -36,6 +37,7 @@ from llamad.gateway.replicas.server_busy import ServerBusy
 from llamad.gateway.replicas.snapshot import Snapshot
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
+from llamad.gateway.slots import Slots
 from llamad.gateway.state_watch import StateWatch
 from llamad.gateway.status_doc import StatusDoc
 from llamad.gateway.upstreams import Upstreams
@@ -65,9 +67,11 @@ class Gateway:
         self.bus = EventBus()
         self.progress = LoadProgress()
         notes = BusNotes(self.bus, self.progress, lambda name: self.sched.size(name))
-        self.sched = Scheduler(supervisor, settings, metrics, notes)
+        self.metrics = metrics or GatewayMetrics()
+        slots = Slots()
+        loads = Loads(supervisor, slots, settings, self.metrics, notes)
+        self.sched = Scheduler(supervisor, settings, slots, loads)
         self.idle = IdleTimers(self.sched)
-        self.metrics = self.sched.metrics
         self.metrics.watch(self.sched.counts)
         self.created = int(time.time())
         self.upstreams = Upstreams()
@@ -78,7 +82,7 @@ class Gateway:
         # What each local replica's server says it runs, past the gateway too.
         self.busy = ServerBusy(self.router.routable, lambda name: self.sched.slot(name).in_flight)
         self.replicas = ReplicaLeases(
-            Snapshot(self.router, self.sched, self._fleet, self.busy),
+            Snapshot(self.router, slots, self._fleet, self.busy),
             self.sched,
             self.balancer,
             self._fleet,
