@@ -21,6 +21,7 @@ from llamad.gateway.activity import current as current_tally
 from llamad.gateway.activity_metrics import ActivityMetrics
 from llamad.gateway.activity_stats import KeyTotals
 from llamad.gateway.bus import EventBus
+from llamad.gateway.crashes import Crashes
 from llamad.gateway.drain import drain
 from llamad.gateway.fleet import FleetModels
 from llamad.gateway.fleet_lease import FleetLease
@@ -71,6 +72,7 @@ class Gateway:
         slots = Slots()
         loads = Loads(supervisor, slots, settings, self.metrics, notes)
         self.sched = Scheduler(supervisor, settings, slots, loads)
+        self.crashes = Crashes(supervisor, settings)
         self.idle = IdleTimers(self.sched)
         self.metrics.watch(self.sched.counts)
         self.created = int(time.time())
@@ -196,10 +198,11 @@ class Gateway:
         when the process was not restarting."""
         if upstream.failover is not None:
             return await upstream.failover()
-        if upstream.pid is None or not await self.sched.left(upstream.name, upstream.pid):
+        pid = upstream.pid
+        if pid is None or not await self.crashes.left(upstream.name, pid):
             return None
-        log.info("gateway.resending", model=upstream.name, pid=upstream.pid)
-        return self.upstreams.of(await self.sched.running_again(upstream.name))
+        log.info("gateway.resending", model=upstream.name, pid=pid)
+        return self.upstreams.of(await self.crashes.running_again(upstream.name, pid))
 
     async def unload(self, name: str) -> None:
         """Stop `name` (to IDLE) now, or once its requests in flight have ended; an

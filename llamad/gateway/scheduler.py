@@ -21,10 +21,6 @@ from llamad.gateway.view import SupervisorView
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
 
-# After a connection to an instance failed before its answer: how long to wait for the
-# supervisor to see the process gone, before taking the failure for the server's own.
-CRASH_NOTICE_S = 1.0
-
 
 class Scheduler:
     """Decides whether a request goes now, waits or is refused, and when a model idles
@@ -155,43 +151,6 @@ class Scheduler:
         slot.arm(time.monotonic(), timeout)
         if timeout == 0 and slot.claim_stop(StopWhy.IDLE):
             self.loads.stop_soon(slot)
-
-    # A crash before the answer ----------------------------------------------------------
-
-    async def left(self, name: str, pid: int) -> bool:
-        """True once process `pid` no longer serves `name` (it exited or is being
-        restarted); False when it still does after CRASH_NOTICE_S."""
-        others = [s for s in State if s is not State.RUNNING]
-        try:
-            async with asyncio.timeout(CRASH_NOTICE_S):
-                while True:
-                    facts = self.sup.facts(name)
-                    if facts is None or facts.pid != pid or facts.state is not State.RUNNING:
-                        return True
-                    await self.sup.wait_for(name, *others, timeout=POLL_S / 5)
-        except TimeoutError:
-            return False
-
-    async def running_again(self, name: str) -> Facts:
-        """Wait, at most `queue_timeout`, until `name` runs again after a crash.
-
-        Raises QueueTimeout, Unavailable or Removed."""
-        cfg = self.settings()
-        try:
-            async with asyncio.timeout(cfg.queue_timeout):
-                while True:
-                    facts = self.sup.facts(name)
-                    if facts is None or facts.closing:
-                        raise Removed(name)
-                    if facts.state is State.RUNNING:
-                        return facts
-                    if facts.state in DOWN:
-                        raise Unavailable(f"model {name!r} is not served: {facts.reason()}")
-                    await self._changes(name, facts.state)
-        except TimeoutError:
-            raise QueueTimeout(
-                f"model {name!r} was not back within {cfg.queue_timeout:g}s"
-            ) from None
 
 
 def _cancelling() -> bool:
