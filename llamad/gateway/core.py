@@ -76,7 +76,7 @@ class Gateway:
         self.idle = IdleTimers(self.sched)
         self.metrics.watch(self.sched.counts)
         self.created = int(time.time())
-        self.upstreams = Upstreams()
+        self.upstreams = Upstreams(self._pid_of)
         # Shared with the fleet, which reads our counts on a peer as its status arrives.
         self.balancer = balancer or Balancer(lambda: settings().affinity_size)
         self.remote = FleetLease(fleet, settings, self.router, pending, self.balancer.id)
@@ -110,6 +110,10 @@ class Gateway:
             self.balancer,
             self.busy,
         )
+
+    def _pid_of(self, name: str) -> int | None:
+        facts = self.router.sup.facts(name)
+        return None if facts is None else facts.pid
 
     def _fleet(self) -> FleetModels | None:
         """The fleet's models while `[gateway] fleet` is on, else None."""
