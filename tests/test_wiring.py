@@ -23,7 +23,6 @@ RECORDS: dict[str, set[str]] = {
     "config/resolve.py": {"ctx"},
     "daemon/logs.py": {"record"},
     "gateway/activity_stats.py": {"usage"},
-    "gateway/answer.py": {"c"},
     "gateway/app.py": {"tally"},
     "gateway/core.py": {"tally"},
     "gateway/fleet_lease.py": {"tally"},
