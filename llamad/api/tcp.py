@@ -25,6 +25,7 @@ from llamad.api.lane import Lane, laned
 from llamad.api.uds import GRACEFUL_SHUTDOWN_S, QuietServer, serve_until
 from llamad.common.fdlimit import connection_cap
 from llamad.common.limits import CONTROL, Limits, Refusals, Shape, control_shape
+from llamad.common.waits import first_of
 from llamad.config.remote import Remote
 from llamad.fleet.discovery import advertise, build_txt
 
@@ -112,11 +113,7 @@ async def serve_remote(
         log.info("remote.listening", listen=listen, tls=remote.tls)
 
     async def advertise_when_bound() -> None:
-        waiter = asyncio.ensure_future(bound.wait())
-        stopper = asyncio.ensure_future(shutdown.wait())
-        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        stopper.cancel()
+        await first_of(bound.wait(), shutdown.wait())
         if bound.is_set() and not shutdown.is_set():
             txt = build_txt(__version__, llama_version, remote.tls)
             await advertise(remote.host, remote.port, txt, shutdown)

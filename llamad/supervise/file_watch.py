@@ -106,6 +106,6 @@ class FileWatch:
 
 async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
     try:
-        await first_of(*events)
+        await first_of(*(e.wait() for e in events))
     finally:
         then.set()

@@ -27,7 +27,6 @@ from supervisor_double import Double, gateway, spec, until
 
 from llamad.common.lanes import LaneRequest
 from llamad.config.gateway_keys import NamedKey
-from llamad.gateway import scheduler as scheduler_module
 from llamad.gateway.activity import Tally
 from llamad.gateway.connection import NotAnswered
 from llamad.gateway.core import Gateway
@@ -401,9 +400,8 @@ async def test_a_relay_that_got_no_answer_goes_to_the_successor() -> None:
     [("/v1/chat/completions", "openai"), ("/v1/messages", "anthropic")],
 )
 async def test_no_answer_from_a_process_that_still_runs_is_a_502_in_the_family_shape(
-    monkeypatch: pytest.MonkeyPatch, path: str, shape: str
+    path: str, shape: str
 ) -> None:
-    monkeypatch.setattr(scheduler_module, "CRASH_NOTICE_S", 0.05)
     _, gw = running_a()
     relay = StubRelay()
     answer = FakeAnswer()
@@ -449,9 +447,8 @@ class SlotWatchingAnswer(FakeAnswer):
     ids=["upstream-error", "not-answered"],
 )
 async def test_a_failed_relay_releases_its_slot_before_the_error_answer(
-    monkeypatch: pytest.MonkeyPatch, failure: Exception
+    failure: Exception,
 ) -> None:
-    monkeypatch.setattr(scheduler_module, "CRASH_NOTICE_S", 0.05)  # no restart comes
     _, gw = running_a()
     relay = StubRelay()
     answer = SlotWatchingAnswer(gw)
