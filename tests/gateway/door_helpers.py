@@ -69,7 +69,7 @@ def build(tmp_path: Path, keys: tuple[NamedKey, ...] = KEYS, **settings: Any) ->
     for name, aliases in (("a", ("a2",)), ("b", ())):
         double.add(replace(spec(name), aliases=aliases), State.RUNNING)
     cfg = GatewayConfig(
-        host="127.0.0.1", port=PORT, keys=keys, **{"memory_budget": None, **settings}
+        **{"host": "127.0.0.1", "port": PORT, "keys": keys, "memory_budget": None, **settings}
     )
     gateway = Gateway(double, lambda: cfg)
     pulls = Pulls()

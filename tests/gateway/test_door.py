@@ -248,3 +248,26 @@ async def test_a_client_gone_before_its_body_costs_nothing(tmp_path: Path) -> No
         await app.door(scope, receive, record)
     assert sent == []
     nothing_done(app)
+
+
+async def test_the_pages_actions_for_a_key_that_may(tmp_path: Path) -> None:
+    """The page's load, unload, restart and log, by the main key and by alice on `a`."""
+    app = build(tmp_path)
+    for key in (MAIN, ALICE):
+        for verb in ("unload", "load", "restart"):
+            done = await ask(app.door, "POST", f"/ui/api/models/a/{verb}", key=key)
+            assert (done.status, done.json()) == (200, {"model": "a", "done": verb})
+        logs = await ask(app.door, "GET", "/ui/api/models/a/logs", key=key)
+        assert logs.json() == {"model": "a", "lines": ["a line of a's log"]}
+    assert app.restarts == ["a", "a"]
+    assert app.stops() == ["a", "a"]
+
+
+async def test_page_actions_need_a_key_off_loopback(tmp_path: Path) -> None:
+    """Without keys, the page must not hand the LAN a way to stop models."""
+    app = build(tmp_path, keys=(), host="0.0.0.0", allowed_hosts=frozenset({"*"}))
+    refused = await ask(app.door, "POST", "/ui/api/models/a/unload")
+    assert refused.status == 403
+    assert "need a gateway key" in refused.error()
+    assert (await ask(app.door, "GET", "/ui/api/status")).status == 200
+    nothing_done(app)
