@@ -43,7 +43,7 @@ class Call:
 def query(scope: Scope, name: str) -> str | None:
     """The query parameter `name` of the request in `scope` (its last value), or None."""
     raw = scope.get("query_string", b"")
-    return dict(parse_qsl(raw.decode("latin-1"))).get(name) if raw else None
+    return dict(parse_qsl(raw.decode("utf-8", "replace"))).get(name) if raw else None
 
 
 def responds(endpoint: Callable[[Call], Awaitable[Response]]) -> Callable[[Call], Awaitable[None]]:
