@@ -15,6 +15,7 @@ import structlog
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llamad.api.errors import error_response
+from llamad.common.bearer import bearer_token
 from llamad.common.ratelimit import RateLimiter
 
 __all__ = ["BearerAuth", "RateLimiter"]
@@ -38,16 +39,16 @@ class BearerAuth:
         self.app = app
         self._admin = admin_token.encode()
         self._read = read_token.encode() if read_token else None
-        self.limiter = limiter or RateLimiter()
+        # An empty limiter has length 0, so it is false: only None means "none given".
+        self.limiter = RateLimiter() if limiter is None else limiter
 
     def _role(self, scope: Scope) -> str | None:
         header = b""
         for name, value in scope.get("headers", []):
             if name == b"authorization":
                 header = value
-        scheme, _, token = header.partition(b" ")
-        token = token.strip()
-        if scheme.lower() != b"bearer" or not token:
+        token = bearer_token(header)
+        if token is None:
             return None
         is_admin = hmac.compare_digest(token, self._admin)
         # Always a second comparison (against admin when there is no read token), so the

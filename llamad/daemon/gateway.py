@@ -7,7 +7,6 @@ import functools
 from pathlib import Path
 
 import structlog
-from starlette.routing import BaseRoute
 
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_tcp
@@ -16,21 +15,18 @@ from llamad.common.limits import Refusals
 from llamad.common.retrying import retrying
 from llamad.config.gateway_table import GatewayConfig
 from llamad.daemon.guard import ServiceGuard
+from llamad.gateway.access.table import Route
 from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
 from llamad.gateway.downloads import downloading
 from llamad.gateway.events_stream import activity_routes
 from llamad.gateway.fleet import FleetModels, Identity
 from llamad.gateway.fleet_hosts import FleetHosts
-from llamad.gateway.keyguard import KeyGuard
-from llamad.gateway.lane import GatewayLane
-from llamad.gateway.limits import BodyLimit, GatewayLimits, gateway_shape
+from llamad.gateway.limits import GatewayLimits, gateway_shape
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
-from llamad.gateway.origin import OriginGuard
-from llamad.gateway.page import BrowserRoot, page_routes
+from llamad.gateway.page import for_browsers, page_routes
 from llamad.gateway.pool import Pool
-from llamad.gateway.proxy import Relay
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.library.pulls import Pulls
 from llamad.supervise.daemon_state import DaemonState
@@ -83,7 +79,7 @@ def start_gateway(
     guard.start("gateway", serve, retry=True)
 
 
-def _page(gateway: Gateway, state: DaemonState) -> list[BaseRoute]:
+def _page(gateway: Gateway, state: DaemonState) -> list[Route]:
     async def restart(name: str) -> None:
         inst = state.supervisor.instances.get(name)
         if inst is not None:
@@ -103,7 +99,7 @@ async def _serve(
     stop: asyncio.Event,
     bounds: GatewayLimits,
     refused: Refusals,
-    page: list[BaseRoute],
+    page: list[Route],
     pulls: Pulls | None = None,
 ) -> None:
     pool = Pool()  # the relay's and Ollama's requests to instances and peers alike
@@ -126,13 +122,10 @@ async def _serve(
                 *page,
                 *ollama_routes(gateway, pool, pulls, aliases, gateway.activity, keepalive),
             ]
-            keys = KeyGuard()  # wrong keys counted alike by the app and the lane
-            app = BrowserRoot(build_app(gateway, extra, pool=pool, guard=keys))
-            origin = OriginGuard(BodyLimit(app, bounds, refused), gateway.settings, refused)
-            host_ok = lambda host, at: origin.policy().host_ok(host, at)  # noqa: E731
-            lane = GatewayLane(gateway, Relay(pool), bounds, host_ok, keys)
+            # Every request, of every route, is decided by the door `build_app` makes.
+            app = build_app(gateway, for_browsers(extra), pool=pool, limits=bounds, refused=refused)
             await serve_tcp(
-                origin,
+                app,
                 cfg.host,
                 cfg.port,
                 stop,
@@ -141,7 +134,6 @@ async def _serve(
                 limits=bounds,
                 shape=gateway_shape,
                 refused=refused,
-                lane=lane,
             )
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))

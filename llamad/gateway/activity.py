@@ -1,9 +1,10 @@
 """Per-request activity: one record per request the gateway served, in a bounded ring.
 
-A request's `Tally` is made when it arrives and travels in a context variable, so the
-lease (which knows the model, the instance and the waits) and the relay (which knows the
-status, the first byte and the usage) can each fill in their part without being handed
-it. Records hold timings and counts, never a prompt or a completion.
+A request's `Tally` is made by the door (`access/door.py`) as it lets the request in,
+and travels in a context variable, so the lease (which knows the model, the instance and
+the waits) and the relay (which knows the status, the first byte and the usage) can each
+fill in their part without being handed it. Records hold timings and counts, never a
+prompt or a completion.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from llamad.gateway.keys import CALLER
 from llamad.gateway.usage import NONE, Usage
 
 
@@ -153,13 +153,13 @@ class Activity:
         return out[::-1]
 
 
-def begin(scope: Any, began: float) -> Tally:
-    """The tally of the request in ASGI `scope`, which arrived at `began` (perf_counter)."""
+def begin(scope: Any, began: float, key: str | None) -> Tally:
+    """The tally of the request in ASGI `scope`, which arrived at `began` (perf_counter)
+    with the key named `key` (None: a gateway without keys)."""
     client = scope.get("client")
-    key = CALLER.get()
     return Tally(
         route=scope["path"],
         client=client[0] if client else None,
-        key=None if key is None else key.name,
+        key=key,
         began=began,
     )

@@ -15,7 +15,6 @@ from typing import Any
 import structlog
 
 from llamad.config.gateway_table import GatewayConfig
-from llamad.gateway import keys
 from llamad.gateway.activity import Activity, Listener, Record
 from llamad.gateway.activity import current as current_tally
 from llamad.gateway.activity_metrics import ActivityMetrics
@@ -26,6 +25,7 @@ from llamad.gateway.drain import drain
 from llamad.gateway.fleet import FleetModels
 from llamad.gateway.fleet_lease import FleetLease
 from llamad.gateway.idle import IdleTimers
+from llamad.gateway.keys import Caller
 from llamad.gateway.loads import Loads
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.notes import BusNotes
@@ -139,11 +139,10 @@ class Gateway:
 
     # The port --------------------------------------------------------------------
 
-    def models(self) -> list[ModelView]:
-        """Every routable model, never waiting on a load: this host's, then the fleet's
-        that no local name shadows."""
-        # A named key limited to some models lists only those.
-        return [v for v in self.views.all() if all(map(keys.may_use, v.instances or [v.name]))]
+    def models(self, caller: Caller) -> list[ModelView]:
+        """Every routable model `caller` may use, never waiting on a load: this host's,
+        then the fleet's that no local name shadows."""
+        return [v for v in self.views.all() if caller.may_use_all(v.instances or (v.name,))]
 
     def find(self, name: str) -> ModelView | None:
         """The model named `name` (instance name or alias), or None; an alias several
@@ -155,10 +154,21 @@ class Gateway:
             return self.views.local(facts)
         return next((v for v in self.views.all() if name in (v.name, *v.aliases)), None)
 
+    def instances(self, name: str) -> tuple[str, ...] | None:
+        """The instances (or the fleet peer's model) `name` means, as `find` resolves it,
+        without making its view: what a key's list is checked against."""
+        if found := self.router.sharing(name):
+            return tuple(f.name for f in found)
+        if (facts := self.router.find(name)) is not None:
+            return (facts.name,)
+        view = self.find(name)
+        return None if view is None else view.instances or (view.name,)
+
     @asynccontextmanager
     async def lease(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[Upstream]:
         """Load `name` if needed and count it in flight while the context is open; a
-        model only a `[fleet]` peer serves goes to that peer's gateway."""
+        model only a `[fleet]` peer serves goes to that peer's gateway. Whether the
+        caller may use `name` was decided at the door (`access/door.py`)."""
         facts = self.router.find(name)
         tally = current_tally()
         if tally is not None:
@@ -166,8 +176,6 @@ class Gateway:
         hints = current_hints()
         if self.replicas.several(name, peers=not hints.relayed):
             name = self.router.spelling(name)  # `Q` for `q`: one queue and balance per model
-            for instance in [f.name for f in self.router.sharing(name)] or [name]:
-                keys.check(instance)
             if not self.settings().affinity:
                 hints = replace(hints, affinity=False)
             async with self.replicas.lease(name, hints, keep_alive) as upstream:
@@ -179,7 +187,6 @@ class Gateway:
             async with self.remote.lease(name) as upstream:
                 yield upstream
             return
-        keys.check(facts.name)
         serving, t0 = facts.state is State.RUNNING, time.perf_counter()
         slot, facts = await self.sched.admit(facts, keep_alive)
         # Counted with in_flight, so the relaying gateway can tell its requests apart.

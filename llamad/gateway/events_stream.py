@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Send
 
 from llamad.common.waits import first_of
+from llamad.gateway.access.call import Call, responds
+from llamad.gateway.access.table import Need, Route
 from llamad.gateway.bus import EventBus, Subscriber
-from llamad.gateway.client_side import ClientGone, guard, read_body
+from llamad.gateway.client_side import guard
 from llamad.gateway.core import Gateway
-from llamad.gateway.keys import CALLER, may_use
 
 KEEPALIVE_S = 15.0
 MAX_LIMIT = 10_000
@@ -35,15 +34,10 @@ class Events:
     def __init__(self, bus: EventBus, stop: asyncio.Event) -> None:
         self.bus, self.stop = bus, stop
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, call: Call) -> None:
+        sub = self.bus.subscribe(call.caller.models)  # a limited key: its models' events
         try:
-            await read_body(receive)
-        except ClientGone:
-            return
-        key = CALLER.get()
-        sub = self.bus.subscribe(None if key is None else key.models)
-        try:
-            await guard(receive, self._stream(sub, send))
+            await guard(call.receive, self._stream(sub, call.send))
         finally:
             self.bus.unsubscribe(sub)
 
@@ -62,19 +56,19 @@ class Events:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def activity_routes(gateway: Gateway, stop: asyncio.Event) -> list[BaseRoute]:
+def activity_routes(gateway: Gateway, stop: asyncio.Event) -> list[Route]:
     """`/v1/activity` and `/v1/events` over `gateway`."""
 
-    async def activity(request: Request) -> Response:
-        model = request.query_params.get("model") or None
-        raw = request.query_params.get("limit", "")
+    async def activity(call: Call) -> Response:
+        model = call.query("model") or None
+        raw = call.query("limit") or ""
         limit = int(raw) if raw.isascii() and raw.isdigit() else None
         records = gateway.activity.recent(model, min(limit or MAX_LIMIT, MAX_LIMIT))
         # A key limited to some models sees only their requests.
-        data = [r.to_dict() for r in records if may_use(r.instance or r.model)]
+        data = [r.to_dict() for r in records if call.caller.may_use(r.instance or r.model)]
         return JSONResponse({"object": "list", "data": data})
 
     return [
-        Route("/v1/activity", activity, methods=["GET"]),
-        Route("/v1/events", Events(gateway.bus, stop), methods=["GET"]),
+        Route("/v1/activity", ("GET",), Need.KEY, responds(activity)),
+        Route("/v1/events", ("GET",), Need.KEY, Events(gateway.bus, stop)),
     ]

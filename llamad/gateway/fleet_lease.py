@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from llamad.config.gateway_table import GatewayConfig
-from llamad.gateway import keys
 from llamad.gateway.activity import current as current_tally
 from llamad.gateway.fleet import FleetModels, PeerModels
 from llamad.gateway.peer_models import RemoteModel
@@ -52,7 +51,6 @@ class FleetLease:
             ]
             raise self.unknown(name, known)
         entry, model = picked
-        keys.check(model.name)
         if (tally := current_tally()) is not None:
             tally.instance, tally.host = model.name, entry.peer.name
         try:

@@ -24,7 +24,8 @@ class KeyGuard:
     """Counts the gateway's failed key checks and says who must wait."""
 
     def __init__(self, limiter: RateLimiter | None = None) -> None:
-        self.limiter = limiter or RateLimiter()
+        # An empty limiter has length 0, so it is false: only None means "none given".
+        self.limiter = RateLimiter() if limiter is None else limiter
 
     def blocked(self, scope: Scope) -> float | None:
         """Seconds the client of `scope` must wait, or None when it may try."""

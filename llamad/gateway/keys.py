@@ -1,77 +1,68 @@
-"""The gateway's keys: which named key a request carries, and what that key may use.
+"""The gateway's keys: which key a request carries, and the caller it makes.
 
-`KeyCheck` (keycheck.py) asks `lookup` for the request's key and sets `CALLER` for the task
-that serves it; the lease refuses a model outside the key's list with a 403, which each
-API family's routes answer in their own shape. Rate limits and strength checks belong
-around `lookup`.
+The door (`access/door.py`) finds the request's `Caller` once and hands it to the route
+that serves it; listings, the page and the events stream show a caller only the models
+it may use. Nothing here reads a request's state from anywhere but its arguments.
 """
 
 from __future__ import annotations
 
-import contextvars
 import hmac
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from starlette.types import Scope
-
+from llamad.common.bearer import bearer_token
 from llamad.config.gateway_keys import NamedKey
-from llamad.gateway.port import GatewayError
-
-# The key of the request this task serves; None without keys, or for the daemon's own.
-CALLER: contextvars.ContextVar[NamedKey | None] = contextvars.ContextVar("caller", default=None)
-
-# Open without a key: the gateway's health, the page's own files (it asks for the key
-# before it fetches any data), and the probes Ollama apps send before they know of a key
-# (they say nothing but the version).
-_OPEN = {"/health", "/ui", "/ui/", "/", "/api/version"}
-_OPEN_PREFIX = "/ui/static/"
 
 
-class NotAllowed(GatewayError):
-    """The request's key may not use this model."""
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who a request comes from: a key's name and the instances it may use."""
 
-    status = 403
-    code = "model_not_allowed"
+    name: str | None = None  # the key's name; None on a gateway without keys
+    models: frozenset[str] | None = None  # instance names; None: every model
 
-    def __init__(self, key: str, model: str) -> None:
-        super().__init__(f"the key {key!r} may not use model {model!r}")
+    @property
+    def scoped(self) -> bool:
+        """Limited to some models (`models = [...]` in its `[gateway.keys.NAME]`)."""
+        return self.models is not None
 
+    def may_use(self, instance: str) -> bool:
+        """This caller may use instance (or fleet model) `instance`."""
+        return self.models is None or instance in self.models
 
-def needs_key(scope: Scope) -> bool:
-    """Whether this request must carry a key (when keys are configured)."""
-    path = scope["path"]
-    if path == "/health":
-        return False
-    if path in _OPEN or path.startswith(_OPEN_PREFIX):
-        return scope.get("method") not in ("GET", "HEAD")
-    return True
-
-
-def given(scope: Scope) -> str:
-    """The key the request carries: x-api-key, else a Bearer token."""
-    headers: dict[bytes, bytes] = dict(scope["headers"])
-    auth = headers.get(b"authorization", b"").decode("latin-1")
-    api_key = headers.get(b"x-api-key", b"").decode("latin-1")
-    return api_key or auth.removeprefix("Bearer ").strip()
+    def may_use_all(self, instances: Iterable[str]) -> bool:
+        """This caller may use every one of `instances` (an alias's replicas)."""
+        return self.models is None or all(n in self.models for n in instances)
 
 
-def lookup(keys: Iterable[NamedKey], secret: str) -> NamedKey | None:
-    """The key whose secret is `secret`; every key is compared, in constant time each."""
-    found = None
-    for key in keys:
-        if hmac.compare_digest(secret.encode(), key.secret.encode()):
-            found = key
-    return found
+# A gateway without keys, and the daemon's own requests: every model.
+ANYONE = Caller()
 
 
-def may_use(model: str) -> bool:
-    """The request's key (if any) may use instance `model`."""
-    key = CALLER.get()
-    return key is None or key.models is None or model in key.models
+class Keys:
+    """The configured keys, each with the caller it makes."""
+
+    def __init__(self, keys: Iterable[NamedKey]) -> None:
+        self._keys = [(k.secret.encode(), Caller(k.name, k.models)) for k in keys]
+
+    def __bool__(self) -> bool:
+        return bool(self._keys)
+
+    def find(self, secret: bytes) -> Caller | None:
+        """The caller whose key is `secret`; every key is compared, in constant time
+        each, so the time taken names none."""
+        found = None
+        for known, caller in self._keys:
+            if hmac.compare_digest(secret, known):
+                found = caller
+        return found
 
 
-def check(model: str) -> None:
-    """Raise NotAllowed when the request's key may not use instance `model`."""
-    key = CALLER.get()
-    if key is not None and not may_use(model):
-        raise NotAllowed(key.name, model)
+def given(api_key: bytes | None, authorization: bytes | None) -> bytes:
+    """The key a request carries: x-api-key, else a Bearer token (b"" for none)."""
+    if api_key:
+        return api_key.strip()
+    if authorization:
+        return bearer_token(authorization) or b""
+    return b""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from llamad.gateway.keys import Caller
 from llamad.gateway.port import GatewayPort, ModelView
 
 
@@ -56,9 +57,9 @@ def model_entry(
     }
 
 
-def models(gateway: GatewayPort, created: int, aliases: bool) -> dict[str, Any]:
-    """The `/v1/models` document."""
-    listed = names(gateway.models(), aliases)
+def models(gateway: GatewayPort, created: int, aliases: bool, caller: Caller) -> dict[str, Any]:
+    """The `/v1/models` document: the models `caller` may use."""
+    listed = names(gateway.models(caller), aliases)
     return {"object": "list", "data": [model_entry(v, created, n, a) for n, v, a in listed]}
 
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from llamad.backends.prompt import PromptDefaults
 from llamad.backends.serving import Serving
+from llamad.gateway.keys import Caller
 
 
 @dataclass(frozen=True)
@@ -161,8 +162,8 @@ class UpstreamError(GatewayError):
 class GatewayPort(Protocol):
     """The gateway as a route set sees it."""
 
-    def models(self) -> list[ModelView]:
-        """Every routable model, never waiting on a load."""
+    def models(self, caller: Caller) -> list[ModelView]:
+        """Every routable model `caller` may use, never waiting on a load."""
         ...
 
     def find(self, name: str) -> ModelView | None:

@@ -1,5 +1,5 @@
 """gateway.client_side.guard: the request's own task does the work, and a client that
-leaves cancels it, and nothing else; and the app's shortcut for POSTs (no server)."""
+leaves cancels it, and nothing else; and the door's table for POSTs (no server)."""
 
 from __future__ import annotations
 
@@ -169,8 +169,8 @@ async def _call(app: ASGIApp, method: str, path: str) -> tuple[int, dict[str, ob
     return int(str(sent[0]["status"])), json.loads(body)
 
 
-async def test_a_body_routed_path_by_another_method_is_still_refused_by_the_router() -> None:
-    """POSTs to the body-routed paths skip the router; other methods still meet it."""
+async def test_a_body_routed_path_by_another_method_is_refused_by_the_door() -> None:
+    """POSTs to the body-routed paths are one dict lookup; other methods are a 405."""
     app = build_app(gateway(Double()), pool=Pool())
     status, doc = await _call(app, "GET", "/v1/chat/completions")
     assert status == 405

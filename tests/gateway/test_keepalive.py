@@ -156,8 +156,8 @@ def test_ollama_errors_stay_one_line() -> None:
 
 
 def test_ollama_keepalives_are_empty_chunks_of_the_routes_shape() -> None:
-    chat_beat = keepalive_beat(chat_renderer)(b'{"model": "m", "messages": []}')
-    generate_beat = keepalive_beat(generate_renderer)(b'{"model": "m", "prompt": "p"}')
+    chat_beat = keepalive_beat(chat_renderer)({"model": "m", "messages": []})
+    generate_beat = keepalive_beat(generate_renderer)({"model": "m", "prompt": "p"})
     assert chat_beat is not None
     assert generate_beat is not None
     chunk = json.loads(chat_beat.line())
@@ -168,5 +168,5 @@ def test_ollama_keepalives_are_empty_chunks_of_the_routes_shape() -> None:
     assert (chunk["model"], chunk["response"], chunk["done"]) == ("m", "", False)
     assert generate_beat.line().endswith(b"}\n")
     # An answer that does not stream has nothing to keep alive.
-    assert keepalive_beat(chat_renderer)(b'{"model": "m", "stream": false}') is None
-    assert keepalive_beat(chat_renderer)(b"not json") is None
+    assert keepalive_beat(chat_renderer)({"model": "m", "stream": False}) is None
+    assert keepalive_beat(chat_renderer)(None) is None

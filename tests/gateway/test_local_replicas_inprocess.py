@@ -10,9 +10,9 @@ import dataclasses
 import pytest
 from supervisor_double import Double, gateway, spec, until
 
-from llamad.config.gateway_keys import NamedKey
+from llamad.gateway.access.scope import may_use
 from llamad.gateway.core import Gateway
-from llamad.gateway.keys import CALLER, NotAllowed
+from llamad.gateway.keys import ANYONE, Caller
 from llamad.gateway.peer_models import RemoteModel, models_of
 from llamad.gateway.port import Upstream
 from llamad.gateway.replicas.hints import HINTS, hints_of
@@ -167,7 +167,7 @@ async def test_the_alias_is_one_model_with_local_replicas_and_unloads_whole() ->
     assert view is not None
     assert (view.name, view.instances) == ("q", ("g0", "g1"))
     assert view.replicas == ("local/g0", "local/g1")
-    assert [v.name for v in gw.models()] == ["g0", "g1", "q"]
+    assert [v.name for v in gw.models(ANYONE)] == ["g0", "g1", "q"]
     assert gw.find("g1").replicas == ("local",)  # type: ignore[union-attr]
     for name in ("g0", "g1"):
         double.move(name, State.RUNNING)
@@ -208,14 +208,11 @@ async def test_each_replica_stops_when_idle_on_its_own() -> None:
 
 async def test_a_key_uses_the_alias_only_if_it_may_use_every_replica() -> None:
     _double, gw = setup()
-    token = CALLER.set(NamedKey("both", "s" * 32, frozenset({"g0", "g1"})))
-    async with gw.lease("q") as upstream:
-        assert upstream.name in ("g0", "g1")
-    assert [v.name for v in gw.models()] == ["g0", "g1", "q"]
-    CALLER.reset(token)
-    CALLER.set(NamedKey("one", "t" * 32, frozenset({"g0"})))
-    with pytest.raises(NotAllowed):
-        async with gw.lease("q"):
-            pass
-    assert [v.name for v in gw.models()] == ["g0"]
+    both = Caller("both", frozenset({"g0", "g1"}))
+    assert may_use(gw, both, "q", ollama=False)
+    assert [v.name for v in gw.models(both)] == ["g0", "g1", "q"]
+    one = Caller("one", frozenset({"g0"}))
+    assert not may_use(gw, one, "q", ollama=False)
+    assert may_use(gw, one, "g0", ollama=False)
+    assert [v.name for v in gw.models(one)] == ["g0"]
     await gw.close()

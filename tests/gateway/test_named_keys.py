@@ -1,4 +1,4 @@
-"""Named gateway keys: config errors, 403s in each API family's shape, usage by name."""
+"""Named gateway keys: config errors, 404s in each API family's shape, usage by name."""
 
 from __future__ import annotations
 
@@ -93,17 +93,19 @@ def test_a_key_limited_to_some_models(tiny_model: Path, tmp_path: Path) -> None:
         alice = {"Authorization": "Bearer alice-secret-0123456789"}
         client = openai.OpenAI(base_url=f"{gw.base}/v1", api_key="alice-secret-0123456789")
         assert client.chat.completions.create(**chat("a", 2)).usage is not None
-        with pytest.raises(openai.PermissionDeniedError) as refused:
+        # A model outside the key's list is one that does not exist, for this key.
+        with pytest.raises(openai.NotFoundError) as refused:
             client.chat.completions.create(**chat("b", 2))
-        assert refused.value.code == "model_not_allowed"
+        assert refused.value.code == "model_not_found"
+        assert "'b' does not exist; available: a" in str(refused.value)
         ollama = httpx.post(
             f"{gw.base}/api/chat",
             json={"model": "b", "messages": [{"role": "user", "content": "hi"}], "stream": False},
             headers=alice,
             timeout=10,
         )
-        assert ollama.status_code == 403
-        assert "may not use model 'b'" in ollama.json()["error"]
+        assert ollama.status_code == 404
+        assert ollama.json() == {"error": 'model "b" not found'}
         listed = httpx.get(f"{gw.base}/v1/models", headers=alice, timeout=5).json()["data"]
         assert [m["id"] for m in listed] == ["a"]
         tags = httpx.get(f"{gw.base}/api/tags", headers=alice, timeout=5).json()["models"]
@@ -126,7 +128,7 @@ def test_a_key_limited_to_some_models(tiny_model: Path, tmp_path: Path) -> None:
             5,
         )
         assert [(r["key"], r["status"]) for r in records] == [
-            ("default", 200), ("alice", 403), ("alice", 403), ("alice", 200),
+            ("default", 200), ("alice", 404), ("alice", 404), ("alice", 200),
         ]  # fmt: skip
         mine = httpx.get(f"{gw.base}/v1/activity", headers=alice, timeout=5).json()["data"]
         assert [r["instance"] for r in mine] == ["a"]

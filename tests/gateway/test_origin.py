@@ -1,12 +1,11 @@
 """No web page drives the gateway (issue #30): a foreign Origin is refused whatever the
 content type, the gateway answers CORS itself, and a Host that is not this listener's
 (DNS rebinding) is refused. Against a real llamad, llama-server and headless Chromium;
-a Host whose port is not ASCII digits is refused 403 by the guard itself, in process."""
+a Host whose port is not ASCII digits is refused 403 by the door itself, in process."""
 
 from __future__ import annotations
 
 import http.server
-import json
 import shutil
 import subprocess
 import threading
@@ -16,11 +15,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from door_helpers import ask, build
 from gateway_helpers import TINY, Gw, chat, gateway
-from starlette.types import Message, Receive, Scope, Send
 
 from llamad.config.gateway_table import GatewayConfig
-from llamad.gateway.origin import OriginGuard, Policy
+from llamad.gateway.origin import Policy
 
 PORT = 8080
 
@@ -76,39 +75,15 @@ def test_a_port_of_non_ascii_digits_names_no_listener(host: bytes) -> None:
 
 
 @pytest.mark.parametrize("host", ODD_PORTS)
-async def test_a_port_of_non_ascii_digits_is_refused_403_not_500(host: bytes) -> None:
-    """At the guard, which a ValueError from its Host check would turn into a 500."""
-    refused: list[str] = []
-    reached: list[Scope] = []
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        reached.append(scope)
-
-    settings = GatewayConfig(host="127.0.0.1", port=PORT)
-    guard = OriginGuard(
-        app, lambda: settings, lambda reason, client: refused.append(reason), lambda: "studio"
-    )
-    sent: list[Message] = []
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    async def receive() -> Message:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    scope: Scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "headers": [(b"host", host), (b"content-type", b"application/json")],
-        "server": ("127.0.0.1", PORT),
-        "client": ("127.0.0.1", 50000),
-    }
-    await guard(scope, receive, send)
-    assert reached == []
-    assert sent[0]["status"] == 403
-    assert json.loads(sent[1]["body"])["error"]["code"] == "host_not_allowed"
-    assert refused == ["host_not_allowed"]
+async def test_a_port_of_non_ascii_digits_is_refused_403_not_500(
+    host: bytes, tmp_path: Path
+) -> None:
+    """At the door, which a ValueError from its Host check would turn into a 500."""
+    app = build(tmp_path, keys=())
+    refused = await ask(app.door, "POST", "/v1/chat/completions", {"model": "a"}, [(b"host", host)])
+    assert refused.status == 403
+    assert refused.json()["error"]["code"] == "host_not_allowed"
+    assert app.double.commands == []
 
 
 @pytest.fixture

@@ -66,15 +66,12 @@ def generate_renderer(model: str) -> Render:
     return render
 
 
-def keepalive_beat(renderer: Callable[[str], Render]) -> Callable[[bytes], Beat | None]:
+def keepalive_beat(renderer: Callable[[str], Render]) -> Callable[[Any], Beat | None]:
     """How a route answered by `renderer` keeps a streamed request alive: with an empty
-    chunk of its shape (keepalive.py); None when the request does not stream."""
+    chunk of its shape (keepalive.py); None when the request (its parsed body) does not
+    stream."""
 
-    def beat(raw: bytes) -> Beat | None:
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            return None
+    def beat(body: Any) -> Beat | None:
         if not isinstance(body, dict) or body.get("stream", True) is not True:
             return None
         render = renderer(str(body.get("model") or body.get("name") or ""))

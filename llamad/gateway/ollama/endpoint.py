@@ -1,5 +1,5 @@
-"""One Ollama route as an ASGI app: read the body, answer under the relay's disconnect
-guard, and release every lease the answer took around the response itself.
+"""One Ollama route as the door runs it: answer under the relay's disconnect guard, and
+release every lease the answer took around the response itself.
 
 A streamed answer used to release its lease in the body generator, which never runs when
 the client leaves while the response start is being written; a client that left while
@@ -12,85 +12,88 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from typing import Any
 
 import structlog
-from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Message, Send
 
 from llamad.common.departure import departure
-from llamad.gateway.activity import CURRENT, Activity, Tally, begin
-from llamad.gateway.client_side import ClientGone, guard, read_body
+from llamad.gateway.access.call import Call
+from llamad.gateway.activity import Activity, Tally
+from llamad.gateway.client_side import guard
 from llamad.gateway.keepalive import Beat, KeepAlive
 from llamad.gateway.ollama.errors import OllamaError, error_response
 from llamad.gateway.proxy import now
 
 log = structlog.get_logger("llamad.gateway.ollama")
 
-# A route's work: the request (its body already read) and the stack its leases go on.
-Handler = Callable[[Request, AsyncExitStack], Awaitable[Response]]
+# A route's work: the request as the door decided it, and the stack its leases go on.
+Handler = Callable[[Call, AsyncExitStack], Awaitable[Response]]
+
+
+class Recorded:
+    """The books of the Ollama routes that lease: a request that asked for a model (the
+    lease, or the door refusing it, named one) is recorded in `activity`."""
+
+    def __init__(self, activity: Activity) -> None:
+        self.activity = activity
+
+    def close(self, tally: Tally, model: str, label: str) -> None:
+        """The request is over."""
+        if tally.model:
+            self.activity.add(tally.record(now()))
 
 
 class Endpoint:
-    """`handler` served as ASGI, errors in Ollama's shape; a request that asked for a
-    model is recorded in `activity`. With `beat`, a streamed request that waits (on its
-    model's load) gets keep-alives every `interval()` seconds (keepalive.py): `beat` reads
-    the body and says how, or None for an answer that does not stream."""
+    """`handler` served as a door's route, errors in Ollama's shape; a request with a
+    tally (the door began one: its route has books) is closed into `books`. With `beat`,
+    a streamed request that waits (on its model's load) gets keep-alives every
+    `interval()` seconds (keepalive.py): `beat` reads the body and says how, or None for
+    an answer that does not stream."""
 
     def __init__(
         self,
         handler: Handler,
-        activity: Activity | None = None,
-        beat: Callable[[bytes], Beat | None] | None = None,
+        books: Recorded | None = None,
+        beat: Callable[[Any], Beat | None] | None = None,
         interval: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self.handler = handler
-        self.activity = activity
+        self.books = books
         self.beat = beat
         self.interval = interval
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        t0 = now()
-        try:
-            body = await read_body(receive)
-        except ClientGone:
-            return
-        # The guard owns the client's receive from here on: what the request and the
-        # response see is the body, then nothing until they are done.
-        request = Request(scope, _replay(body))
-        tally = begin(scope, t0)
-        token = CURRENT.set(tally)
-        keep = KeepAlive(send, self.interval())
+    async def __call__(self, call: Call) -> None:
+        keep = KeepAlive(call.send, self.interval())
         if self.beat is not None:
             beat = self.beat
-            keep.arm(lambda: beat(body))
+            keep.arm(lambda: beat(call.doc))
         try:
             async with AsyncExitStack() as leases:
-                answer = self._answer(request, leases, keep, tally)
-                await guard(receive, answer, departure(scope))
+                answer = self._answer(call, leases, keep)
+                await guard(call.receive, answer, departure(call.scope))
         finally:
-            CURRENT.reset(token)
-            if self.activity is not None and tally.model:
-                self.activity.add(tally.record(now()))
+            if call.tally is not None and self.books is not None:
+                self.books.close(call.tally, call.model, "")
             await keep.stop()  # last: a shutdown's cancel here skips no bookkeeping
 
-    async def _answer(
-        self, request: Request, leases: AsyncExitStack, keep: KeepAlive, tally: Tally
-    ) -> None:
+    async def _answer(self, call: Call, leases: AsyncExitStack, keep: KeepAlive) -> None:
         try:
-            response = await self.handler(request, leases)
+            response = await self.handler(call, leases)
         except OllamaError as exc:
             response = error_response(exc.status, exc.message, exc.retry_after)
         except RecursionError:
             # Nested deeper than our JSON handling goes: the client's doing, not a bug.
             response = error_response(400, "the request body is nested too deeply")
         except Exception as exc:
-            path = request.url.path
+            path, method = call.path, call.scope["method"]
             error = type(exc).__name__  # one traceback per kind per interval (logs.py)
-            log.exception("ollama.request_failed", method=request.method, path=path, error=error)
+            log.exception("ollama.request_failed", method=method, path=path, error=error)
             response = error_response(500, "internal error in llamad's Ollama API; see its log")
         await keep.stop()
-        await response(request.scope, _replay(b""), watched(keep.out, tally))
+        out = keep.out if call.tally is None else watched(keep.out, call.tally)
+        await response(call.scope, _nothing_more, out)
 
 
 def watched(send: Send, tally: Tally) -> Send:
@@ -106,15 +109,8 @@ def watched(send: Send, tally: Tally) -> Send:
     return send_and_note
 
 
-def _replay(body: bytes) -> Receive:
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Future()  # never: the guard sees the disconnect and cancels us
-        raise AssertionError("unreachable")
-
-    return receive
+async def _nothing_more() -> Message:
+    """A response's receive: the door has read the body, and the guard watches for the
+    client leaving (and cancels the response when it does)."""
+    await asyncio.Future()  # never
+    raise AssertionError("unreachable")

@@ -1,15 +1,14 @@
-"""Ollama's error shape, `{"error": "..."}`, and reading a request body into a dict."""
+"""Ollama's error shape, `{"error": "..."}`, and reading a field of a request body (which
+the door has read and parsed: `access/body.py`)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from llamad.gateway.port import GatewayError
-from llamad.gateway.shapes import valid_text
 
 
 class OllamaError(Exception):
@@ -38,24 +37,6 @@ def not_found(name: str) -> OllamaError:
     return OllamaError(404, f'model "{name}" not found')
 
 
-async def read_body(request: Request, *, allow_empty: bool = False) -> dict[str, Any]:
-    """The request's JSON object; 400 when it is not valid JSON or not an object."""
-    raw = await request.body()
-    if not raw.strip():
-        if allow_empty:
-            return {}
-        raise OllamaError(400, "missing request body")
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise OllamaError(400, f"invalid JSON in request body: {exc}") from exc
-    except RecursionError:
-        raise OllamaError(400, "invalid JSON in request body: nested too deeply") from None
-    if not isinstance(body, dict):
-        raise OllamaError(400, "request body must be a JSON object")
-    return body
-
-
 def field(
     body: dict[str, Any], key: str, kind: type | tuple[type, ...], default: Any = None
 ) -> Any:
@@ -69,13 +50,3 @@ def field(
     if not isinstance(value, kind):
         raise OllamaError(400, f"{key!r} has the wrong type: {json.dumps(value)[:80]}")
     return value
-
-
-def model_name(body: dict[str, Any]) -> str:
-    """The requested model (`model`, or the older `name`); 400 when missing."""
-    name = field(body, "model", str) or field(body, "name", str)
-    if not name:
-        raise OllamaError(400, "model is required")
-    if not valid_text(name):
-        raise OllamaError(400, "model is not valid Unicode (a lone surrogate)")
-    return str(name)

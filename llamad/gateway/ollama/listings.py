@@ -6,14 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from llamad.backends.gguf_meta import GGUFMeta
 from llamad.gateway import listing
+from llamad.gateway.access.call import Call
 from llamad.gateway.context import ContextSizes
 from llamad.gateway.ollama import metadata
-from llamad.gateway.ollama.errors import model_name, read_body
 from llamad.gateway.ollama.port import GatewayPort, ModelView
 
 # The Ollama version we claim: VS Code Copilot refuses anything below 0.6.4, and clients
@@ -37,26 +36,27 @@ class Listings:
         self._resolve = resolve
         self.list_aliases = list_aliases
 
-    async def root(self, request: Request, leases: AsyncExitStack) -> Response:
+    async def root(self, call: Call, leases: AsyncExitStack) -> Response:
         """HEAD / and GET /: the liveness answer Ollama's clients probe for."""
         return PlainTextResponse("Ollama is running")
 
-    async def version(self, request: Request, leases: AsyncExitStack) -> Response:
+    async def version(self, call: Call, leases: AsyncExitStack) -> Response:
         """GET /api/version."""
         return JSONResponse({"version": OLLAMA_VERSION})
 
-    async def tags(self, request: Request, leases: AsyncExitStack) -> Response:
-        """GET /api/tags: every routable model, from headers only (never waits on a load)."""
-        views = self.gateway.models()
+    async def tags(self, call: Call, leases: AsyncExitStack) -> Response:
+        """GET /api/tags: every routable model the caller may use, from headers only
+        (never waits on a load)."""
+        views = self.gateway.models(call.caller)
         metas = dict(zip((v.name for v in views), await metadata.headers(views), strict=True))
         listed = listing.names(views, self.list_aliases(), metadata.tagged)
         models = [metadata.tag_entry(v, metas[v.name], n, a) for n, v, a in listed]
         return JSONResponse({"models": models})
 
-    async def ps(self, request: Request, leases: AsyncExitStack) -> Response:
+    async def ps(self, call: Call, leases: AsyncExitStack) -> Response:
         """GET /api/ps: the loaded models with their expiry."""
         # Each process once: an alias instances share lists as those instances.
-        views = [v for v in self.gateway.models() if v.loaded and not v.instances]
+        views = [v for v in self.gateway.models(call.caller) if v.loaded and not v.instances]
         metas = await metadata.headers(views)
         models = [
             metadata.ps_entry(v, m, await self._num_ctx(v, m))
@@ -64,9 +64,9 @@ class Listings:
         ]
         return JSONResponse({"models": models})
 
-    async def show(self, request: Request, leases: AsyncExitStack) -> Response:
+    async def show(self, call: Call, leases: AsyncExitStack) -> Response:
         """POST /api/show {model | name}."""
-        view = self._resolve(model_name(await read_body(request)))
+        view = self._resolve(call.model)
         meta = await metadata.header(view)
         return JSONResponse(metadata.show(view, meta, await self._num_ctx(view, meta)))
 

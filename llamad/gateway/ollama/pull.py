@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from llamad.gateway.access.call import Call
 from llamad.gateway.downloads import downloading as pull_under_way
-from llamad.gateway.ollama.errors import OllamaError, field, from_gateway, model_name, read_body
+from llamad.gateway.ollama.errors import OllamaError, field, from_gateway
 from llamad.library.progress import PullError
 from llamad.library.pulls import Pull, Pulls
 from llamad.library.refs import RefError
@@ -34,11 +34,10 @@ async def ndjson(pull: Pull) -> AsyncIterator[bytes]:
         yield json.dumps(event).encode() + b"\n"
 
 
-async def pull_endpoint(pulls: Pulls, request: Request) -> Response:
+async def pull_endpoint(pulls: Pulls, call: Call) -> Response:
     """POST /api/pull {model | name, stream}."""
-    body = await read_body(request)
-    pull = start_pull(pulls, model_name(body))
-    if field(body, "stream", bool, True):
+    pull = start_pull(pulls, call.model)
+    if field(call.doc, "stream", bool, True):
         return StreamingResponse(ndjson(pull), media_type="application/x-ndjson")
     last: dict[str, object] = {}
     async for event in pull.follow():
@@ -48,10 +47,9 @@ async def pull_endpoint(pulls: Pulls, request: Request) -> Response:
     return JSONResponse({"status": "success"})
 
 
-async def delete_endpoint(pulls: Pulls, request: Request) -> Response:
+async def delete_endpoint(pulls: Pulls, name: str) -> Response:
     """DELETE /api/delete {model | name}: a model llamad pulled; 200 with no body, as
     Ollama answers, or Ollama's 404 for a model it does not have."""
-    name = model_name(await read_body(request))
     try:
         await pulls.remove(name)
     except NoSuchModel:

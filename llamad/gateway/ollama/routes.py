@@ -1,4 +1,4 @@
-"""The Ollama routes: `ollama_routes(gateway)` for the gateway app to mount next to /v1/...."""
+"""The Ollama routes: `ollama_routes(gateway)`, for the door's table next to /v1/...."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import structlog
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
 
+from llamad.gateway.access.call import Call
+from llamad.gateway.access.table import Body, Need, Route
 from llamad.gateway.activity import Activity
 from llamad.gateway.context import ContextSizes
 from llamad.gateway.ollama.answer import (
@@ -22,14 +22,8 @@ from llamad.gateway.ollama.answer import (
 )
 from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
 from llamad.gateway.ollama.embed import dimensions, embed_inputs, embeddings
-from llamad.gateway.ollama.endpoint import Endpoint, Handler
-from llamad.gateway.ollama.errors import (
-    OllamaError,
-    error_response,
-    field,
-    model_name,
-    read_body,
-)
+from llamad.gateway.ollama.endpoint import Endpoint, Handler, Recorded
+from llamad.gateway.ollama.errors import OllamaError, error_response, field
 from llamad.gateway.ollama.listings import Listings
 from llamad.gateway.ollama.port import GatewayPort, ModelView
 from llamad.gateway.ollama.pull import delete_endpoint, downloading, pull_endpoint
@@ -78,11 +72,10 @@ class OllamaAPI:
                 downloading(self.pulls, name)
             raise
 
-    async def chat(self, request: Request, leases: AsyncExitStack) -> Response:
+    async def chat(self, call: Call, leases: AsyncExitStack) -> Response:
         """POST /api/chat."""
-        body = await read_body(request)
-        HINTS.set(hints_of(request.headers.raw, body))  # this request's task alone
-        name = model_name(body)
+        body, name = call.doc, call.model
+        HINTS.set(hints_of(call.scope["headers"], body))  # this request's task alone
         stream = field(body, "stream", bool, True)
         messages = field(body, "messages", list, [])
         keep_alive = parse_keep_alive(body.get("keep_alive"))
@@ -102,11 +95,10 @@ class OllamaAPI:
             stream=stream,
         )
 
-    async def generate(self, request: Request, leases: AsyncExitStack) -> Response:
+    async def generate(self, call: Call, leases: AsyncExitStack) -> Response:
         """POST /api/generate."""
-        body = await read_body(request)
-        HINTS.set(hints_of(request.headers.raw, body))  # this request's task alone
-        name = model_name(body)
+        body, name = call.doc, call.model
+        HINTS.set(hints_of(call.scope["headers"], body))  # this request's task alone
         stream = field(body, "stream", bool, True)
         prompt = field(body, "prompt", str, "")
         keep_alive = parse_keep_alive(body.get("keep_alive"))
@@ -125,10 +117,9 @@ class OllamaAPI:
             stream=stream,
         )
 
-    async def embed(self, request: Request, leases: AsyncExitStack) -> Response:
+    async def embed(self, call: Call, leases: AsyncExitStack) -> Response:
         """POST /api/embed {input: str | [str]} -> {embeddings: [[...]]}."""
-        body = await read_body(request)
-        name = model_name(body)
+        body, name = call.doc, call.model
         inputs = embed_inputs(body.get("input", ""))
         extra = dimensions(body.get("dimensions"))
         view = self._resolve(name)
@@ -148,10 +139,10 @@ class OllamaAPI:
             out[key] = timing[key]
         return JSONResponse(out)
 
-    async def embeddings_legacy(self, request: Request, leases: AsyncExitStack) -> Response:
+    async def embeddings_legacy(self, call: Call, leases: AsyncExitStack) -> Response:
         """POST /api/embeddings {prompt} -> {embedding: [...]} (Ollama's older route)."""
-        body = await read_body(request)
-        view = self._resolve(model_name(body))
+        body = call.doc
+        view = self._resolve(call.model)
         prompt = field(body, "prompt", str, "")
         keep_alive = parse_keep_alive(body.get("keep_alive"))
         if not prompt:
@@ -161,54 +152,55 @@ class OllamaAPI:
         )
         return JSONResponse({"embedding": vectors[0]})
 
-    async def store(self, request: Request, leases: AsyncExitStack) -> Response:
+    async def store(self, call: Call, leases: AsyncExitStack) -> Response:
         """pull, push, create, copy, delete, blobs: 501, never a pretended success."""
-        return error_response(501, f"{request.url.path} is not supported: {_STORE_MESSAGE}")
+        return error_response(501, f"{call.path} is not supported: {_STORE_MESSAGE}")
 
-    async def pull(self, request: Request, leases: AsyncExitStack) -> Response:
+    async def pull(self, call: Call, leases: AsyncExitStack) -> Response:
         """POST /api/pull: from Hugging Face or Ollama's registry into the library."""
         if self.pulls is None:
-            return await self.store(request, leases)
-        return await pull_endpoint(self.pulls, request)
+            return await self.store(call, leases)
+        return await pull_endpoint(self.pulls, call)
 
-    async def delete(self, request: Request, leases: AsyncExitStack) -> Response:
+    async def delete(self, call: Call, leases: AsyncExitStack) -> Response:
         """DELETE /api/delete: a model llamad pulled (never another program's files)."""
         if self.pulls is None:
-            return await self.store(request, leases)
-        return await delete_endpoint(self.pulls, request)
+            return await self.store(call, leases)
+        return await delete_endpoint(self.pulls, call.model)
 
-    def routes(self) -> list[BaseRoute]:
-        """The Starlette routes, each guarded so errors leave in Ollama's shape."""
-        table: list[tuple[str, Handler, list[str]]] = [
-            ("/", self.listings.root, ["GET", "HEAD"]),
-            ("/api/version", self.listings.version, ["GET", "HEAD"]),
-            ("/api/tags", self.listings.tags, ["GET", "HEAD"]),
-            ("/api/ps", self.listings.ps, ["GET", "HEAD"]),
-            ("/api/show", self.listings.show, ["POST"]),
-            ("/api/chat", self.chat, ["POST"]),
-            ("/api/generate", self.generate, ["POST"]),
-            ("/api/embed", self.embed, ["POST"]),
-            ("/api/embeddings", self.embeddings_legacy, ["POST"]),
-            ("/api/pull", self.pull, ["POST"]),
-            ("/api/delete", self.delete, ["DELETE"]),
-        ]
+    def routes(self) -> list[Route]:
+        """The door's routes, each an `Endpoint`, so errors leave in Ollama's shape."""
+        books = None if self.activity is None else Recorded(self.activity)
+        model, manage, get, no = Need.MODEL, Need.MANAGE, ("GET", "HEAD"), Body.NONE
+        # path, handler, methods, need, body, where the model is named, books
+        table: list[tuple[str, Handler, tuple[str, ...], Need, Body, str | None, bool]] = [
+            ("/", self.listings.root, get, Need.OPEN, no, None, False),
+            ("/api/version", self.listings.version, get, Need.OPEN, no, None, False),
+            ("/api/tags", self.listings.tags, get, Need.KEY, no, None, False),
+            ("/api/ps", self.listings.ps, get, Need.KEY, no, None, False),
+            ("/api/show", self.listings.show, ("POST",), model, Body.JSON, "body", False),
+            ("/api/chat", self.chat, ("POST",), model, Body.JSON, "body", True),
+            ("/api/generate", self.generate, ("POST",), model, Body.JSON, "body", True),
+            ("/api/embed", self.embed, ("POST",), model, Body.JSON, "body", True),
+            ("/api/embeddings", self.embeddings_legacy, ("POST",), model, Body.JSON, "body", True),
+            ("/api/pull", self.pull, ("POST",), manage, Body.JSON, "body", False),
+            ("/api/delete", self.delete, ("DELETE",), manage, Body.JSON, "body", False),
+        ]  # fmt: skip
         # Streams that may wait on a load keep alive with an empty chunk of their shape.
         beats = {
             "/api/chat": keepalive_beat(chat_renderer),
             "/api/generate": keepalive_beat(generate_renderer),
         }
-        routes: list[BaseRoute] = [
-            Route(
-                path,
-                Endpoint(fn, self.activity, beats.get(path), self.keepalive),
-                methods=methods,
-            )
-            for path, fn, methods in table
-        ]
+        routes: list[Route] = []
+        for path, fn, methods, need, body, named, kept in table:
+            kept_by = books if kept else None
+            endpoint = Endpoint(fn, kept_by, beats.get(path), self.keepalive)
+            routes.append(Route(path, methods, need, endpoint, body, named, kept_by))
+        store = Endpoint(self.store)
         for name in _STORE_ROUTES:
-            methods = ["GET", "HEAD", "POST", "PUT", "DELETE"]
-            routes.append(Route(f"/api/{name}", Endpoint(self.store), methods=methods))
-        routes.append(Route("/api/blobs/{digest}", Endpoint(self.store), methods=["HEAD", "POST"]))
+            methods = ("GET", "HEAD", "POST", "PUT", "DELETE")
+            routes.append(Route(f"/api/{name}", methods, manage, store))
+        routes.append(Route("/api/blobs/{digest}", ("HEAD", "POST"), manage, store))
         return routes
 
 
@@ -219,11 +211,11 @@ def ollama_routes(
     list_aliases: Callable[[], bool] = lambda: True,
     activity: Activity | None = None,
     keepalive: Callable[[], float] = lambda: 0.0,
-) -> list[BaseRoute]:
-    """Ollama's API over `gateway`; upstream requests go through `pool`, which the caller
-    owns (the relay's: no read timeout, generations may take long). `pulls` serves
-    /api/pull; `list_aliases` says whether /api/tags lists aliases as models of their own
-    (`[gateway] list_aliases`); requests that asked for a model are recorded in
-    `activity`; a streamed chat or generate waiting on its model gets a keep-alive every
-    `keepalive()` seconds (0: none)."""
+) -> list[Route]:
+    """Ollama's API over `gateway`, as routes of the door's table; upstream requests go
+    through `pool`, which the caller owns (the relay's: no read timeout, generations may
+    take long). `pulls` serves /api/pull; `list_aliases` says whether /api/tags lists
+    aliases as models of their own (`[gateway] list_aliases`); requests that asked for a
+    model are recorded in `activity`; a streamed chat or generate waiting on its model
+    gets a keep-alive every `keepalive()` seconds (0: none)."""
     return OllamaAPI(gateway, pool, pulls, list_aliases, activity, keepalive).routes()

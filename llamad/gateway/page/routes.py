@@ -2,26 +2,26 @@
 instance's log tail. The page's own files are open (the page then asks for the key);
 everything else needs the key, as the rest of the gateway does.
 
-Actions are POSTs. On a gateway without keys they are refused unless it listens on
-loopback only: the page must not hand the LAN a way to stop models.
+Actions are POSTs. On a gateway without keys the door refuses them unless it listens on
+loopback only: the page must not hand the LAN a way to stop models. A key limited to
+some models acts on those only (the door answers others as models that do not exist).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
-from llamad.common.hosts import is_loopback
+from llamad.gateway.access.call import Call, responds
+from llamad.gateway.access.scope import visible
+from llamad.gateway.access.table import Handler, Need, Route
 from llamad.gateway.core import Gateway
 from llamad.gateway.families import error_body
-from llamad.gateway.keys import may_use
 from llamad.gateway.page.status import status as status_doc
 from llamad.gateway.port import GatewayError, UnknownModel
 
@@ -47,28 +47,26 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse(error_body(status, code, message), status_code=status)
 
 
-def page_routes(gateway: Gateway, restart: Restart, log_path: LogPath) -> list[BaseRoute]:
+def page_routes(gateway: Gateway, restart: Restart, log_path: LogPath) -> list[Route]:
     """The page's routes over `gateway`; `restart` restarts an instance through the
-    supervisor (drained, as `llamactl restart`), `log_path` finds its log file."""
+    supervisor (drained, as `llamactl restart`), `log_path` finds its log file. The door
+    has decided the caller may use the model an action or a log names."""
 
-    async def index(request: Request) -> Response:
+    async def index(call: Call) -> Response:
         return _static("index.html")
 
-    async def static(request: Request) -> Response:
-        return _static(request.path_params["name"])
+    async def static(call: Call) -> Response:
+        return _static(call.params["name"])
 
-    async def status(request: Request) -> Response:
-        return JSONResponse(status_doc(gateway))
+    async def status(call: Call) -> Response:
+        return JSONResponse(status_doc(gateway, call.caller))
 
-    async def action(request: Request) -> Response:
-        name, verb = request.path_params["name"], request.path_params["verb"]
+    async def action(call: Call) -> Response:
+        name, verb = call.model, call.params["verb"]
         if verb not in ("load", "unload", "restart"):
             return _error(404, "not_found", f"no action {verb!r}: load, unload or restart")
-        cfg = gateway.settings()
-        if not cfg.keys and not is_loopback(cfg.host):
-            return _error(403, "forbidden", "page actions need a gateway key on this address")
         facts = gateway.router.find(name)
-        if facts is None or not may_use(facts.name):
+        if facts is None:
             return _error(404, "model_not_found", f"model {name!r} does not exist")
         try:
             if verb == "load":
@@ -82,22 +80,25 @@ def page_routes(gateway: Gateway, restart: Restart, log_path: LogPath) -> list[B
             return _error(exc.status, exc.code, exc.message)
         return JSONResponse({"model": facts.name, "done": verb})
 
-    async def logs(request: Request) -> Response:
-        name = request.path_params["name"]
-        facts = gateway.router.find(name)
-        path = log_path(facts.name) if facts is not None and may_use(facts.name) else None
+    async def logs(call: Call) -> Response:
+        facts = gateway.router.find(call.model)
+        path = log_path(facts.name) if facts is not None else None
         if facts is None or path is None:
-            return _error(404, "model_not_found", str(UnknownModel(name, [])))
+            message = UnknownModel(call.model, visible(gateway, call.caller)).message
+            return _error(404, "model_not_found", message)
         lines = await asyncio.to_thread(_tail, path)
         return JSONResponse({"model": facts.name, "lines": lines})
 
+    page, open_ = ("GET", "HEAD"), Need.OPEN
     return [
-        Route("/ui", index, methods=["GET", "HEAD"]),
-        Route("/ui/", index, methods=["GET", "HEAD"]),
-        Route("/ui/static/{name}", static, methods=["GET", "HEAD"]),
-        Route("/ui/api/status", status, methods=["GET"]),
-        Route("/ui/api/models/{name}/logs", logs, methods=["GET"]),
-        Route("/ui/api/models/{name}/{verb:str}", action, methods=["POST"]),
+        Route("/ui", page, open_, responds(index)),
+        Route("/ui/", page, open_, responds(index)),
+        Route("/ui/static/{name}", page, open_, responds(static)),
+        Route("/ui/api/status", ("GET",), Need.KEY, responds(status)),
+        Route("/ui/api/models/{name}/logs", ("GET",), Need.MODEL, responds(logs), model="name"),
+        Route(
+            "/ui/api/models/{name}/{verb}", ("POST",), Need.ACTION, responds(action), model="name"
+        ),
     ]
 
 
@@ -113,17 +114,20 @@ def _tail(path: Path) -> list[str]:
     return data.decode("utf-8", "replace").splitlines()[-LOG_LINES:]
 
 
-class BrowserRoot:
-    """`GET /` from a browser (it accepts text/html) goes to the page; Ollama's clients,
-    which probe `/` for "Ollama is running", never ask for HTML and get that as before."""
+def for_browsers(routes: list[Route]) -> list[Route]:
+    """`routes` with `GET /` sending a browser (it accepts text/html) to the page;
+    Ollama's clients, which probe `/` for "Ollama is running", never ask for HTML and
+    get that as before."""
+    return [replace(r, handler=_to_page(r.handler)) if r.path == "/" else r for r in routes]
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == "/" and scope["method"] == "GET":
-            accept = dict(scope["headers"]).get(b"accept", b"")
+def _to_page(handler: Handler) -> Handler:
+    async def root(call: Call) -> None:
+        if call.scope["method"] == "GET":
+            accept = dict(call.scope["headers"]).get(b"accept", b"")
             if b"text/html" in accept:
-                await RedirectResponse("/ui", 302)(scope, receive, send)
+                await RedirectResponse("/ui", 302)(call.scope, call.receive, call.send)
                 return
-        await self.app(scope, receive, send)
+        await handler(call)
+
+    return root

@@ -7,14 +7,14 @@ from typing import Any
 
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet import PeerModels
-from llamad.gateway.keys import CALLER, may_use
+from llamad.gateway.keys import Caller
 from llamad.gateway.listing import model_entry
 
 
-def status(gateway: Gateway) -> dict[str, Any]:
-    """`GET /ui/api/status`: what a limited key may see of it."""
+def status(gateway: Gateway, caller: Caller) -> dict[str, Any]:
+    """`GET /ui/api/status`: what `caller` may see of it."""
     models = []
-    for view in gateway.models():
+    for view in gateway.models(caller):
         if view.instances:  # an alias instances share: each shows on its own row
             continue
         entry = model_entry(view, gateway.created)
@@ -24,12 +24,12 @@ def status(gateway: Gateway) -> dict[str, Any]:
             entry["llamad"]["host"] = view.host
         models.append(entry)
     doc = gateway.status()
-    key = CALLER.get()
-    if key is not None and key.models is not None:  # a limited key sees its own usage
-        doc["keys"] = {k: v for k, v in doc["keys"].items() if k == key.name}
+    if caller.scoped:  # a limited key sees its own usage
+        doc["keys"] = {k: v for k, v in doc["keys"].items() if k == caller.name}
     out: dict[str, Any] = {"gateway": doc, "models": models}
     if gateway.fleet is not None and gateway.settings().fleet:
-        out["fleet"] = [_peer(p) for p in sorted(gateway.fleet.seen.values(), key=_name)]
+        seen = sorted(gateway.fleet.seen.values(), key=_name)
+        out["fleet"] = [_peer(p, caller) for p in seen]
     return out
 
 
@@ -37,10 +37,10 @@ def _name(entry: PeerModels) -> str:
     return entry.peer.name
 
 
-def _peer(entry: PeerModels) -> dict[str, Any]:
+def _peer(entry: PeerModels, caller: Caller) -> dict[str, Any]:
     """One peer: where it is, whether it answers, and its models (once each, not per
-    alias), those a limited key may use."""
-    models = [m for key, m in entry.models.items() if key == m.name and may_use(m.name)]
+    alias), those `caller` may use."""
+    models = [m for key, m in entry.models.items() if key == m.name and caller.may_use(m.name)]
     return {
         "name": entry.peer.name,
         "source": entry.peer.source,

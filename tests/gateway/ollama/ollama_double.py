@@ -18,11 +18,15 @@ from pathlib import Path
 import httpx
 from helpers import free_port, health, wait_for
 from stand_ins import ServerThread
-from starlette.applications import Starlette
 
 from llamad.api.tcp import serve_tcp
 from llamad.backends.prompt import PromptDefaults
 from llamad.backends.serving import Serving
+from llamad.config.gateway_table import GatewayConfig
+from llamad.gateway.access.door import Door
+from llamad.gateway.access.table import Table
+from llamad.gateway.keys import Caller
+from llamad.gateway.limits import GatewayLimits
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import LoadFailed, UnknownModel
@@ -110,8 +114,12 @@ class DoubleGateway:
         )
         self.slots[name] = Slot(view, fails=fails)
 
-    def models(self) -> list[View]:
-        return [s.view for s in self.slots.values()]
+    def models(self, caller: Caller) -> list[View]:
+        return [s.view for s in self.slots.values() if caller.may_use(s.view.name)]
+
+    def instances(self, name: str) -> tuple[str, ...] | None:
+        view = self.find(name)
+        return None if view is None else (view.name,)
 
     def find(self, name: str) -> View | None:
         for slot in self.slots.values():
@@ -227,7 +235,8 @@ class DoubleGateway:
 
 
 class OllamaServer(ServerThread):
-    """The Ollama routes over a DoubleGateway, served on a free port as the daemon serves."""
+    """The Ollama routes over a DoubleGateway, behind the door, served on a free port as
+    the daemon serves."""
 
     def __init__(self, gateway: DoubleGateway) -> None:
         self.gateway = gateway
@@ -238,7 +247,9 @@ class OllamaServer(ServerThread):
     async def serve(self, shutdown: asyncio.Event) -> None:
         pool = Pool()
         try:
-            app = Starlette(routes=ollama_routes(self.gateway, pool))
+            cfg = GatewayConfig(host="127.0.0.1", port=self.port)
+            table = Table(ollama_routes(self.gateway, pool))
+            app = Door(table, self.gateway, lambda: cfg, GatewayLimits(lambda: cfg, dict))
             await serve_tcp(app, "127.0.0.1", self.port, shutdown, self.bound.set)
         finally:
             await pool.close()

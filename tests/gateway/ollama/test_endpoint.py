@@ -7,33 +7,30 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 
 import pytest
-from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.types import Message
+from starlette.types import Message, Send
 
+from llamad.gateway.access.call import Call
+from llamad.gateway.keys import ANYONE
 from llamad.gateway.ollama.endpoint import Endpoint
 
 pytestmark = pytest.mark.timeout(10)
 SCOPE = {"type": "http", "method": "POST", "path": "/api/chat", "headers": [], "query_string": b""}
 
 
-def body_then(after: asyncio.Future[Message]) -> object:
-    sent = False
+def call_of(after: asyncio.Future[Message], send: Send) -> Call:
+    """A call whose body the door has read; its client's next message is `after`."""
 
     async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": b"{}", "more_body": False}
         return await after
 
-    return receive
+    return Call(SCOPE, receive, send, ANYONE, body=b"{}", doc={})
 
 
 async def test_a_stream_whose_start_cannot_be_written_still_releases_its_lease() -> None:
     released: list[str] = []
 
-    async def handler(request: Request, leases: AsyncExitStack) -> Response:
+    async def handler(call: Call, leases: AsyncExitStack) -> Response:
         leases.callback(released.append, "lease")
 
         async def lines() -> AsyncIterator[bytes]:
@@ -47,7 +44,7 @@ async def test_a_stream_whose_start_cannot_be_written_still_releases_its_lease()
 
     never: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
     with pytest.raises(OSError, match="went away"):
-        await Endpoint(handler)(SCOPE, body_then(never), send)  # type: ignore[arg-type]
+        await Endpoint(handler)(call_of(never, send))
     assert released == ["lease"]
 
 
@@ -55,7 +52,7 @@ async def test_a_client_that_leaves_while_its_model_loads_cancels_the_wait() -> 
     waiting = asyncio.Event()
     released: list[str] = []
 
-    async def handler(request: Request, leases: AsyncExitStack) -> Response:
+    async def handler(call: Call, leases: AsyncExitStack) -> Response:
         leases.callback(released.append, "queue place")
         waiting.set()
         await asyncio.Future()  # a load that never ends
@@ -67,9 +64,9 @@ async def test_a_client_that_leaves_while_its_model_loads_cancels_the_wait() -> 
     async def send(message: Message) -> None:
         sent.append(message)
 
-    call = asyncio.ensure_future(Endpoint(handler)(SCOPE, body_then(gone), send))  # type: ignore[arg-type]
+    served = asyncio.ensure_future(Endpoint(handler)(call_of(gone, send)))
     await waiting.wait()
     gone.set_result({"type": "http.disconnect"})
-    await call
+    await served
     assert released == ["queue place"]
     assert sent == []
