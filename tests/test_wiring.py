@@ -15,7 +15,6 @@ CONSTRUCTORS = {"__init__", "__post_init__", "__new__"}
 
 # Records filled field by field where they are made or measured; none holds a collaborator.
 RECORDS: dict[str, set[str]] = {
-    "api/connguard.py": {"cycle"},
     "api/library.py": {"refusal"},
     "backends/gguf_header.py": {"cur"},
     "cli/fleet_hosts.py": {"host"},
@@ -30,7 +29,6 @@ RECORDS: dict[str, set[str]] = {
     "gateway/drain.py": {"slot"},
     "gateway/fleet.py": {"entry"},
     "gateway/idle.py": {"self.sched.slot(name)"},
-    "gateway/lane.py": {"tally"},
     "gateway/loads.py": {"slot"},
     "gateway/ollama/answer.py": {"tally"},
     "gateway/ollama/endpoint.py": {"tally"},

@@ -10,9 +10,7 @@ import structlog
 from starlette.routing import BaseRoute
 
 from llamad.api.metrics import Metrics
-from llamad.api.tcp import serve_tcp
 from llamad.common.fdlimit import gateway_cap
-from llamad.common.limits import Refusals
 from llamad.common.retrying import retrying
 from llamad.config.gateway_table import GatewayConfig
 from llamad.daemon.guard import ServiceGuard
@@ -22,17 +20,16 @@ from llamad.gateway.downloads import downloading
 from llamad.gateway.events_stream import activity_routes
 from llamad.gateway.fleet import FleetModels, Identity
 from llamad.gateway.fleet_hosts import FleetHosts
-from llamad.gateway.keyguard import KeyGuard
-from llamad.gateway.lane import GatewayLane
 from llamad.gateway.limits import BodyLimit, GatewayLimits, gateway_shape
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.origin import OriginGuard
 from llamad.gateway.page import BrowserRoot, page_routes
 from llamad.gateway.pool import Pool
-from llamad.gateway.proxy import Relay
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.library.pulls import Pulls
+from llamad.listener.limits import Refusals
+from llamad.listener.tcp import serve_tcp
 from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.gateway_link import GatewayLink
 
@@ -126,11 +123,8 @@ async def _serve(
                 *page,
                 *ollama_routes(gateway, pool, pulls, aliases, gateway.activity, keepalive),
             ]
-            keys = KeyGuard()  # wrong keys counted alike by the app and the lane
-            app = BrowserRoot(build_app(gateway, extra, pool=pool, guard=keys))
+            app = BrowserRoot(build_app(gateway, extra, pool=pool))
             origin = OriginGuard(BodyLimit(app, bounds, refused), gateway.settings, refused)
-            host_ok = lambda host, at: origin.policy().host_ok(host, at)  # noqa: E731
-            lane = GatewayLane(gateway, Relay(pool), bounds, host_ok, keys)
             await serve_tcp(
                 origin,
                 cfg.host,
@@ -141,7 +135,6 @@ async def _serve(
                 limits=bounds,
                 shape=gateway_shape,
                 refused=refused,
-                lane=lane,
             )
     except OSError as exc:
         log.error("gateway.bind_failed", listen=listen, error=str(exc))

@@ -32,11 +32,13 @@ RATE_LIMITED = frozenset(
         "daemon.loop_error",
         "instance.internal_error",
         "connection.refused",
+        "listener.invalid_request",
         "gateway.unauthorized",
         # A request that fails in our code fails the same way for every request like it:
         # one traceback per kind of error per interval, not one per request.
         "ollama.request_failed",
         "control.request_failed",
+        "listener.app_failed",
     }
 )
 REPEAT_INTERVAL_S = 10.0

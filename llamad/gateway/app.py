@@ -16,7 +16,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from llamad.common.departure import departure
 from llamad.gateway import listing
 from llamad.gateway.activity import CURRENT, begin
 from llamad.gateway.client_side import ClientGone, guard, read_body
@@ -33,6 +32,7 @@ from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.gateway.resend import answered
 from llamad.gateway.routed import BODY_ROUTED, Books, outgoing, send_error
 from llamad.gateway.shapes import valid_text
+from llamad.listener.departure import departure
 
 
 class Proxied:

@@ -16,9 +16,9 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from llamad.backends.spec import InstanceSpec
-from llamad.common.limits import Limits, Refused, body_too_large
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.families import gateway_shape
+from llamad.listener.limits import Limits, Refused, body_too_large
 
 __all__ = ["BodyLimit", "GatewayLimits", "gateway_shape"]
 

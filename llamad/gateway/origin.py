@@ -22,9 +22,10 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from llamad.common.limits import Refused, client_key, is_loopback
+from llamad.common.hosts import client_key, is_loopback
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.shapes import refuse
+from llamad.listener.limits import Refused
 
 _PREFLIGHT_HEADERS = [
     (b"access-control-allow-methods", b"GET, HEAD, POST, DELETE, OPTIONS"),

@@ -18,12 +18,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from llamad.common.departure import departure
 from llamad.gateway.activity import CURRENT, Activity, Tally, begin
 from llamad.gateway.client_side import ClientGone, guard, read_body
 from llamad.gateway.keepalive import Beat, KeepAlive
 from llamad.gateway.ollama.errors import OllamaError, error_response
 from llamad.gateway.proxy import now
+from llamad.listener.departure import departure
 
 log = structlog.get_logger("llamad.gateway.ollama")
 

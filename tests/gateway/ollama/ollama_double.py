@@ -20,12 +20,12 @@ from helpers import free_port, health, wait_for
 from stand_ins import ServerThread
 from starlette.applications import Starlette
 
-from llamad.api.tcp import serve_tcp
 from llamad.backends.prompt import PromptDefaults
 from llamad.backends.serving import Serving
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import LoadFailed, UnknownModel
+from llamad.listener.tcp import serve_tcp
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,5 @@
-"""HTTP/1.1 spoken by hand on one socket: what the lane (`api/lane.py`) must get right is
-framing across requests of one connection, which a client library hides.
-
-Which way an answer took shows in its head: uvicorn writes every header name lower case,
-while the lane writes llama-server's as they came (`Content-Type`). `Reply.laned` reads
-that, so that a test of the lane cannot pass with the app serving everything.
-"""
+"""HTTP/1.1 spoken by hand on one socket: framing across the requests of one connection,
+pipelining and half-closes, which a client library hides."""
 
 from __future__ import annotations
 
@@ -20,11 +15,6 @@ class Reply:
     headers: dict[str, str]  # names lower case; a repeated name keeps its last value
     body: bytes
     names: list[str]  # the header names as written
-
-    @property
-    def laned(self) -> bool:
-        """Served by the lane: some header name is not lower case (see above)."""
-        return any(name != name.lower() for name in self.names)
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -57,6 +47,10 @@ class Conn:
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
+    def half_close(self) -> None:
+        """Shut the writing side: the server reads EOF after what was sent."""
+        self.sock.shutdown(socket.SHUT_WR)
+
     def close(self) -> None:
         self.sock.close()
 
@@ -85,6 +79,7 @@ class Conn:
         return data
 
     def head(self) -> tuple[int, dict[str, str], list[str]]:
+        """The next final answer's head (a 1xx before it is read and skipped)."""
         status = int(self._line().split(b" ", 2)[1])
         headers: dict[str, str] = {}
         names = []
@@ -92,7 +87,7 @@ class Conn:
             name, _, value = line.decode("latin-1").partition(":")
             names.append(name.strip())
             headers[name.strip().lower()] = value.strip()
-        return status, headers, names
+        return self.head() if status < 200 else (status, headers, names)
 
     def chunk(self) -> bytes | None:
         """The next chunk of a chunked body; None at its end."""
