@@ -1,6 +1,6 @@
 """The gateway's request limits: `[gateway] max_body`, an instance's own, the deadline.
 
-The listener's guard (`api/connguard.py`) refuses a body over the largest limit any model
+The listener (`llamad/listener`) refuses a body over the largest limit any model
 has, by its Content-Length before reading it or as a chunked body grows. Only when some
 instance allows more than `[gateway] max_body` does a body between the two need its
 model named, so `BodyLimit` reads that one whole (it is under the largest limit) and

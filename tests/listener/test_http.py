@@ -2,7 +2,7 @@
 
 Raw requests on sockets, each answer parsed by h11: an answer has a length or is chunked
 and its connection serves the next request; a body reaches the app byte for byte; the
-target is read as uvicorn read it (escapes, a query, a fragment, the absolute form);
+target is read into its path and query (escapes, a fragment, the absolute form);
 HTTP/1.0 gets its answer then the close; a HEAD's answer and a 204's have no body;
 `Expect: 100-continue` is answered when the app reads; every answer has a Date; and what
 would let a request be read two ways (request smuggling) is a 400, the only answer
@@ -79,7 +79,7 @@ TARGETS = {
 
 
 @pytest.mark.parametrize("case", list(TARGETS))
-async def test_the_target_is_read_as_uvicorn_read_it(case: str) -> None:
+async def test_the_target_is_read_into_its_path_and_query(case: str) -> None:
     target, path, raw, query = TARGETS[case]
     async with served() as s:
         client = await s.connect()

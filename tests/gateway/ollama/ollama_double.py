@@ -1,4 +1,4 @@
-"""A stand-in gateway with REAL llama-servers, and the Ollama routes served over it by uvicorn.
+"""A stand-in gateway with REAL llama-servers, and the Ollama routes served over it.
 
 It implements the Ollama layer's `Gateway` Protocol as simply as the contract allows: a
 model is one llama-server (tiny model, embeddings on) started on its first lease when it is
