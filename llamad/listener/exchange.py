@@ -27,7 +27,6 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
-_GONE: Message = {"type": "http.disconnect"}
 
 
 class Wire(Protocol):
@@ -106,7 +105,7 @@ class Exchange:
             self.wire.watched()
             self._until = self.wire.loop.create_future()
             await self._until
-        return _GONE
+        return {"type": "http.disconnect"}
 
     async def send(self, message: Message) -> None:
         if self.wire.flow.write_paused and not self.gone:

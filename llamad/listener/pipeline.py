@@ -66,8 +66,7 @@ class Pipeline:
         self.pending: deque[Exchange] = deque()  # answers owed, in order
         self.reading: Exchange | None = None  # the request whose body is being read
         self.done = False  # refused, upgraded or half-closed: no request follows
-        self._size = 0  # body bytes of `reading`
-        self._began = 0.0
+        self._size, self._began = 0, 0.0  # body bytes of `reading`; when its head began
         self._final: bytes | None = None  # the last answer, once those owed before it are
 
     def evict(self) -> None:

@@ -28,7 +28,7 @@ class Upgraded(Exception):
     """The request asked to switch protocols (or was a CONNECT): nothing after it is read."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Head:
     """A request's head, read whole."""
 
@@ -57,8 +57,9 @@ class Requests(Protocol):
 class Reader:
     """One connection's parser and the head it is reading."""
 
-    __slots__ = ("_expect", "_headers", "_in_body", "_in_head", "_length", "_lines", "_raw",
-                 "_size", "parser", "requests", "url")  # fmt: skip
+    __slots__ = ("_expect", "_headers", "_in_body", "_in_head", "_length", "_lines",
+                 "_max_head", "_max_lines", "_raw", "_size", "parser", "requests",
+                 "url")  # fmt: skip
 
     def __init__(self, requests: Requests) -> None:
         self.requests = requests
@@ -69,6 +70,7 @@ class Reader:
         self.url = b""
         self._headers: Headers = []
         self._size = self._lines = self._length = 0
+        self._max_head = self._max_lines = 0  # the limits in force for this head
         self._raw = 0  # bytes since the last head ended: a bound on the next one's size
         self._expect = self._in_head = self._in_body = False
 
@@ -101,6 +103,8 @@ class Reader:
         self._size = self._lines = self._length = 0
         self._expect, self._in_head = False, True
         self.requests.begin()
+        limits = self.requests.limits
+        self._max_head, self._max_lines = limits.max_head, limits.max_headers
 
     def on_url(self, url: bytes) -> None:
         self._count(len(url))
@@ -108,7 +112,9 @@ class Reader:
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._lines += 1
-        self._count(len(name) + len(value) + 4)
+        self._size += len(name) + len(value) + 4
+        if self._size > self._max_head or self._lines > self._max_lines:
+            raise head_too_large(self.requests.limits)
         if not self._in_head:
             return  # a chunked body's trailer: never a header of the request
         name = name.lower()
@@ -138,9 +144,8 @@ class Reader:
 
     def _count(self, size: int) -> None:
         self._size += size
-        limits = self.requests.limits
-        if self._size > limits.max_head or self._lines > limits.max_headers:
-            raise head_too_large(limits)
+        if self._size > self._max_head or self._lines > self._max_lines:
+            raise head_too_large(self.requests.limits)
 
 
 def _target(url: bytes) -> tuple[str, bytes, bytes]:
