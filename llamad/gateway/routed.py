@@ -1,6 +1,5 @@
-"""What every request routed by its body's `model` shares, by whichever way it came in
-(the app, `app.Proxied`, or the listener's lane, `lane.py`): the paths, the body as it
-goes upstream, the error answer, and the books kept of it.
+"""What a request routed by its body's `model` needs beside its relay (`app.Proxied`):
+the paths, the body as it goes upstream, the error answer, and the books kept of it.
 """
 
 from __future__ import annotations
