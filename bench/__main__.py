@@ -35,6 +35,7 @@ from bench.machine import BUSY_WARNING, Background, machine_info
 from bench.procs import leftover_children
 from llamad.backends.binaries import find_binary
 from llamad.backends.catalog_cache import load_catalog
+from llamad.backends.tool import ServerCommand
 from llamad.daemon.tinymodel import write_tiny_model
 
 BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
@@ -143,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     ctx: Context | None = None
     try:
         binary = find_binary(None)
-        version = load_catalog(binary, root / "cache" / "llamad").version  # warm the cache
+        version = load_catalog(
+            ServerCommand(binary), root / "cache" / "llamad"
+        ).version  # warm the cache
         model = write_tiny_model(root / "tiny.gguf")
         ctx = Context(root=root, short=short, model=model, binary=binary, quick=args.quick)
         ctx.soak = args.soak_requests

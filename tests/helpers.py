@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import psutil
+import pytest
 
 from llamad.client.http import Client, ClientError
 
@@ -267,3 +268,16 @@ def stand_in_binary(path: Path, real: Path, serve: str | None = None, note: str 
     )
     tmp.chmod(0o755)
     os.replace(tmp, path)
+
+
+def record_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Every subprocess.run argv from now on (each still run): what read a binary."""
+    calls: list[list[str]] = []
+    real_run = subprocess.run
+
+    def run(args: list[str], **kwargs: Any) -> Any:
+        calls.append(args)
+        return real_run(args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    return calls

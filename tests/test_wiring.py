@@ -22,7 +22,6 @@ RECORDS: dict[str, set[str]] = {
     "config/resolve.py": {"ctx"},
     "daemon/logs.py": {"record"},
     "gateway/activity_stats.py": {"usage"},
-    "gateway/answer.py": {"c"},
     "gateway/app.py": {"tally"},
     "gateway/core.py": {"tally"},
     "gateway/fleet_lease.py": {"tally"},
@@ -37,7 +36,6 @@ RECORDS: dict[str, set[str]] = {
     "gateway/proxy.py": {"tally"},
     "gateway/replicas/lease.py": {"tally", "held"},
     "gateway/routed.py": {"tally"},
-    "gateway/scheduler.py": {"slot"},
     "library/folder.py": {"found"},
     "library/hf_cache.py": {"found"},
     "supervise/process.py": {"prctl"},  # how ctypes declares a foreign function

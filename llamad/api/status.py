@@ -66,6 +66,8 @@ def instance_doc(
         "rss_bytes": rss,
         "cpu_percent": cpu,
     }
+    if spec.tool is not None:  # its own executable; the others' is `daemon.backends`
+        doc["command"] = str(spec.tool.command)
     doc.update(backend_for(spec.kind).status_extras(spec))
     if spec.workers or spec.remote_workers:
         remote = [f"{peer}/{worker}" for peer, worker in spec.remote_workers]

@@ -15,6 +15,7 @@ import structlog
 
 from llamad import __version__
 from llamad.api.auth import BearerAuth
+from llamad.common.waits import first_of
 from llamad.config.remote import Remote
 from llamad.fleet.discovery import advertise, build_txt
 from llamad.listener.exchange import App
@@ -43,11 +44,7 @@ async def serve_remote(
         log.info("remote.listening", listen=listen, tls=remote.tls)
 
     async def advertise_when_bound() -> None:
-        waiter = asyncio.ensure_future(bound.wait())
-        stopper = asyncio.ensure_future(shutdown.wait())
-        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        stopper.cancel()
+        await first_of(bound.wait(), shutdown.wait())
         if bound.is_set() and not shutdown.is_set():
             txt = build_txt(__version__, llama_version, remote.tls)
             await advertise(remote.host, remote.port, txt, shutdown)

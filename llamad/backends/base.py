@@ -14,30 +14,13 @@ from typing import Any, Protocol
 from llamad.backends.probes import Health, Prober
 from llamad.backends.serving import Serving
 from llamad.backends.spec import InstanceSpec
+from llamad.backends.tool import ServerCommand, Tool
 from llamad.lifecycle.states import Knobs
 
 # Reports a problem with the keys under the instance's table, e.g. (("port",), "is required").
 Problem = Callable[[tuple[str, ...], str], None]
 # `probe(timeout)` -> the instance's health now.
 ProbeFn = Callable[[float], Awaitable[Health]]
-
-
-@dataclass(frozen=True)
-class Tool:
-    """An installed executable a backend runs: where it is and which build it is.
-
-    `details` is the backend's own reading of it (llama-server's option catalogue,
-    ggml-rpc-server's help text), kept so a reload doesn't run `--help` again.
-    """
-
-    kind: str
-    path: Path
-    version: str
-    details: Any = field(default=None, compare=False, repr=False)
-
-    def to_dict(self) -> dict[str, str]:
-        """`daemon.backends.KIND` in the status document."""
-        return {"path": str(self.path), "version": self.version}
 
 
 @dataclass
@@ -64,12 +47,12 @@ class Backend(Protocol):
     order: int  # resolution order: servers others depend on (RPC workers) come first
     serves_http: bool  # an OpenAI-compatible HTTP server the gateway can route to
 
-    def find(self, configured: str | None) -> Path:
+    def find(self, configured: str | None, cache_dir: Path) -> ServerCommand:
         """The executable to run: `configured`, else PATH, else a bundled copy.
         Raises CatalogError with one line when there is none."""
         ...
 
-    def inspect(self, path: Path, cache_dir: Path) -> Tool:
+    def inspect(self, command: ServerCommand, cache_dir: Path) -> Tool:
         """Read what the executable is and accepts (cached); raises CatalogError."""
         ...
 

@@ -15,10 +15,19 @@ class CatalogError(Exception):
     """The catalogue cannot be read; the message is one line naming the binary."""
 
 
+# One line, naming both ways llama.cpp installs its server (`llama` since build 11146).
+MISSING_SERVER = (
+    "llama-server not found: neither `llama-server` nor llama.cpp's `llama` (with its "
+    "`serve` command) is on PATH; install llama.cpp (`brew install llama.cpp`, or a release "
+    "from github.com/ggml-org/llama.cpp) or set [daemon] llama_server"
+)
+
+
 def find_binary(configured: str | None) -> Path:
-    """The llama-server to use: `configured`, else PATH, else the pip wheel's copy."""
-    hint = "llama-server not found: set [daemon] llama_server, or `brew install llama.cpp`"
-    return find_executable("llama-server", configured, hint, "binary_path")
+    """A llama-server executable itself: `configured`, else PATH, else the pip wheel's copy.
+    What runs it directly (the tests, the bench); the daemon's choice, which may be
+    `llama serve`, is `llama_command.find_llama_server`."""
+    return find_executable("llama-server", configured, MISSING_SERVER, "binary_path")
 
 
 def find_rpc_server(configured: str | None) -> Path:

@@ -2,7 +2,8 @@
 
 `cached` keeps what any backend learns from its executable. The cache is keyed by the
 binary's path, resolved target, size and mtime, so only the first start after an upgrade
-pays for the subprocess.
+pays for the subprocess. `llama serve`'s catalogue is kept apart from what `llama` itself
+says (`catalog-serve-...`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 from llamad.backends.binaries import CatalogError
 from llamad.backends.catalog import Catalog, parse_help
 from llamad.backends.options import Option
+from llamad.backends.tool import ServerCommand
 from llamad.common.childenv import child_env
 
 SCHEMA = 1  # bump when Option or the parser changes, so stale caches are re-read
@@ -28,9 +30,14 @@ TIMEOUT = 10.0
 T = TypeVar("T")
 
 
-def load_catalog(binary: Path, cache_dir: Path) -> Catalog:
-    """The catalogue of `binary`, from the cache when the binary is unchanged."""
-    return cached(binary, cache_dir, "catalog", _read_catalog, _encode, _decode)
+def load_catalog(command: ServerCommand, cache_dir: Path) -> Catalog:
+    """The catalogue of `command`, from the cache when the binary is unchanged."""
+    prefix = "-".join(["catalog", *command.prefix])
+
+    def read(path: Path) -> Catalog:
+        return _read_catalog(ServerCommand(path, command.prefix))
+
+    return cached(command.path, cache_dir, prefix, read, _encode, _decode)
 
 
 def cached(
@@ -60,15 +67,15 @@ def cached(
     return value
 
 
-def _read_catalog(path: Path) -> Catalog:
-    helped = run_flag(path, "--help")
+def _read_catalog(command: ServerCommand) -> Catalog:
+    helped = run_flag(command, "--help")
     if helped.returncode != 0:
         detail = (helped.stderr.strip().splitlines() or [f"exit {helped.returncode}"])[-1]
-        raise CatalogError(f"{path} --help failed: {detail[:200]}")
+        raise CatalogError(f"{command} --help failed: {detail[:200]}")
     options = parse_help(helped.stdout if helped.stdout.strip() else helped.stderr)
     if not any(o.env for o in options):
-        raise CatalogError(f"{path} --help lists no options with an env name: not llama-server?")
-    return Catalog(options, version_of(path))
+        raise CatalogError(f"{command} --help lists no options with an env name: not llama-server?")
+    return Catalog(options, version_of(command))
 
 
 def _cache_key(path: Path) -> list[Any]:
@@ -83,12 +90,14 @@ def _cache_key(path: Path) -> list[Any]:
     return [SCHEMA, str(path), target, st.st_size, st.st_mtime_ns]
 
 
-def run_flag(path: Path, arg: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
-    """`path arg` (`--help`, `--version`) with a timeout, outside our LLAMA_* environment."""
+def run_flag(
+    command: ServerCommand, arg: str, timeout: float = TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    """`command arg` (`--help`, `--version`) with a timeout, outside our LLAMA_* environment."""
     env = child_env(os.environ)
     try:
         return subprocess.run(
-            [str(path), arg],
+            command.argv(arg),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -98,15 +107,16 @@ def run_flag(path: Path, arg: str, timeout: float = TIMEOUT) -> subprocess.Compl
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
-        raise CatalogError(f"{path} {arg} timed out after {timeout:g} s") from exc
+        raise CatalogError(f"{command} {arg} timed out after {timeout:g} s") from exc
     except OSError as exc:
-        raise CatalogError(f"cannot run {path}: {exc.strerror or exc}") from exc
+        raise CatalogError(f"cannot run {command}: {exc.strerror or exc}") from exc
 
 
-def version_of(path: Path) -> str:
-    """The `version: ...` line of `path --version`, or "unknown"."""
+def version_of(command: ServerCommand) -> str:
+    """The `version: ...` line of `command --version` (`llama serve --version` prints
+    llama-server's), or "unknown"."""
     try:
-        done = run_flag(path, "--version")
+        done = run_flag(command, "--version")
     except CatalogError:
         return "unknown"  # the options matter; a missing version only hides a label
     lines = [ln.strip() for ln in (done.stderr + "\n" + done.stdout).splitlines() if ln.strip()]

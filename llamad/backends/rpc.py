@@ -14,12 +14,12 @@ import asyncio
 import difflib
 import time
 from collections.abc import Callable, Collection
-from pathlib import Path
 from typing import Any
 
 from llamad.backends.binaries import CatalogError
 from llamad.backends.catalog_cache import run_flag
 from llamad.backends.probes import Health, local_cause, local_failure
+from llamad.backends.tool import ServerCommand
 from llamad.common.clock import utcnow
 from llamad.common.hosts import is_loopback
 
@@ -68,7 +68,7 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def rpc_help(binary: Path) -> str:
+def rpc_help(binary: ServerCommand) -> str:
     """ggml-rpc-server's `--help`, to check the options a worker table uses."""
     try:
         run = run_flag(binary, "--help")

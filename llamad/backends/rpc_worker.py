@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from llamad.backends import rpc
-from llamad.backends.base import ProbeFn, Problem, ResolveContext, Tool
+from llamad.backends.base import ProbeFn, Problem, ResolveContext
 from llamad.backends.binaries import find_rpc_server
 from llamad.backends.catalog_cache import version_of
 from llamad.backends.probes import Prober
 from llamad.backends.serving import Serving
 from llamad.backends.spec import InstanceSpec
+from llamad.backends.tool import ServerCommand, Tool
 from llamad.lifecycle.states import Knobs
 
 
@@ -28,13 +29,13 @@ class RpcWorker:
     order = 0  # heads name workers, so workers resolve first
     serves_http = False  # the gateway routes requests to it
 
-    def find(self, configured: str | None) -> Path:
+    def find(self, configured: str | None, cache_dir: Path) -> ServerCommand:
         """`[daemon] rpc_server`, else PATH, else the pip wheel's copy."""
-        return find_rpc_server(configured)
+        return ServerCommand(find_rpc_server(configured))
 
-    def inspect(self, path: Path, cache_dir: Path) -> Tool:
+    def inspect(self, command: ServerCommand, cache_dir: Path) -> Tool:
         """Its `--help` text, to check the options a worker table uses."""
-        return Tool(self.kind, path, version_of(path), rpc.rpc_help(path))
+        return Tool(self.kind, command, version_of(command), rpc.rpc_help(command))
 
     def resolve(
         self, base: InstanceSpec, keys: dict[str, Any], ctx: ResolveContext, problem: Problem
@@ -49,7 +50,7 @@ class RpcWorker:
         self, spec: InstanceSpec, tool: Tool, remote: Mapping[str, str]
     ) -> tuple[list[str], dict[str, str]]:
         """Everything is on the command line; ggml-rpc-server reads no settings env."""
-        return [str(tool.path), *spec.args], {}
+        return tool.command.argv(*spec.args), {}
 
     def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
         """A TCP connect to the worker's port."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llamad.backends.prompt import PromptDefaults
+from llamad.backends.tool import Tool
 from llamad.lifecycle.states import Knobs
 
 WILDCARDS = {"0.0.0.0", "::", ""}
@@ -40,6 +41,9 @@ class InstanceSpec:
     aliases: tuple[str, ...] = ()  # more model names the gateway routes here
     max_body: int | None = None  # bytes of request body the gateway admits; None: its own
     prompt: PromptDefaults | None = None  # a store's system and stop for each request
+    # The instance's own executable (its table's `llama_server`); None: its kind's, from
+    # `[daemon]`. Its build is part of `launch`: a new one restarts the instance.
+    tool: Tool | None = None
 
     @property
     def launch(self) -> tuple[object, ...]:
@@ -53,6 +57,7 @@ class InstanceSpec:
             self.args,
             self.env,
             self.remote_workers,
+            self.tool,
         )
 
     @property

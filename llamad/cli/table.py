@@ -69,6 +69,18 @@ def row(inst: dict[str, Any]) -> list[str]:
     ]
 
 
+def executables(doc: dict[str, Any]) -> list[str]:
+    """What runs: `llama-server: /usr/local/bin/llama serve, version 1 (571d0d5)` for each
+    kind, and each instance that names its own executable."""
+    lines = []
+    for kind, tool in ((doc.get("daemon") or {}).get("backends") or {}).items():
+        version = str(tool.get("version") or "unknown").removeprefix("version: ")
+        lines.append(f"{kind}: {tool.get('command') or tool.get('path')}, version {version}")
+    instances = doc.get("instances") or []
+    lines += [f"{i.get('name')}: runs {i['command']}" for i in instances if i.get("command")]
+    return lines
+
+
 def render(doc: dict[str, Any], colour: bool = False) -> str:
     """The status table, then a warning for a config error and a line per troubled instance."""
     instances = doc.get("instances") or []
@@ -78,6 +90,7 @@ def render(doc: dict[str, Any], colour: bool = False) -> str:
     error = (doc.get("daemon") or {}).get("config_error")
     if error:
         lines.append(f"warning: config not applied: {error}")
+    lines += executables(doc)
     lines += gateway_lines(doc)
     for inst in instances:
         why = problem(inst) if not fine(inst) else None

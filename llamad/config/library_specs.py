@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from llamad.backends.base import Tool
 from llamad.backends.catalog import Catalog, render
 from llamad.backends.llama_server import KIND as LLAMA_SERVER
 from llamad.backends.spec import InstanceSpec
+from llamad.backends.tool import Tool
 from llamad.common.paths import anchored
 from llamad.config.library_table import LibrarySettings
 from llamad.config.resolve import Resolver

@@ -8,10 +8,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llamad.backends.base import Backend, Tool
+from llamad.backends.base import Backend
 from llamad.backends.llama_server import KIND as LLAMA_SERVER
 from llamad.backends.prompt import PromptDefaults
 from llamad.backends.spec import InstanceSpec
+from llamad.backends.tool import Tool
 from llamad.common import paths
 from llamad.common.hosts import same_address
 from llamad.common.unixsock import MAX_SOCKET_PATH
@@ -100,8 +101,10 @@ def _abs(value: str | None, base: Path, default: Path) -> Path:
     return paths.anchored(value, base) if value else default
 
 
-def _inspect(backend: Backend, path: Path) -> Tool:
-    return backend.inspect(path, paths.cache_home())
+def _locate(backend: Backend, configured: str | None) -> Tool:
+    """The executable `configured` names (or the backend's default) and what it is."""
+    cache = paths.cache_home()
+    return backend.inspect(backend.find(configured, cache), cache)
 
 
 def resolve(
@@ -142,12 +145,12 @@ def resolve(
     if scanned is not None:
         links = link_configured(cfg, scanned[1], base)
         cfg, linked, stores = links.cfg, links.linked, links.prompts
-    resolver = Resolver(cfg, path, text, stores)
+    resolver = Resolver(cfg, path, text, stores, locate=_locate)
     # The library serves with llama-server. Until it has found a model, one that cannot be
     # found is no error (a config of MLX instances alone): the library is then off.
     library_tool = frozenset([LLAMA_SERVER]) if scanned else frozenset()
     maybe = library_tool if scanned and not scanned[1].models else frozenset()
-    tools = resolver.tools(_inspect, library_tool, optional=maybe)
+    tools = resolver.tools(library_tool, optional=maybe)
     instances = resolver.all(tools)
     library = None
     if lib_settings and scanned and LLAMA_SERVER in tools:

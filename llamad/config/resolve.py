@@ -3,6 +3,7 @@ instance's backend, frozen into an `InstanceSpec`."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -10,11 +11,12 @@ from typing import Any
 
 from pydantic import ValidationError as PydanticError
 
-from llamad.backends.base import Backend, Problem, ResolveContext, Tool
+from llamad.backends.base import Backend, Problem, ResolveContext
 from llamad.backends.binaries import CatalogError
 from llamad.backends.prompt import PromptDefaults, merged
 from llamad.backends.registry import BACKENDS, DEFAULT_KIND
 from llamad.backends.spec import InstanceSpec
+from llamad.backends.tool import Tool
 from llamad.common.hosts import same_address
 from llamad.common.paths import anchored
 from llamad.config.gateway_table import body_size
@@ -22,6 +24,10 @@ from llamad.config.messages import describe
 from llamad.config.schema import ConfigFile, InstanceTable, SuperviseSettings
 from llamad.config.tomlpos import where_is
 from llamad.lifecycle.states import Knobs
+
+# Finds the executable a value names (None: the backend's default) and reads what it is;
+# raises CatalogError with one line.
+Locate = Callable[[Backend, str | None], Tool]
 
 
 class Resolver:
@@ -33,8 +39,10 @@ class Resolver:
         path: Path,
         text: str,
         stores: Mapping[str, PromptDefaults] | None = None,
+        locate: Locate | None = None,
     ) -> None:
         self.cfg, self.path, self.text = cfg, path, text
+        self.locate = locate
         # Instance name -> its store's request defaults (a library model's, or the one
         # a configured instance names), under the table's own `system` and `stop`.
         self.stores: Mapping[str, PromptDefaults] = stores or {}
@@ -50,27 +58,23 @@ class Resolver:
         return report
 
     def tools(
-        self,
-        inspect: Callable[[Backend, Path], Tool],
-        also: frozenset[str] = frozenset(),
-        optional: frozenset[str] = frozenset(),
+        self, also: frozenset[str] = frozenset(), optional: frozenset[str] = frozenset()
     ) -> dict[str, Tool]:
-        """The executable of every kind the file uses (and the kinds in `also`: the
-        library's), and only those: a config of rpc-workers alone needs no llama-server.
-        A kind in `optional` that cannot be found is left out, not a problem."""
+        """The `[daemon]` executable of every kind the file uses (and the kinds in `also`:
+        the library's), and only those: a config of rpc-workers alone needs no
+        llama-server, nor one whose instances each name their own. A kind in `optional`
+        that cannot be found is left out, not a problem."""
+        assert self.locate is not None, "tools are located by the resolver of a whole file"
         tools: dict[str, Tool] = {}
-        used = {t.kind for t in self.cfg.instances.values()} | also
+        used = {t.kind for t in self.cfg.instances.values() if _own_executable(t) is None}
+        used |= also
         if self.cfg.defaults:
             used.add(DEFAULT_KIND)  # `[defaults]` holds llama-server keys to check
         for kind in sorted(used & set(BACKENDS)):
             backend = BACKENDS[kind]
             key = backend.executable_key
-            configured = getattr(self.cfg.daemon, key)
-            if configured and "/" in configured:  # a bare name is looked up on PATH
-                configured = str(anchored(configured, self.path.parent))
             try:
-                path = backend.find(configured)
-                tools[kind] = inspect(backend, path)
+                tools[kind] = self.locate(backend, self._anchored(getattr(self.cfg.daemon, key)))
             except CatalogError as exc:
                 if kind in optional and kind not in {t.kind for t in self.cfg.instances.values()}:
                     continue
@@ -110,7 +114,13 @@ class Resolver:
             hint = f" (did you mean {close[0]}?)" if close else f" (one of: {', '.join(BACKENDS)})"
             problem(("kind",), f"unknown kind {table.kind!r}{hint}")
             return None
-        if table.kind not in ctx.tools:
+        keys = dict(table.model_extra or {})
+        own = self._own_tool(backend, keys.pop(backend.executable_key, None), problem)
+        if own is not None:  # its keys are checked against its own executable
+            ctx = dataclasses.replace(ctx, tools={**ctx.tools, backend.kind: own})
+        elif backend.executable_key in (table.model_extra or {}):
+            return None  # its own executable is missing: reported above
+        elif table.kind not in ctx.tools:
             return None  # its executable is missing: reported once under [daemon]
         knobs = self._knobs(name, problem)
         base = InstanceSpec(
@@ -131,11 +141,35 @@ class Resolver:
             aliases=tuple(table.aliases),
             max_body=body_size(table.max_body) if table.max_body else None,
             prompt=merged(self.stores.get(name), table.system, table.stop),
+            tool=own,
         )
-        spec = backend.resolve(base, dict(table.model_extra or {}), ctx, problem)
+        spec = backend.resolve(base, keys, ctx, problem)
         if len(self.problems) > before or knobs is None:
             return None
         return spec
+
+    def _anchored(self, configured: str | None) -> str | None:
+        """A path with a `/` is the config file's; a bare name is looked up on PATH."""
+        if configured and "/" in configured:
+            return str(anchored(configured, self.path.parent))
+        return configured
+
+    def _own_tool(self, backend: Backend, value: Any, problem: Problem) -> Tool | None:
+        """The executable an instance names itself (`llama_server = ...` in its table)."""
+        key = backend.executable_key
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            problem((key,), "must be a path, or a name on PATH")
+            return None
+        if self.locate is None:
+            problem((key,), "is not taken here")
+            return None
+        try:
+            return self.locate(backend, self._anchored(value))
+        except CatalogError as exc:
+            problem((key,), str(exc))
+            return None
 
     def _knobs(self, name: str, problem: Problem) -> Knobs | None:
         merged = self.cfg.supervise.model_dump() | self.cfg.instances[name].supervise
@@ -168,6 +202,12 @@ class Resolver:
                         f"instances.{other.name}",
                     )
             seen.setdefault(spec.port, []).append(spec)
+
+
+def _own_executable(table: InstanceTable) -> Any:
+    """What the table's own executable key (`llama_server` for llama-server) holds."""
+    backend = BACKENDS.get(table.kind)
+    return None if backend is None else (table.model_extra or {}).get(backend.executable_key)
 
 
 def _env(values: dict[str, Any]) -> tuple[tuple[str, str], ...]:

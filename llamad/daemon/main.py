@@ -110,7 +110,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
                 config=str(resolved.path),
                 socket=str(d.socket),
                 instances=len(resolved.instances),
-                backends={k: str(t.path) for k, t in resolved.tools.items()},
+                backends={k: str(t.command) for k, t in resolved.tools.items()},
             )
             await trigger.wait()
             log.info("daemon.stopping")

@@ -19,6 +19,7 @@ from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_remote
 from llamad.api.uds import serve_unix
 from llamad.backends.probes import Prober, make_client
+from llamad.common.waits import first_of
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.library_unload import unload_for_removal
 from llamad.daemon.notify import Notifier, watchdog_loop
@@ -70,9 +71,7 @@ async def start(
         ),
         retry=False,
     )
-    waiter = asyncio.ensure_future(bound.wait())
-    await asyncio.wait({waiter, control}, return_when=asyncio.FIRST_COMPLETED)
-    waiter.cancel()
+    await first_of(bound.wait(), asyncio.wait([control]))  # the guard owns `control`
     guard.start("reload", lambda: reloader.run(stop), retry=True)
     guard.start("pulls", lambda: pulls.run(stop), retry=True)
     if (remote := d.remote) is not None:  # fleet: the same app on TCP with tokens, and mDNS

@@ -26,28 +26,17 @@ class Answer:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body, in pieces as large as what has arrived since the last one."""
-        c = self._conn
-        while not self._head_only:
-            if c.body:
-                data = b"".join(c.body)
-                c.body.clear()
-                c.buffered = 0
-                if c.paused and c.transport is not None:
-                    c.paused = False
-                    c.transport.resume_reading()
-                yield data
-            elif c.done:
-                return
-            else:
-                await c.more()
+        if self._head_only:
+            return
+        while data := await self._conn.read():
+            yield data
 
     async def arrived(self) -> None:
         """Wait until the whole body is in, reading none of it (it stays for `chunks`).
         Only for a body that fits under the connection's HIGH_WATER: past it, reading
         pauses until the body is taken."""
-        c = self._conn
-        while not (c.done or self._head_only):
-            await c.more()
+        if not self._head_only:
+            await self._conn.arrived()
 
     async def aread(self) -> bytes:
         """The whole body, once it has all arrived."""
@@ -73,7 +62,7 @@ class Answer:
     @property
     def complete(self) -> bool:
         """The whole body has arrived."""
-        return self._conn.done and not self._conn.body
+        return self._conn.ended
 
     def close(self) -> None:
         """Give the connection back when the answer ended cleanly; drop it otherwise, so

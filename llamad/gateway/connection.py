@@ -2,6 +2,7 @@
 
 An asyncio protocol that httptools (llhttp) reads answers with: the head is awaited, the
 body queues up until the relay takes it, and reading pauses when the relay falls behind.
+The connection alone owns that queue and its pace: its answer reads through `read`.
 Interim answers (100 Continue, 103 Early Hints) are read past: the head awaited is the
 final one. Trailers after a chunked body are read and dropped.
 """
@@ -68,11 +69,11 @@ class Connection(asyncio.Protocol):
         """Ready for the next request's answer."""
         self.head: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.headers: Headers = []
-        self.body: collections.deque[bytes] = collections.deque()
-        self.buffered = 0
-        self.paused = self.done = self.until_close = self.got_bytes = self.keep_alive = False
+        self._body: collections.deque[bytes] = collections.deque()
+        self._buffered = 0
+        self._paused = self.done = self.until_close = self.got_bytes = self.keep_alive = False
         self.overrun = self.interim = False
-        self.waiter: asyncio.Future[None] | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -126,12 +127,12 @@ class Connection(asyncio.Protocol):
             self.head.set_result(None)
 
     def on_body(self, body: bytes) -> None:
-        if self.overrun:
+        if self.overrun or not body:  # an empty read would end the reader's body early
             return
-        self.body.append(body)
-        self.buffered += len(body)
-        if self.buffered > HIGH_WATER and not self.paused and self.transport is not None:
-            self.paused = True
+        self._body.append(body)
+        self._buffered += len(body)
+        if self._buffered > HIGH_WATER and not self._paused and self.transport is not None:
+            self._paused = True
             self.transport.pause_reading()
         self._wake()
 
@@ -147,21 +148,57 @@ class Connection(asyncio.Protocol):
         self.done = True
         self._wake()
 
-    async def more(self) -> None:
-        """Wait until more of the answer's body arrives or it ends. Raises Broken when
-        the connection closed before its end."""
+    # The answer's body, as its reader takes it -----------------------------------------
+
+    async def read(self) -> bytes:
+        """The body that has arrived since the last read, waiting for some when none has;
+        b"" once the body has ended. Raises Broken when the connection closed first."""
+        while not self._body:
+            if self.done:
+                return b""
+            await self._more()
+        data = b"".join(self._body)
+        self._body.clear()
+        self._buffered = 0
+        if self._paused and self.transport is not None:
+            self._paused = False  # taken: the instance may write on
+            self.transport.resume_reading()
+        return data
+
+    async def arrived(self) -> None:
+        """Wait until the whole body is in, taking none of it (it stays for `read`). Only
+        for a body under HIGH_WATER: past it, reading pauses until the body is taken."""
+        while not self.done:
+            await self._more()
+
+    @property
+    def ended(self) -> bool:
+        """The whole body has arrived and been read."""
+        return self.done and not self._body
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of the body arrived and not yet read."""
+        return self._buffered
+
+    @property
+    def paused(self) -> bool:
+        """Reading waits for the reader to take what is buffered."""
+        return self._paused
+
+    async def _more(self) -> None:
         if self.lost:
             raise Broken("the connection was closed mid-answer")
-        self.waiter = asyncio.get_running_loop().create_future()
-        await self.waiter
+        self._waiter = asyncio.get_running_loop().create_future()
+        await self._waiter
 
     def _expire(self) -> None:
         if self.transport is not None:
             self.transport.close()  # connection_lost tells the pool
 
     def _wake(self) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     def _fail(self, why: str) -> None:
         self.lost = True
@@ -169,5 +206,5 @@ class Connection(asyncio.Protocol):
             self.transport.close()
         if not self.head.done():
             self.head.set_exception(NotAnswered(why, sent=True))
-        elif self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(Broken(why))
+        elif self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(Broken(why))

@@ -21,10 +21,12 @@ from llamad.gateway.activity import current as current_tally
 from llamad.gateway.activity_metrics import ActivityMetrics
 from llamad.gateway.activity_stats import KeyTotals
 from llamad.gateway.bus import EventBus
+from llamad.gateway.crashes import Crashes
 from llamad.gateway.drain import drain
 from llamad.gateway.fleet import FleetModels
 from llamad.gateway.fleet_lease import FleetLease
 from llamad.gateway.idle import IdleTimers
+from llamad.gateway.loads import Loads
 from llamad.gateway.metrics import GatewayMetrics
 from llamad.gateway.notes import BusNotes
 from llamad.gateway.port import GatewayError, ModelView, UnknownModel, Upstream
@@ -36,6 +38,7 @@ from llamad.gateway.replicas.server_busy import ServerBusy
 from llamad.gateway.replicas.snapshot import Snapshot
 from llamad.gateway.router import Router
 from llamad.gateway.scheduler import Scheduler
+from llamad.gateway.slots import Slots
 from llamad.gateway.state_watch import StateWatch
 from llamad.gateway.status_doc import StatusDoc
 from llamad.gateway.upstreams import Upstreams
@@ -65,12 +68,15 @@ class Gateway:
         self.bus = EventBus()
         self.progress = LoadProgress()
         notes = BusNotes(self.bus, self.progress, lambda name: self.sched.size(name))
-        self.sched = Scheduler(supervisor, settings, metrics, notes)
+        self.metrics = metrics or GatewayMetrics()
+        slots = Slots()
+        loads = Loads(supervisor, slots, settings, self.metrics, notes)
+        self.sched = Scheduler(supervisor, settings, slots, loads)
+        self.crashes = Crashes(supervisor, settings)
         self.idle = IdleTimers(self.sched)
-        self.metrics = self.sched.metrics
         self.metrics.watch(self.sched.counts)
         self.created = int(time.time())
-        self.upstreams = Upstreams()
+        self.upstreams = Upstreams(self._pid_of)
         # Shared with the fleet, which reads our counts on a peer as its status arrives.
         self.balancer = balancer or Balancer(lambda: settings().affinity_size)
         self.remote = FleetLease(fleet, settings, self.router, pending, self.balancer.id)
@@ -78,7 +84,7 @@ class Gateway:
         # What each local replica's server says it runs, past the gateway too.
         self.busy = ServerBusy(self.router.routable, lambda name: self.sched.slot(name).in_flight)
         self.replicas = ReplicaLeases(
-            Snapshot(self.router, self.sched, self._fleet, self.busy),
+            Snapshot(self.router, slots, self._fleet, self.busy),
             self.sched,
             self.balancer,
             self._fleet,
@@ -104,6 +110,10 @@ class Gateway:
             self.balancer,
             self.busy,
         )
+
+    def _pid_of(self, name: str) -> int | None:
+        facts = self.router.sup.facts(name)
+        return None if facts is None else facts.pid
 
     def _fleet(self) -> FleetModels | None:
         """The fleet's models while `[gateway] fleet` is on, else None."""
@@ -192,10 +202,11 @@ class Gateway:
         when the process was not restarting."""
         if upstream.failover is not None:
             return await upstream.failover()
-        if upstream.pid is None or not await self.sched.left(upstream.name, upstream.pid):
+        pid = upstream.pid
+        if pid is None or not await self.crashes.left(upstream.name, pid):
             return None
-        log.info("gateway.resending", model=upstream.name, pid=upstream.pid)
-        return self.upstreams.of(await self.sched.running_again(upstream.name))
+        log.info("gateway.resending", model=upstream.name, pid=pid)
+        return self.upstreams.of(await self.crashes.running_again(upstream.name, pid))
 
     async def unload(self, name: str) -> None:
         """Stop `name` (to IDLE) now, or once its requests in flight have ended; an

@@ -38,7 +38,7 @@ async def drain(sched: Scheduler, removed: list[str], changed: list[str]) -> Asy
     try:
         async with asyncio.timeout(DRAIN_MAX_S):
             while any(s.in_flight for s in slots):
-                await sched.changed()
+                await sched.slots.changed()
     except TimeoutError:
         pass  # past the bound the reload goes on: a stuck client must not block it
     try:
@@ -49,9 +49,9 @@ async def drain(sched: Scheduler, removed: list[str], changed: list[str]) -> Asy
         for name, slot in zip(names, slots, strict=True):
             if sched.sup.facts(name) is None:
                 if not slot.drains:
-                    sched.forget(name)  # gone from the supervisor: its waiters get 404
+                    sched.slots.forget(name)  # gone from the supervisor: its waiters get 404
                 continue
             # Measured, and maybe refused, under the old spec: estimate and try afresh.
             slot.measured = None
             slot.load_ok()
-        sched.poke()
+        sched.slots.poke()

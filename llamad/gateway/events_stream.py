@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
+from llamad.common.waits import first_of
 from llamad.gateway.bus import EventBus, Subscriber
 from llamad.gateway.client_side import ClientGone, guard, read_body
 from llamad.gateway.core import Gateway
@@ -49,21 +50,15 @@ class Events:
     async def _stream(self, sub: Subscriber, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
         await send({"type": "http.response.body", "body": b": llamad\n\n", "more_body": True})
-        stopping = asyncio.ensure_future(self.stop.wait())
-        try:
-            while not (sub.closed or self.stop.is_set()):
-                waiting = asyncio.ensure_future(sub.wait(KEEPALIVE_S))
-                await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                waiting.cancel()
-                chunk = b"".join(sub.pending) if sub.pending else b": keep-alive\n\n"
-                sub.pending.clear()
-                if sub.dropped:
-                    chunk += b'event: dropped\ndata: {"type": "dropped"}\n\n'
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                if sub.dropped:
-                    break
-        finally:
-            stopping.cancel()
+        while not (sub.closed or self.stop.is_set()):
+            await first_of(sub.wait(KEEPALIVE_S), self.stop.wait())
+            chunk = b"".join(sub.pending) if sub.pending else b": keep-alive\n\n"
+            sub.pending.clear()
+            if sub.dropped:
+                chunk += b'event: dropped\ndata: {"type": "dropped"}\n\n'
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if sub.dropped:
+                break
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

@@ -3,21 +3,29 @@ start, wait for ready; stop a model whose stop was claimed, and wait until it is
 
 Loads decide on room one at a time, so two cannot both take the last place, then wait
 for readiness side by side. A victim is claimed in the same step as the plan that chose
-it, so no request can be admitted to it between the choice and the stop.
+it, so no request can be admitted to it between the choice and the stop. A slot's `load`
+and `deciding` are written here alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import structlog
 
+from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway import memory
 from llamad.gateway.admission import Slot, StopWhy
-from llamad.gateway.port import LoadFailed
+from llamad.gateway.metrics import GatewayMetrics
+from llamad.gateway.notes import Notes
+from llamad.gateway.port import GatewayError, LoadFailed
 from llamad.gateway.room import Loaded, plan
 from llamad.gateway.slots import Slots
+from llamad.gateway.view import SupervisorView
 from llamad.lifecycle.states import Start, State, Stop
 
 log = structlog.get_logger("llamad.gateway")
@@ -27,8 +35,36 @@ SETTLED = (State.RUNNING, State.BACKOFF, State.FAILED, State.STOPPED, State.IDLE
 DOWN = (State.IDLE, State.STOPPED, State.FAILED)
 
 
-class Loads(Slots):
-    """Loads, evictions, idle stops and unloads over the slots."""
+class Loads:
+    """Loads, evictions, idle stops and unloads over the slots, run in the background."""
+
+    def __init__(
+        self,
+        supervisor: SupervisorView,
+        slots: Slots,
+        settings: Callable[[], GatewayConfig],
+        metrics: GatewayMetrics,
+        notes: Notes,
+    ) -> None:
+        self.sup, self.slots, self.settings = supervisor, slots, settings
+        self.metrics, self.notes = metrics, notes
+        self._room = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def join(self, slot: Slot) -> asyncio.Task[None]:
+        """The load of `slot` under way, begun now if none is. Raises LoadFailed while a
+        failed load's backoff lasts: no respawn, and no eviction, for every request."""
+        if slot.load is None:
+            if wait := slot.refused(time.monotonic()):
+                raise LoadFailed(slot.name, slot.refusal, wait)
+            slot.load = self._spawn(self.load(slot.name, slot), f"load-{slot.name}")
+        return slot.load
+
+    def abandon(self, slot: Slot) -> None:
+        """Nobody waits for `slot` any more: a load still deciding on room is cancelled,
+        so it evicts nothing."""
+        if slot.deciding and slot.load is not None:
+            slot.load.cancel()
 
     async def load(self, name: str, slot: Slot) -> None:
         """Make room for `name`, start it and wait until it settles. Returns once it runs,
@@ -76,7 +112,7 @@ class Loads(Slots):
         finally:
             slot.deciding = False
             slot.load = None
-            self.poke()
+            self.slots.poke()
 
     async def _make_room(self, name: str) -> None:
         cfg = self.settings()
@@ -86,11 +122,13 @@ class Loads(Slots):
             if victims == []:
                 return
             # Claimed in the same step as the plan: none of them can take a request now.
-            claimed = [s for s in map(self.slot, victims or []) if s.claim_stop(StopWhy.EVICT)]
+            claimed = [
+                s for s in map(self.slots.slot, victims or []) if s.claim_stop(StopWhy.EVICT)
+            ]
             if victims is None or len(claimed) < len(victims):
                 for slot in claimed:
                     slot.end_stop()
-                await self.changed()  # a busy model must finish first
+                await self.slots.changed()  # a busy model must finish first
                 continue
             # Whatever the stops achieved, the next round plans from what is loaded then.
             await asyncio.gather(*(self.stop_claimed(s) for s in claimed))
@@ -101,7 +139,7 @@ class Loads(Slots):
             facts = self.sup.facts(n)
             if n == exclude or facts is None or facts.state not in LIVE:
                 continue
-            slot = self.slot(n)
+            slot = self.slots.slot(n)
             # A model another stop or a drain holds is not ours to evict: wait for it.
             held = slot.busy or not slot.admits
             out.append(Loaded(n, self.size(n) or 0, facts.spec.on_demand, held, slot.last_used))
@@ -111,12 +149,12 @@ class Loads(Slots):
         budget = self.settings().memory_budget
         if budget != "auto":
             return budget
-        return memory.auto_budget(self.slot(m.name).measured for m in loaded)
+        return memory.auto_budget(self.slots.slot(m.name).measured for m in loaded)
 
     def size(self, name: str) -> int | None:
         """The measured footprint of `name` once it has run, else its estimate."""
         facts = self.sup.facts(name)
-        measured = self.slot(name).measured
+        measured = self.slots.slot(name).measured
         if measured is not None or facts is None:
             return measured
         return memory.estimate(facts.spec)
@@ -147,8 +185,31 @@ class Loads(Slots):
             return await self.sup.wait_for(name, *DOWN, timeout=timeout)
         finally:
             slot.end_stop()
-            self.poke()
+            self.slots.poke()
 
     def stop_soon(self, slot: Slot) -> None:
         """Run the stop claimed on `slot` in the background."""
-        self.spawn(self.stop_claimed(slot), f"stop-{slot.name}")
+        self._spawn(self.stop_claimed(slot), f"stop-{slot.name}")
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run `coro` in the background, watched: a failure is logged, and `close()`
+        cancels what is still running."""
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        exc = None if task.cancelled() else task.exception()
+        # A load's refusal reaches its waiters through the task; anything else is a bug.
+        if exc is not None and not isinstance(exc, GatewayError):
+            log.error("gateway.task_failed", task=task.get_name(), exc_info=exc)
+
+    async def close(self) -> None:
+        """Cancel loads and stops under way (shutdown)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)

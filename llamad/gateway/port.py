@@ -61,6 +61,9 @@ class Upstream:
     # none, and bodies go through unparsed (`prompt_defaults`).
     prompt: PromptDefaults | None = None
     pid: int | None = None  # the process leased (None: a fleet peer)
+    # True once the instance's process is another than `pid`: it exited, and its
+    # successor may already hold its port (and answer 503 while it loads).
+    replaced: Callable[[], bool] = lambda: False
     # Another replica of the model, once this one failed before answering (replicas/).
     failover: Callable[[], Awaitable[Upstream | None]] | None = None
 

@@ -23,6 +23,7 @@ from llamad.gateway.naming import Rewrite
 from llamad.gateway.pool import Pool, encode
 from llamad.gateway.pooled import Sending
 from llamad.gateway.port import GatewayError, Upstream
+from llamad.gateway.resend import from_leased
 from llamad.gateway.upstream_errors import refit
 from llamad.gateway.usage import from_chunks
 
@@ -88,6 +89,7 @@ class Relay:
         """
         # NotAnswered (nothing of the answer came) goes to the caller, which may resend.
         answer = await self.pool.answer(sending or self.start(scope, upstream, path, body))
+        answer = from_leased(upstream, answer)
         try:
             if answer.status >= 400:
                 await _error(send, scope["path"], answer, first_byte)

@@ -5,6 +5,10 @@ again. It is, once, and only when its instance is seen restarting: then it goes 
 process that follows, as a request would that arrived during the restart. A request whose
 answer had begun to reach its client is never sent again: its client gets a clean end
 instead. (A whole answer reaches it only once all of it is in: see `proxy.py`.)
+
+A request can also reach the successor itself: admitted while the old process still
+seemed to run, it connected once the new one listened, and got the 503 it gives while it
+loads. That is no answer either: the request waits for the successor to serve.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from llamad.gateway.answer import Answer
 from llamad.gateway.connection import NotAnswered
 from llamad.gateway.port import GatewayPort, Upstream, UpstreamError
 
@@ -38,3 +43,12 @@ async def answered(
 def _error(upstream: Upstream, exc: Exception) -> UpstreamError:
     where = f" on {upstream.host}" if upstream.host else ""
     return UpstreamError(f"model {upstream.name!r}{where}: {exc or type(exc).__name__}")
+
+
+def from_leased(upstream: Upstream, answer: Answer) -> Answer:
+    """`answer`, unless it is a 503 from another process than the one leased: its
+    successor's while it loads, which is closed and raised as NotAnswered."""
+    if answer.status == 503 and upstream.replaced():
+        answer.close()
+        raise NotAnswered("its successor answered before it was ready", sent=True)
+    return answer

@@ -9,21 +9,47 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
+from llamad.common.waits import first_of
+from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.admission import Slot, StopWhy
 from llamad.gateway.loads import DOWN, Loads
-from llamad.gateway.port import LoadFailed, QueueFull, QueueTimeout, Removed, Unavailable
-from llamad.gateway.slots import POLL_S
+from llamad.gateway.port import QueueFull, QueueTimeout, Removed, Unavailable
+from llamad.gateway.slots import POLL_S, Slots
+from llamad.gateway.view import SupervisorView
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
 
-# After a connection to an instance failed before its answer: how long to wait for the
-# supervisor to see the process gone, before taking the failure for the server's own.
-CRASH_NOTICE_S = 1.0
 
+class Scheduler:
+    """Decides whether a request goes now, waits or is refused, and when a model idles
+    out; the slots it counts in and the loads it starts are its collaborators."""
 
-class Scheduler(Loads):
-    """Admits requests to models, loading them on demand."""
+    def __init__(
+        self,
+        supervisor: SupervisorView,
+        settings: Callable[[], GatewayConfig],
+        slots: Slots,
+        loads: Loads,
+    ) -> None:
+        self.sup, self.settings, self.slots, self.loads = supervisor, settings, slots, loads
+
+    def slot(self, name: str) -> Slot:
+        """The slot of `name` (`Slots.slot`)."""
+        return self.slots.slot(name)
+
+    def size(self, name: str) -> int | None:
+        """The footprint of `name`, measured or estimated (`Loads.size`)."""
+        return self.loads.size(name)
+
+    def counts(self) -> dict[str, tuple[int, int]]:
+        """(in flight, waiting) by model (`Slots.counts`)."""
+        return self.slots.counts()
+
+    async def close(self) -> None:
+        """Cancel loads and stops under way (shutdown)."""
+        await self.loads.close()
 
     async def admit(self, facts: Facts, keep_alive: float | None = None) -> tuple[Slot, Facts]:
         """Wait until `facts.name` serves (loading it on demand), then count one request
@@ -44,8 +70,8 @@ class Scheduler(Loads):
                 f"model {name!r} was not ready within {cfg.queue_timeout:g}s"
             ) from None
         finally:
-            if slot.dequeue() and slot.deciding and slot.load is not None:
-                slot.load.cancel()  # nobody wants it any more: evict nothing for it
+            if slot.dequeue():
+                self.loads.abandon(slot)
 
     def try_admit(
         self, slot: Slot, keep_alive: float | None, facts: Facts | None = None
@@ -62,7 +88,7 @@ class Scheduler(Loads):
         name = slot.name
         while True:
             facts = self.sup.facts(name)
-            if facts is None or facts.closing or self.slots.get(name) is not slot:
+            if facts is None or facts.closing or self.slots.current(name) is not slot:
                 raise Removed(name)
             if (admitted := self.try_admit(slot, keep_alive)) is not None:
                 return admitted
@@ -76,12 +102,7 @@ class Scheduler(Loads):
                 await self._changes(name, facts.state)
 
     async def _wait_for_load(self, slot: Slot) -> None:
-        if slot.load is None and (wait := slot.refused(time.monotonic())):
-            # It failed moments ago: no respawn, and no eviction, for every request.
-            raise LoadFailed(slot.name, slot.refusal, wait)
-        if slot.load is None:
-            slot.load = self.spawn(self.load(slot.name, slot), f"load-{slot.name}")
-        load = slot.load
+        load = self.loads.join(slot)
         try:
             await asyncio.shield(load)
         except asyncio.CancelledError:
@@ -94,13 +115,9 @@ class Scheduler(Loads):
     async def _changes(self, name: str, state: State) -> None:
         """Wait until `name` leaves `state` or the gateway pokes, at most POLL_S."""
         others = [s for s in State if s is not state]
-        waiter = asyncio.ensure_future(self.next_poke().wait())
-        moved = asyncio.ensure_future(self.sup.wait_for(name, *others, timeout=POLL_S))
-        try:
-            await asyncio.wait({waiter, moved}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-            moved.cancel()
+        await first_of(
+            self.slots.next_poke().wait(), self.sup.wait_for(name, *others, timeout=POLL_S)
+        )
 
     def release(self, slot: Slot) -> None:
         """A request admitted to `slot` ended: the idle timer starts from now, or a
@@ -108,16 +125,16 @@ class Scheduler(Loads):
         if not slot.release(time.monotonic()):
             return
         if slot.unload_pending and slot.ask_unload():
-            self.stop_soon(slot)
+            self.loads.stop_soon(slot)
         else:
             self.arm(slot)
-        self.poke()
+        self.slots.poke()
 
     async def unload(self, name: str) -> None:
         """Stop `name` now if nothing uses it, else once its last request ends."""
         slot = self.slot(name)
         if slot.ask_unload():
-            await self.stop_claimed(slot)
+            await self.loads.stop_claimed(slot)
 
     # Idle timers -----------------------------------------------------------------------
 
@@ -133,44 +150,7 @@ class Scheduler(Loads):
         timeout = self.timeout(slot.name)
         slot.arm(time.monotonic(), timeout)
         if timeout == 0 and slot.claim_stop(StopWhy.IDLE):
-            self.stop_soon(slot)
-
-    # A crash before the answer ----------------------------------------------------------
-
-    async def left(self, name: str, pid: int) -> bool:
-        """True once process `pid` no longer serves `name` (it exited or is being
-        restarted); False when it still does after CRASH_NOTICE_S."""
-        others = [s for s in State if s is not State.RUNNING]
-        try:
-            async with asyncio.timeout(CRASH_NOTICE_S):
-                while True:
-                    facts = self.sup.facts(name)
-                    if facts is None or facts.pid != pid or facts.state is not State.RUNNING:
-                        return True
-                    await self.sup.wait_for(name, *others, timeout=POLL_S / 5)
-        except TimeoutError:
-            return False
-
-    async def running_again(self, name: str) -> Facts:
-        """Wait, at most `queue_timeout`, until `name` runs again after a crash.
-
-        Raises QueueTimeout, Unavailable or Removed."""
-        cfg = self.settings()
-        try:
-            async with asyncio.timeout(cfg.queue_timeout):
-                while True:
-                    facts = self.sup.facts(name)
-                    if facts is None or facts.closing:
-                        raise Removed(name)
-                    if facts.state is State.RUNNING:
-                        return facts
-                    if facts.state in DOWN:
-                        raise Unavailable(f"model {name!r} is not served: {facts.reason()}")
-                    await self._changes(name, facts.state)
-        except TimeoutError:
-            raise QueueTimeout(
-                f"model {name!r} was not back within {cfg.queue_timeout:g}s"
-            ) from None
+            self.loads.stop_soon(slot)
 
 
 def _cancelling() -> bool:

@@ -26,3 +26,8 @@ class SupervisorView(Protocol):
     async def wait_for(self, name: str, *states: State, timeout: float) -> bool:
         """Wait until `name` is in one of `states`; False on timeout or when it is gone."""
         ...
+
+    async def still_serves(self, name: str, pid: int) -> bool:
+        """True when process `pid` of `name` lives and takes connections on its port
+        now, whatever the supervisor has seen: a request it failed did not die with it."""
+        ...

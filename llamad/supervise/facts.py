@@ -10,6 +10,7 @@ from llamad.backends.spec import InstanceSpec
 from llamad.lifecycle.states import Start, State, Stop
 from llamad.supervise.inbox import InstanceClosed
 from llamad.supervise.instance import Instance
+from llamad.supervise.liveness import serves
 
 
 @dataclass(frozen=True)
@@ -72,3 +73,11 @@ class ByName:
         """Wait until `name` is in one of `states`; False on timeout or when it is gone."""
         inst = self.instances.get(name)
         return inst is not None and await inst.wait_until(*states, timeout=timeout)
+
+    async def still_serves(self, name: str, pid: int) -> bool:
+        """True when process `pid` of `name` lives and takes connections on its port now,
+        though its exit may have happened before this loop got to see it."""
+        inst = self.instances.get(name)
+        if inst is None or inst.child is None or inst.child.pid != pid:
+            return False
+        return await serves(pid, inst.spec.probe_host, inst.spec.port)

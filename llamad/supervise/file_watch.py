@@ -18,7 +18,8 @@ from llamad.config.load import Resolved
 DEBOUNCE_MS = 100
 
 FileId = tuple[int, int, int]
-# Path -> what it is: "config", "binary:KIND" (an executable) or "model".
+# Path -> what it is: "config" (or an instance's own executable: a reload reads it again),
+# "binary:KIND" (a kind's executable) or "model".
 Watched = dict[Path, str]
 
 
@@ -37,6 +38,9 @@ def watched(resolved: Resolved) -> Watched:
     for kind, tool in resolved.tools.items():
         files[tool.path] = files[Path(os.path.realpath(tool.path))] = f"binary:{kind}"
     for spec in resolved.instances.values():
+        if spec.tool is not None:  # its own executable: a new build is read by a reload
+            for path in (spec.tool.path, Path(os.path.realpath(spec.tool.path))):
+                files.setdefault(path, "config")
         for path in backend_for(spec.kind).watched(spec):
             files.setdefault(path, "model")
     return files
@@ -102,6 +106,6 @@ class FileWatch:
 
 async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
     try:
-        await first_of(*events)
+        await first_of(*(e.wait() for e in events))
     finally:
         then.set()

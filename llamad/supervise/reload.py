@@ -18,6 +18,7 @@ import structlog
 
 from llamad.backends.registry import backend_for
 from llamad.common.retrying import run_retrying
+from llamad.common.waits import first_of
 from llamad.config.load import ConfigError, load
 from llamad.library.listing import log_changes
 from llamad.lifecycle.states import State
@@ -78,7 +79,9 @@ class Reloader:
             report["draining"] = self.supervisor.draining()
             if upgraded:
                 # A new build: every instance that runs it restarts, never all at once.
-                rolling = [n for n in changes.unchanged if new.instances[n].kind in upgraded]
+                # An instance that names its own executable keeps it.
+                runs = [new.instances[n] for n in changes.unchanged]
+                rolling = [s.name for s in runs if s.kind in upgraded and s.tool is None]
                 report["rolling_restart"] = rolling
                 self._start_rolling(rolling)
             log.info("config.reloaded", path=str(new.path), **report)
@@ -134,20 +137,14 @@ class Reloader:
             self._group = None
 
     async def _serve_requests(self, stop: asyncio.Event) -> None:
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            while not stop.is_set():
-                wanted = asyncio.ensure_future(self._wanted.wait())
-                await asyncio.wait({wanted, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                wanted.cancel()
-                if stop.is_set():
-                    return
-                self._wanted.clear()
-                # An invalid file is logged and shown in status; the next good save clears it.
-                with contextlib.suppress(ConfigError):
-                    await self.reload()
-        finally:
-            stopping.cancel()
+        while not stop.is_set():
+            await first_of(self._wanted.wait(), stop.wait())
+            if stop.is_set():
+                return
+            self._wanted.clear()
+            # An invalid file is logged and shown in status; the next good save clears it.
+            with contextlib.suppress(ConfigError):
+                await self.reload()
 
     def _library_places(self) -> list[Path]:
         lib = self.state.resolved.library

@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from llamad.backends.base import Tool
+import structlog
+
 from llamad.backends.probes import Health, Prober
 from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
+from llamad.backends.tool import Tool
 from llamad.common.childenv import child_env
 from llamad.common.modelfile import model_problem
 from llamad.fleet.remote_workers import Found, RemoteWorkers
@@ -20,6 +22,8 @@ from llamad.lifecycle.states import Knobs
 from llamad.supervise.childlog import ChildLog
 from llamad.supervise.orphans import ChildRegistry
 from llamad.supervise.process import Child, ExitInfo, port_problem
+
+events = structlog.get_logger("llamad.instance")
 
 
 @dataclass
@@ -56,7 +60,7 @@ class Runtime:
         if problem:
             log.mark(f"not started: {problem}")
             return problem
-        tool = self.tools.get(spec.kind)
+        tool = spec.tool or self.tools.get(spec.kind)
         if tool is None:
             return f"no {spec.kind} executable: the config's [daemon] section names none"
         found = {name: w.address for name, w in (remote or {}).items()}
@@ -69,7 +73,10 @@ class Runtime:
             return f"cannot run {argv[0]}: {exc.strerror}"
         if self.registry is not None:
             self.registry.add(spec.name, child.pid)
-        log.mark(f"started pid {child.pid}")
+        log.mark(f"started pid {child.pid}: {tool.command}")
+        events.info(
+            "instance.spawned", instance=spec.name, pid=child.pid, command=str(tool.command)
+        )
         return child
 
     async def watch_remote(

@@ -139,7 +139,7 @@ class Supervisor(HookRelay):
             holders = [] if want is None else self._holders(name, want.port)
             if not (stopping := self.handovers.stopping(holders)):
                 break
-            await first_of(*stopping)
+            await first_of(*(e.wait() for e in stopping))
         handover.take()
         if want is None:
             if inst is None:

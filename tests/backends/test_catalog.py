@@ -7,9 +7,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from helpers import record_runs
 
 from llamad.backends.binaries import find_binary, find_rpc_server
 from llamad.backends.catalog import (
@@ -22,6 +22,7 @@ from llamad.backends.catalog import (
     short_key,
 )
 from llamad.backends.catalog_cache import load_catalog
+from llamad.backends.tool import ServerCommand
 
 # ---------------------------------------------------------------- the real binary
 
@@ -44,7 +45,7 @@ def real_help(real_binary: Path) -> str:
 
 @pytest.fixture(scope="module")
 def catalog(real_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Catalog:
-    return load_catalog(real_binary, tmp_path_factory.mktemp("catalog-cache"))
+    return load_catalog(ServerCommand(real_binary), tmp_path_factory.mktemp("catalog-cache"))
 
 
 def test_real_help_every_env_and_row_is_parsed(catalog: Catalog, real_help: str) -> None:
@@ -411,15 +412,7 @@ def fake_server(
 @pytest.fixture
 def count_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Record every subprocess.run call while still running it."""
-    calls: list[list[str]] = []
-    real_run = subprocess.run
-
-    def run(args: list[str], **kwargs: Any) -> Any:
-        calls.append(args)
-        return real_run(args, **kwargs)
-
-    monkeypatch.setattr(subprocess, "run", run)
-    return calls
+    return record_runs(monkeypatch)
 
 
 def forbid_subprocess(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -432,7 +425,7 @@ def forbid_subprocess(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_load_parses_fake_binary_and_version(tmp_path: Path, count_runs: list[list[str]]) -> None:
     """The first load runs --help and --version once each and keeps the version line."""
     binary = fake_server(tmp_path / "llama-server")
-    cat = load_catalog(binary, tmp_path / "cache")
+    cat = load_catalog(ServerCommand(binary), tmp_path / "cache")
     assert [o.env for o in cat.options] == ["LLAMA_ARG_CTX_SIZE", "LLAMA_ARG_MMAP"]
     assert cat.version == "version: 1 (fake)"
     assert [args[1] for args in count_runs] == ["--help", "--version"]
@@ -441,9 +434,9 @@ def test_load_parses_fake_binary_and_version(tmp_path: Path, count_runs: list[li
 def test_second_load_runs_no_subprocess(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cached catalogue for an unchanged binary is returned without running it."""
     binary = fake_server(tmp_path / "llama-server")
-    first = load_catalog(binary, tmp_path / "cache")
+    first = load_catalog(ServerCommand(binary), tmp_path / "cache")
     forbid_subprocess(monkeypatch)
-    second = load_catalog(binary, tmp_path / "cache")
+    second = load_catalog(ServerCommand(binary), tmp_path / "cache")
     assert second == first
     assert second.lookup("no_mmap") == first.lookup("no_mmap")
 
@@ -451,8 +444,8 @@ def test_second_load_runs_no_subprocess(tmp_path: Path, monkeypatch: pytest.Monk
 def test_cache_is_one_json_file_per_binary_path(tmp_path: Path) -> None:
     """The cache file is catalog-<16 hex>.json, written atomically (no temp file left)."""
     cache = tmp_path / "cache"
-    load_catalog(fake_server(tmp_path / "a"), cache)
-    load_catalog(fake_server(tmp_path / "b"), cache)
+    load_catalog(ServerCommand(fake_server(tmp_path / "a")), cache)
+    load_catalog(ServerCommand(fake_server(tmp_path / "b")), cache)
     names = sorted(p.name for p in cache.iterdir())
     assert len(names) == 2
     assert all(re.fullmatch(r"catalog-[0-9a-f]{16}\.json", n) for n in names)
@@ -461,10 +454,10 @@ def test_cache_is_one_json_file_per_binary_path(tmp_path: Path) -> None:
 def test_changed_size_invalidates_cache(tmp_path: Path, count_runs: list[list[str]]) -> None:
     """A binary replaced by one of another size is read again, new options included."""
     binary = fake_server(tmp_path / "llama-server")
-    load_catalog(binary, tmp_path / "cache")
+    load_catalog(ServerCommand(binary), tmp_path / "cache")
     extra = f"--port PORT{' ' * 29}port\n{' ' * 40}(env: LLAMA_ARG_PORT)\n"
     fake_server(binary, FAKE_HELP + extra)
-    cat = load_catalog(binary, tmp_path / "cache")
+    cat = load_catalog(ServerCommand(binary), tmp_path / "cache")
     assert cat.lookup("port") is not None
     assert len(count_runs) == 4
 
@@ -472,13 +465,13 @@ def test_changed_size_invalidates_cache(tmp_path: Path, count_runs: list[list[st
 def test_changed_mtime_alone_invalidates_cache(tmp_path: Path) -> None:
     """Same size, new mtime: the cache is stale and the binary is read again."""
     binary = fake_server(tmp_path / "llama-server", version="version: 1 (fake)")
-    load_catalog(binary, tmp_path / "cache")
+    load_catalog(ServerCommand(binary), tmp_path / "cache")
     size = binary.stat().st_size
     fake_server(binary, version="version: 2 (fake)")
     st = binary.stat()
     assert st.st_size == size
     os.utime(binary, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
-    assert load_catalog(binary, tmp_path / "cache").version == "version: 2 (fake)"
+    assert load_catalog(ServerCommand(binary), tmp_path / "cache").version == "version: 2 (fake)"
 
 
 @pytest.mark.parametrize(
@@ -490,12 +483,12 @@ def test_unreadable_cache_is_reread(
     """A corrupt or foreign cache file is ignored and rewritten."""
     binary = fake_server(tmp_path / "llama-server")
     cache = tmp_path / "cache"
-    load_catalog(binary, cache)
+    load_catalog(ServerCommand(binary), cache)
     (cache_file,) = cache.iterdir()
     cache_file.write_text(content)
-    assert load_catalog(binary, cache).lookup("ctx_size") is not None
+    assert load_catalog(ServerCommand(binary), cache).lookup("ctx_size") is not None
     assert len(count_runs) == 4
-    load_catalog(binary, cache)
+    load_catalog(ServerCommand(binary), cache)
     assert len(count_runs) == 4  # rewritten, so the third load is cached again
 
 
@@ -503,10 +496,10 @@ def test_malformed_cache_rows_are_reread(tmp_path: Path, count_runs: list[list[s
     """A cache whose key matches but whose rows have wrong types is not trusted."""
     binary = fake_server(tmp_path / "llama-server")
     cache = tmp_path / "cache"
-    load_catalog(binary, cache)
+    load_catalog(ServerCommand(binary), cache)
     (cache_file,) = cache.iterdir()
     cache_file.write_text(cache_file.read_text().replace('"LLAMA_ARG_CTX_SIZE"', "42"))
-    assert load_catalog(binary, cache).lookup("ctx_size") is not None
+    assert load_catalog(ServerCommand(binary), cache).lookup("ctx_size") is not None
     assert len(count_runs) == 4
 
 
@@ -515,13 +508,13 @@ def test_unwritable_cache_dir_still_loads(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     binary = fake_server(tmp_path / "llama-server")
-    assert load_catalog(binary, blocker / "cache").lookup("ctx_size") is not None
+    assert load_catalog(ServerCommand(binary), blocker / "cache").lookup("ctx_size") is not None
 
 
 def test_help_on_stderr_is_used_when_stdout_is_empty(tmp_path: Path) -> None:
     """Some builds print --help on stderr; the loader falls back to it."""
     binary = fake_server(tmp_path / "llama-server", help_stream="2")
-    assert load_catalog(binary, tmp_path / "cache").lookup("ctx_size") is not None
+    assert load_catalog(ServerCommand(binary), tmp_path / "cache").lookup("ctx_size") is not None
 
 
 def test_inherited_llama_env_is_not_passed_to_help(
@@ -530,12 +523,12 @@ def test_inherited_llama_env_is_not_passed_to_help(
     """LLAMA_* variables of the daemon's own environment never reach --help."""
     monkeypatch.setenv("LLAMA_ARG_CTX_SIZE", "not-a-number")
     binary = fake_server(tmp_path / "llama-server")
-    assert load_catalog(binary, tmp_path / "cache").lookup("ctx_size") is not None
+    assert load_catalog(ServerCommand(binary), tmp_path / "cache").lookup("ctx_size") is not None
 
 
 def one_line_error(binary: Path, cache: Path) -> str:
     with pytest.raises(CatalogError) as info:
-        load_catalog(binary, cache)
+        load_catalog(ServerCommand(binary), cache)
     message = str(info.value)
     assert "\n" not in message
     assert str(binary) in message
@@ -572,9 +565,9 @@ def test_real_binary_reloads_from_cache(
     real_binary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The real binary's catalogue round-trips through the cache unchanged."""
-    first = load_catalog(real_binary, tmp_path)
+    first = load_catalog(ServerCommand(real_binary), tmp_path)
     forbid_subprocess(monkeypatch)
-    assert load_catalog(real_binary, tmp_path) == first
+    assert load_catalog(ServerCommand(real_binary), tmp_path) == first
 
 
 # ---------------------------------------------------------------- finding binaries

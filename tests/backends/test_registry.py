@@ -10,6 +10,7 @@ from helpers import free_port, write_config
 
 from llamad.backends import rpc
 from llamad.backends.registry import BACKENDS, backend_for
+from llamad.backends.tool import ServerCommand
 from llamad.config.load import ConfigError, load
 
 PACKAGE = Path(__file__).resolve().parents[2] / "llamad"
@@ -109,5 +110,5 @@ def test_rpc_help_runs_without_our_llama_environment(
     script.write_text('#!/bin/sh\necho "usage: --host --port"\nenv | grep "^LLAMA_" || true\n')
     script.chmod(0o755)
     monkeypatch.setenv("LLAMA_ARG_MEM", "1")
-    assert "LLAMA_" not in rpc.rpc_help(script)
-    assert "--port" in rpc.rpc_help(script)
+    assert "LLAMA_" not in rpc.rpc_help(ServerCommand(script))
+    assert "--port" in rpc.rpc_help(ServerCommand(script))

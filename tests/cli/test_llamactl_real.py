@@ -64,6 +64,7 @@ def test_status_start_stop_logs_and_failed(tmp_path: Path, tiny_model: Path) -> 
         llama = doc["daemon"]["backends"]["llama-server"]
         assert llama == {
             "path": doc["daemon"]["llama_server"],
+            "command": doc["daemon"]["llama_server"],  # llama-server itself: no command words
             "version": doc["daemon"]["llama_server_version"],
         }
         assert all(set(i) == STATUS_KEYS for i in doc["instances"])

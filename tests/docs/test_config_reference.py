@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from llamad.backends import rpc
 from llamad.backends.catalog_cache import load_catalog
+from llamad.backends.tool import ServerCommand
 from llamad.config.schema import ConfigFile
 from llamad.fleet.table import FLEET_KEYS, PEER_KEYS, Fleet
 
@@ -91,7 +92,7 @@ def test_the_short_key_rule_is_what_llama_server_accepts(
 ) -> None:
     """Each example of the rule on the page resolves, against the real binary's
     catalogue, to the env name it is given for; `no_mmap` is `mmap` inverted."""
-    catalog = load_catalog(llama_server, tmp_path)
+    catalog = load_catalog(ServerCommand(llama_server), tmp_path)
     text = REFERENCE.read_text()
     examples = EXAMPLE.findall(text)
     assert len(examples) >= 3

@@ -50,6 +50,7 @@ class Double:
     inside: dict[str, int] = field(default_factory=dict)  # the test's own count per model
     on_names: Callable[[], None] | None = None  # a hook into the gateway's planning
     broken: set[str] = field(default_factory=set)  # a Start of these fails at once
+    dead: set[int] = field(default_factory=set)  # processes killed, maybe not yet seen gone
     _moved: asyncio.Event = field(default_factory=asyncio.Event)
 
     def add(self, s: InstanceSpec, state: State = State.STOPPED) -> None:
@@ -70,8 +71,15 @@ class Double:
         inst.state = state
         self._wake()
 
+    def kill(self, name: str) -> None:
+        """The process dies; the supervisor sees its exit only when the test `crash`es it."""
+        pid = self.insts[name].pid
+        assert pid is not None
+        self.dead.add(pid)
+
     def crash(self, name: str) -> None:
         """The process died and the supervisor restarts it at once."""
+        self.kill(name)
         self.insts[name].pid = None
         self.move(name, State.STARTING)
 
@@ -121,6 +129,10 @@ class Double:
         except TimeoutError:
             return False
         return True
+
+    async def still_serves(self, name: str, pid: int) -> bool:
+        inst = self.insts.get(name)
+        return inst is not None and inst.pid == pid and pid not in self.dead
 
 
 def gateway(double: Double, **settings: Any) -> Gateway:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable
 import pytest
 from supervisor_double import Double, gateway, spec, until
 
+from llamad.gateway import crashes as crashes_module
 from llamad.gateway import drain as drain_module
 from llamad.gateway.core import Gateway
 from llamad.gateway.port import GatewayError, LoadFailed, Upstream
@@ -203,6 +204,39 @@ async def test_a_request_whose_process_died_before_answering_goes_to_its_success
         second = await again
     assert second is not None
     assert second.pid not in (None, first.pid)
+    await gw.close()
+
+
+async def test_a_process_whose_exit_is_seen_late_still_hands_its_request_on() -> None:
+    """On a busy machine the supervisor sees an exit late: the request waits for it, and
+    is not taken for the server's own failure after a guessed second."""
+    double = Double(auto=False)
+    double.add(spec("a", on_demand=False), State.RUNNING)
+    gw = gateway(double)
+    async with gw.lease("a") as first:
+        double.kill("a")  # dead, and still RUNNING to the supervisor
+        again = spawn(gw.restarted(first))  # type: ignore[arg-type]
+        with pytest.raises(TimeoutError):  # well past the 1 s a fixed window gave it
+            async with asyncio.timeout(1.5):
+                await asyncio.shield(again)
+        double.crash("a")  # the exit is seen at last, and the supervisor restarts it
+        double.move("a", State.RUNNING)
+        second = await again
+    assert second is not None
+    assert second.pid not in (None, first.pid)
+    await gw.close()
+
+
+async def test_a_process_never_seen_gone_is_given_up_on_after_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(crashes_module, "EXIT_SEEN_S", 0.2)
+    double = Double(auto=False)
+    double.add(spec("a", on_demand=False), State.RUNNING)
+    gw = gateway(double)
+    async with gw.lease("a") as first:
+        double.kill("a")  # and the supervisor never sees it go
+        assert await gw.restarted(first) is None
     await gw.close()
 
 

@@ -90,7 +90,7 @@ async def test_lines_split_where_lines_end_whatever_the_chunks() -> None:
     pieces = [b'data: {"a":', b"1}\r", b"\n\nda", b"ta: \xc3", b"\xa9\r\n", b"last"]
     for piece in pieces:
         conn.data_received(b"%x\r\n%s\r\n" % (len(piece), piece))
-        await eventually(lambda: not conn.body, "the piece read")
+        await eventually(lambda: not conn.buffered, "the piece read")
     conn.data_received(b"0\r\n\r\n")
     await asyncio.wait_for(reading, 10)
     assert lines == ['data: {"a":1}', "", "data: \u00e9", "last"]

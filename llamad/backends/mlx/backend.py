@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from llamad.backends.base import ProbeFn, Problem, ResolveContext, Tool
+from llamad.backends.base import ProbeFn, Problem, ResolveContext
 from llamad.backends.mlx.model import DEFAULT_MODEL, WEIGHTS, hub_cache, pin_model, resolve_model
 from llamad.backends.mlx.options import RESERVED, MlxOptions, render_flag
 from llamad.backends.mlx.probe import DeepProbe
@@ -21,6 +21,7 @@ from llamad.backends.mlx.tool import find_server, load_options
 from llamad.backends.probes import Prober
 from llamad.backends.serving import Serving
 from llamad.backends.spec import InstanceSpec
+from llamad.backends.tool import ServerCommand, Tool
 from llamad.backends.values import is_number, port_number
 from llamad.common.hosts import is_loopback
 from llamad.lifecycle.states import Knobs
@@ -38,14 +39,14 @@ class Mlx:
     order = 1
     serves_http = True  # OpenAI-compatible: the gateway may route to it
 
-    def find(self, configured: str | None) -> Path:
+    def find(self, configured: str | None, cache_dir: Path) -> ServerCommand:
         """`[daemon] mlx_server`, else PATH, else beside llamad's own Python."""
-        return find_server(configured)
+        return ServerCommand(find_server(configured))
 
-    def inspect(self, path: Path, cache_dir: Path) -> Tool:
+    def inspect(self, command: ServerCommand, cache_dir: Path) -> Tool:
         """Its options and the mlx-lm version, cached per executable."""
-        options = load_options(path, cache_dir)
-        return Tool(KIND, path, options.version, options)
+        options = load_options(command.path, cache_dir)
+        return Tool(KIND, command, options.version, options)
 
     def resolve(
         self, base: InstanceSpec, keys: dict[str, Any], ctx: ResolveContext, problem: Problem
@@ -95,7 +96,7 @@ class Mlx:
         with contextlib.suppress(OSError):  # the server then fails loudly in its own log
             Path(settings["HF_HUB_CACHE"]).mkdir(parents=True, exist_ok=True)
         where = ["--model", str(spec.model), "--host", spec.host, "--port", str(spec.port)]
-        return [str(tool.path), *where, *spec.args], settings
+        return tool.command.argv(*where, *spec.args), settings
 
     def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
         """`/health` plus one-token completions (probe.py says why)."""

@@ -17,6 +17,7 @@ from llamad.backends.binaries import CatalogError, find_executable
 from llamad.backends.catalog_cache import TIMEOUT, cached, run_flag
 from llamad.backends.mlx.options import MlxOptions, parse_help
 from llamad.backends.options import Option
+from llamad.backends.tool import ServerCommand
 
 NAME = "mlx_lm.server"
 # mlx_lm.server imports MLX before it parses argv: its --help is slow on a loaded machine.
@@ -41,7 +42,7 @@ def load_options(path: Path, cache_dir: Path) -> MlxOptions:
 
 
 def _read(path: Path) -> MlxOptions:
-    helped = run_flag(path, "--help", HELP_TIMEOUT)
+    helped = run_flag(ServerCommand(path), "--help", HELP_TIMEOUT)
     options = parse_help(helped.stdout)
     if helped.returncode != 0 or not any("--model" in o.flags for o in options):
         tail = (helped.stderr.strip().splitlines() or [f"exit {helped.returncode}"])[-1]

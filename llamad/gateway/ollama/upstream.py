@@ -22,7 +22,7 @@ from llamad.gateway.ollama.port import GatewayPort, ModelView, Upstream
 from llamad.gateway.pool import Pool, encode
 from llamad.gateway.port import GatewayError, UpstreamError
 from llamad.gateway.prompt_defaults import apply
-from llamad.gateway.resend import answered
+from llamad.gateway.resend import answered, from_leased
 from llamad.gateway.upstream_errors import honest_status, parse
 
 
@@ -81,7 +81,8 @@ class Exchange:
 
         async def attempt(upstream: Upstream) -> Answer:
             headers = [(b"content-type", b"application/json"), *encode(upstream.headers)]
-            return await pool.request("POST", upstream.base_url, path, headers, data)
+            answer = await pool.request("POST", upstream.base_url, path, headers, data)
+            return from_leased(upstream, answer)
 
         try:
             answer = await answered(self.gateway, self.upstream, attempt)
