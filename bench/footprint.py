@@ -21,7 +21,7 @@ from bench.procs import Daemon, daemon_env
 
 FLOOR_CODE = (
     "import asyncio, httpx, prometheus_client, psutil, pydantic_settings, starlette, "
-    "structlog, uvicorn, watchfiles; print('ready', flush=True); "
+    "structlog, httptools, watchfiles; print('ready', flush=True); "
     "asyncio.run(asyncio.sleep(3600))"
 )
 SLICE = 5.0  # seconds: the default health_interval, so each slice holds one probe round

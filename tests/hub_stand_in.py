@@ -14,13 +14,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from helpers import free_port, wait_for
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from llamad.listener.limits import Limits
+from llamad.listener.tcp import serve_tcp
 
 COMMIT = "c0ffee" + "0" * 34
 
@@ -182,7 +184,7 @@ async def _send(body: bytes, cut: int | None) -> AsyncIterator[bytes]:
     # The cut comes once the client has taken those bytes in (else it reads them and the
     # reset together, keeps nothing and starts over): a pause, not a synchronisation.
     await asyncio.sleep(0.3)
-    raise ConnectionResetError("cut by the test")  # uvicorn drops the connection short
+    # Ended short of its Content-Length: the listener closes the connection mid-answer.
 
 
 async def _held(body: bytes, hold: int, released: threading.Event) -> AsyncIterator[bytes]:
@@ -194,17 +196,19 @@ async def _held(body: bytes, hold: int, released: threading.Event) -> AsyncItera
 @contextmanager
 def serving(hub: Hub) -> Iterator[Hub]:
     """Serve `hub` on loopback in a thread for the block; its URL in `hub.url`."""
-    port = free_port()
-    # log_config=None: uvicorn's own would reconfigure the test process's loggers for good.
-    config = uvicorn.Config(hub.app(), host="127.0.0.1", port=port, log_config=None, lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    port, bound = free_port(), threading.Event()
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    served = serve_tcp(hub.app(), "127.0.0.1", port, stop, bound.set, cap=64, limits=Limits)
+    thread = threading.Thread(target=loop.run_until_complete, args=(served,), daemon=True)
     thread.start()
     try:
-        wait_for(lambda: server.started, 10, "the hub stand-in listening")
+        wait_for(bound.is_set, 10, "the hub stand-in listening")
         hub.url = f"http://127.0.0.1:{port}"
         yield hub
     finally:
         hub.released.set()
-        server.should_exit = True
+        loop.call_soon_threadsafe(stop.set)
         thread.join(10)
+        if not thread.is_alive():
+            loop.close()

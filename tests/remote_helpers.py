@@ -20,8 +20,8 @@ from stand_ins import ServerThread
 from llamad.api.app import create_app
 from llamad.api.auth import BearerAuth
 from llamad.api.errors import UnknownInstance
-from llamad.api.tcp import serve_tcp
 from llamad.cli.main import run
+from llamad.listener.tcp import serve_tcp
 
 PROBE_GROUP = "239.255.42.99"  # organisation-local scope, not mDNS's own group
 ADMIN = "admin-token-" + "a" * 24

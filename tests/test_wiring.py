@@ -15,7 +15,6 @@ CONSTRUCTORS = {"__init__", "__post_init__", "__new__"}
 
 # Records filled field by field where they are made or measured; none holds a collaborator.
 RECORDS: dict[str, set[str]] = {
-    "api/connguard.py": {"cycle"},
     "api/library.py": {"refusal"},
     "backends/gguf_header.py": {"cur"},
     "cli/fleet_hosts.py": {"host"},

@@ -10,94 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import structlog
-import uvicorn
 
 from llamad import __version__
 from llamad.api.auth import BearerAuth
-from llamad.api.connguard import HttpProtocol, guarded_protocol
-from llamad.api.lane import Lane, laned
-from llamad.api.uds import GRACEFUL_SHUTDOWN_S, QuietServer, serve_until
-from llamad.common.fdlimit import connection_cap
-from llamad.common.limits import CONTROL, Limits, Refusals, Shape, control_shape
 from llamad.common.waits import first_of
 from llamad.config.remote import Remote
 from llamad.fleet.discovery import advertise, build_txt
+from llamad.listener.exchange import App
+from llamad.listener.limits import Refusals
+from llamad.listener.tcp import serve_tcp
 
 log = structlog.get_logger("llamad.remote")
 
 RETRY_INITIAL_S, RETRY_MAX_S = 1.0, 30.0
 
 
-def bind_tcp(host: str, port: int, backlog: int = 128) -> socket.socket:
-    """A listening TCP socket on host:port (SO_REUSEADDR: a restart finds it free)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # proto=IPPROTO_TCP, not create_server's 0: accepted sockets inherit it, and asyncio
-    # sets TCP_NODELAY only on sockets that say TCP. Without it every answer written in
-    # two parts (headers, body) waits ~40 ms for the client's delayed ACK.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(backlog)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-async def serve_tcp(
-    app: Any,
-    host: str,
-    port: int,
-    shutdown: asyncio.Event,
-    on_bound: Callable[[], None] | None = None,
-    *,
-    ssl_certfile: Path | None = None,
-    ssl_keyfile: Path | None = None,
-    cap: int | None = None,
-    limits: Callable[[], Limits] = lambda: CONTROL,
-    shape: Shape = control_shape,
-    refused: Refusals | None = None,
-    lane: Lane | None = None,
-) -> None:
-    """Serve `app` on host:port (HTTPS when given a cert and key) until `shutdown` is set,
-    at most `cap` connections (default: a control listener's), each held to `limits()`;
-    `lane` serves the requests it takes past `app` (`lane.py`).
-
-    Raises OSError before serving when the address cannot be bound.
-    """
-    cap = cap or connection_cap()
-    # Also how many asyncio accepts at once: a bounded burst of descriptors.
-    backlog = min(cap, 1024)
-    sock = bind_tcp(host, port, backlog=backlog)
-    protocol = guarded_protocol(HttpProtocol, cap, limits, shape, refused or Refusals("remote"))
-    config = uvicorn.Config(
-        app,
-        log_config=None,
-        lifespan="off",
-        access_log=False,
-        ws="none",
-        http=protocol if lane is None else laned(protocol, lane),
-        backlog=backlog,
-        # The rate limit keys on the peer address; a forwarded header would let a
-        # client choose its own.
-        proxy_headers=False,
-        server_header=False,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        ssl_certfile=ssl_certfile,
-        ssl_keyfile=ssl_keyfile,
-    )
-    await serve_until(QuietServer(config, on_bound), sock, shutdown)
-
-
 async def serve_remote(
-    app: Any,
+    app: App,
     remote: Remote,
     shutdown: asyncio.Event,
     llama_version: str,
@@ -132,7 +63,7 @@ async def serve_remote(
                     on_bound,
                     ssl_certfile=remote.tls_cert,
                     ssl_keyfile=remote.tls_key,
-                    refused=refused,
+                    refused=refused or Refusals("remote"),
                 )
                 return
             except OSError as exc:

@@ -83,7 +83,7 @@ def _check_tls(cert: Path, key: Path, problem: Problem) -> None:
         problem("tls_key", str(exc))
         return
     try:
-        # What uvicorn will do at startup; failing here gives a config line, not a crash.
+        # What the listener will do at startup; failing here gives a config line, not a crash.
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as exc:
         problem("tls_cert", f"cannot load {cert} with {key}: {exc}")

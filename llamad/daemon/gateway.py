@@ -9,9 +9,7 @@ from pathlib import Path
 import structlog
 
 from llamad.api.metrics import Metrics
-from llamad.api.tcp import serve_tcp
 from llamad.common.fdlimit import gateway_cap
-from llamad.common.limits import Refusals
 from llamad.common.retrying import retrying
 from llamad.config.gateway_table import GatewayConfig
 from llamad.daemon.guard import ServiceGuard
@@ -29,6 +27,8 @@ from llamad.gateway.page import for_browsers, page_routes
 from llamad.gateway.pool import Pool
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.library.pulls import Pulls
+from llamad.listener.limits import Refusals
+from llamad.listener.tcp import serve_tcp
 from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.gateway_link import GatewayLink
 

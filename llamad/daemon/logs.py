@@ -1,6 +1,6 @@
 """The daemon's own logs: structlog, rendered for people on a TTY and as JSON otherwise.
 
-Stdlib loggers (uvicorn, httpx, watchfiles) go through the same processors, so every
+Stdlib loggers (httpx, watchfiles, asyncio) go through the same processors, so every
 line on stderr has one shape: a dotted event name. A library's prose message becomes the
 `library.message` event with the text under `message`.
 """
@@ -32,11 +32,13 @@ RATE_LIMITED = frozenset(
         "daemon.loop_error",
         "instance.internal_error",
         "connection.refused",
+        "listener.invalid_request",
         "gateway.unauthorized",
         # A request that fails in our code fails the same way for every request like it:
         # one traceback per kind of error per interval, not one per request.
         "ollama.request_failed",
         "control.request_failed",
+        "listener.app_failed",
     }
 )
 REPEAT_INTERVAL_S = 10.0
@@ -87,9 +89,8 @@ def configure(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS[level])
-    # Per-request chatter from the libraries is noise in a daemon's log; uvicorn's startup
-    # and shutdown lines are said by control.serving and control.stopped instead.
-    for noisy in ("httpx", "httpcore", "uvicorn.access", "uvicorn.error", "watchfiles"):
+    # Per-request chatter from the libraries is noise in a daemon's log.
+    for noisy in ("httpx", "httpcore", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
@@ -127,9 +128,9 @@ def _identity(
 class RepeatFilter(logging.Filter):
     """One line per kind per interval, the next one carrying how many were dropped.
 
-    A kind is a library's message template (uvicorn's 'Invalid HTTP request received.',
-    asyncio's accept errors) or one of our RATE_LIMITED events for one instance; a flood
-    of garbage on the TCP port or of EMFILE must not fill the disk with stderr.
+    A kind is a library's message template (asyncio's accept errors) or one of our
+    RATE_LIMITED events for one instance or reason; a flood of garbage on the TCP port
+    or of EMFILE must not fill the disk with stderr.
     """
 
     def __init__(self, interval: float = REPEAT_INTERVAL_S) -> None:

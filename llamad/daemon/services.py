@@ -1,6 +1,6 @@
 """The daemon's services beside the supervisor: control API, reload, remote, sd_notify.
 
-Imported only once the instances have been launched: Starlette, uvicorn, watchfiles and
+Imported only once the instances have been launched: Starlette, the listener, watchfiles and
 prometheus_client then load while the models do, instead of delaying every start.
 """
 
@@ -19,13 +19,13 @@ from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_remote
 from llamad.api.uds import serve_unix
 from llamad.backends.probes import Prober, make_client
-from llamad.common.limits import Refusals
 from llamad.common.waits import first_of
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.library_unload import unload_for_removal
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.fleet.peers import identity
 from llamad.library.pulls import Pulls
+from llamad.listener.limits import Refusals
 from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.gateway_link import GatewayLink
 from llamad.supervise.reload import Reloader

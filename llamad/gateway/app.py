@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
-from llamad.common.departure import departure
-from llamad.common.limits import Refused
 from llamad.gateway import listing
 from llamad.gateway.access.call import Call, responds
 from llamad.gateway.access.door import Door
@@ -33,6 +31,8 @@ from llamad.gateway.proxy import Relay
 from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.gateway.resend import answered
 from llamad.gateway.routed import BODY_ROUTED, Books, outgoing, send_error
+from llamad.listener.departure import departure
+from llamad.listener.limits import Refused
 
 
 class Proxied:

@@ -8,7 +8,7 @@ from collections.abc import Awaitable
 
 from starlette.types import Receive
 
-from llamad.common.departure import Departure
+from llamad.listener.departure import Departure
 
 
 class ClientGone(Exception):

@@ -16,7 +16,7 @@ from typing import cast
 
 import httptools
 
-from llamad.common.deadline import Deadline
+from llamad.listener.deadline import Deadline
 
 Headers = list[tuple[bytes, bytes]]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import structlog
 from starlette.types import Scope
 
-from llamad.common.limits import client_key
+from llamad.common.hosts import client_key
 from llamad.common.ratelimit import RateLimiter
 
 log = structlog.get_logger("llamad.gateway")

@@ -1,6 +1,6 @@
 """The gateway's request limits: `[gateway] max_body`, an instance's own, the deadline.
 
-The listener's guard (`api/connguard.py`) refuses a body over the largest limit any model
+The listener (`llamad/listener`) refuses a body over the largest limit any model
 has, by its Content-Length before reading it or as a chunked body grows. Only when some
 instance allows more than `[gateway] max_body` can a body between the two arrive; the
 door (`access/body.py`) answers 413 when the model it names allows less.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from llamad.backends.spec import InstanceSpec
-from llamad.common.limits import Limits
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.families import gateway_shape
+from llamad.listener.limits import Limits
 
 __all__ = ["GatewayLimits", "gateway_shape"]
 

@@ -18,7 +18,7 @@ is read.
 
 from __future__ import annotations
 
-from llamad.common.limits import is_loopback
+from llamad.common.hosts import is_loopback
 from llamad.config.gateway_table import GatewayConfig
 
 _LOOPBACK_NAMES = ("localhost",)

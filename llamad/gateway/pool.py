@@ -1,7 +1,7 @@
 """Kept-alive HTTP/1.1 connections to instances and fleet peers: every request the
 gateway sends them, the relay's and the Ollama translation's.
 
-asyncio transports with httptools (llhttp, the parser uvicorn serves with) reading the
+asyncio transports with httptools (llhttp, the parser the listeners read with) reading the
 answers. The gateway needs a small part of HTTP: one request written whole with its
 Content-Length, an answer streamed back as it arrives, a connection reused when the answer
 ended cleanly and dropped otherwise. Doing only that costs less than half the CPU per
@@ -25,8 +25,8 @@ from llamad.gateway.connection import Connection, Headers, NotAnswered
 from llamad.gateway.pooled import Host, Key, Sending, where
 from llamad.gateway.sockets import readable, self_connected, set_keepalive
 
-# Below the 5 s keep-alive of llama-server (cpp-httplib's default) and of uvicorn (a
-# fleet peer's gateway), so a pooled connection is not reused just as the server closes it.
+# Below the 5 s keep-alive of llama-server (cpp-httplib's default) and of a fleet peer's
+# gateway (its idle deadline), so a pooled connection is not reused just as it is closed.
 KEEPALIVE_S = 4.0
 # Waiting for a connection to come free and connecting share this bound.
 CONNECT_TIMEOUT_S = 10.0

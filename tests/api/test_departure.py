@@ -10,9 +10,9 @@ import pytest
 from helpers import free_port, until
 from starlette.types import Receive, Scope, Send
 
-from llamad.api.tcp import serve_tcp
-from llamad.common.departure import departure
 from llamad.gateway.client_side import guard, read_body
+from llamad.listener.departure import departure
+from llamad.listener.tcp import serve_tcp
 
 pytestmark = pytest.mark.timeout(30)
 

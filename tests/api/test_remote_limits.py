@@ -15,7 +15,7 @@ from flood import Sender, client, connect, head, read_answer
 from helpers import Llamad
 from remote_helpers import ADMIN, remote_daemon, scratch_dir
 
-from llamad.common.limits import CONTROL
+from llamad.listener.limits import CONTROL
 
 
 @pytest.fixture

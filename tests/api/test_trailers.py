@@ -10,7 +10,7 @@ import socket
 from helpers import free_port, until
 from starlette.types import Receive, Scope, Send
 
-from llamad.api.tcp import serve_tcp
+from llamad.listener.tcp import serve_tcp
 
 
 async def echo_headers(scope: Scope, receive: Receive, send: Send) -> None:

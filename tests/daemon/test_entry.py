@@ -52,7 +52,7 @@ NOT_BEFORE_LAUNCH = (
     "llamad.gateway",
     "llamad.backends.mlx",
     "starlette",
-    "uvicorn",
+    "llamad.listener",
     "prometheus_client",
     "watchfiles",
     "httpx",

@@ -29,7 +29,7 @@ from llamad.cli import fleet_status as fleet
 from llamad.config.load import check
 from llamad.fleet.peers import load_fleet
 
-HEAVY = ("httpx", "pydantic", "starlette", "structlog", "psutil", "uvicorn", "zeroconf")
+HEAVY = ("httpx", "pydantic", "starlette", "structlog", "psutil", "httptools", "zeroconf")
 
 
 @pytest.fixture

@@ -15,8 +15,7 @@ from collections.abc import Callable
 
 from starlette.types import Receive, Scope, Send
 
-from llamad.common.hosts import is_loopback
-from llamad.common.limits import Refused, client_key
+from llamad.common.hosts import client_key, is_loopback
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.access import cors
 from llamad.gateway.access.body import decide
@@ -32,6 +31,7 @@ from llamad.gateway.keys import ANYONE, Caller, Keys, given
 from llamad.gateway.limits import GatewayLimits
 from llamad.gateway.origin import Policy
 from llamad.gateway.proxy import now
+from llamad.listener.limits import Refused
 
 _SCOPED = (Need.MODEL, Need.ACTION)
 _NOT_FOUND = {404: ("not_found", "Not Found"), 405: ("method_not_allowed", "Method Not Allowed")}

@@ -1,4 +1,4 @@
-"""A stand-in gateway with REAL llama-servers, and the Ollama routes served over it by uvicorn.
+"""A stand-in gateway with REAL llama-servers, and the Ollama routes served over it.
 
 It implements the Ollama layer's `Gateway` Protocol as simply as the contract allows: a
 model is one llama-server (tiny model, embeddings on) started on its first lease when it is
@@ -19,7 +19,6 @@ import httpx
 from helpers import free_port, health, wait_for
 from stand_ins import ServerThread
 
-from llamad.api.tcp import serve_tcp
 from llamad.backends.prompt import PromptDefaults
 from llamad.backends.serving import Serving
 from llamad.config.gateway_table import GatewayConfig
@@ -30,6 +29,7 @@ from llamad.gateway.limits import GatewayLimits
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.pool import Pool
 from llamad.gateway.port import LoadFailed, UnknownModel
+from llamad.listener.tcp import serve_tcp
 
 
 @dataclass(frozen=True)

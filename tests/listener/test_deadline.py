@@ -1,4 +1,4 @@
-"""common.deadline: one timer for a deadline moved at every turn, and never late."""
+"""listener.deadline: one timer for a deadline moved at every turn, and never late."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import uvloop
 
-from llamad.common.deadline import Deadline
+from llamad.listener.deadline import Deadline
 
 
 class Clock:

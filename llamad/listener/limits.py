@@ -1,14 +1,13 @@
 """What a listener admits from a stranger, and how it says no.
 
 Each listener (the control socket, the remote control port, the gateway) holds its
-limits in a `Limits`; its guarded protocol (`connguard.py`) applies them before the app,
-and so before any key is checked. A refusal is an HTTP answer in the API family's shape
+limits in a `Limits`; its connections (`connection.py`) apply them before the app, and
+so before any key is checked. A refusal is an HTTP answer in the API family's shape
 (`Shape`), a line in the log and a count in the metrics (`Refusals`), never the body.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,15 +52,6 @@ def control_shape(path: str, status: int, code: str, message: str) -> bytes:
     return json.dumps({"error": {"code": code, "message": message}}).encode()
 
 
-def answer(status: int, phrase: str, body: bytes) -> bytes:
-    """A whole HTTP/1.1 answer that closes the connection."""
-    head = (
-        f"HTTP/1.1 {status} {phrase}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    )
-    return head.encode("ascii") + body
-
-
 class Refusal(Exception):
     """A request refused before it reaches the app: `status`, `reason` (the metric's
     label and the event's), and the message for the client."""
@@ -82,39 +72,10 @@ def body_too_large(cap: int) -> Refusal:
     return Refusal(413, "body_too_large", f"the request body is over the limit of {cap} bytes")
 
 
-def content_length(headers: list[tuple[bytes, bytes]]) -> int:
-    """The Content-Length among lower-cased `headers`, 0 when there is none."""
-    # llhttp has refused a malformed or repeated Content-Length before this is read.
-    value = next((v for k, v in headers if k == b"content-length"), b"0")
-    return int(value) if value.strip().isdigit() else 0
-
-
-def _ip(host: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """`host` as an address (an IPv4-mapped IPv6 one as IPv4); None if it is not one."""
-    try:
-        ip = ipaddress.ip_address((host or "").split("%")[0])
-    except ValueError:
-        return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
-
-
-def client_key(host: str | None) -> str | None:
-    """The address a share is counted for: the IP, an IPv6 client's /64 (one host
-    usually holds a whole /64); None for a Unix socket."""
-    ip = _ip(host)
-    if ip is None:
-        return host or None
-    if isinstance(ip, ipaddress.IPv6Address):
-        return str(ipaddress.IPv6Network((ip, 64), strict=False))
-    return str(ip)
-
-
-def is_loopback(host: str | None) -> bool:
-    """`host` is a loopback address (127/8, ::1, or v4-mapped loopback)."""
-    ip = _ip(host)
-    return ip is not None and ip.is_loopback
+def late(limits: Limits, body: bool) -> Refusal:
+    """408: the head (or the body, which shares the request's deadline) came too late."""
+    what = f"within {limits.request_timeout:g}s" if body else "in time"
+    return Refusal(408, "deadline", f"the request did not arrive {what}")
 
 
 class Refusals:

@@ -1,9 +1,8 @@
 """A request's client leaving, told by the listener that sees its connection close.
 
-The guarded listener (`api/connguard.py`) puts one in each request's ASGI scope under
-`DEPARTURE`; `gateway/client_side.guard` watches it, so no task has to sit in the ASGI
-`receive()` for the disconnect. Here, below both, so that a daemon without a gateway
-loads none of the gateway's modules.
+The listener (`connection.py`) puts one in each request's ASGI scope under `DEPARTURE`;
+`gateway/client_side.guard` watches it, so no task has to sit in the ASGI `receive()`
+for the disconnect.
 """
 
 from __future__ import annotations

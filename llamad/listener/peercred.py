@@ -1,4 +1,4 @@
-"""Who is on the other end of a Unix socket, and a uvicorn protocol that refuses strangers.
+"""Who is on the other end of a Unix socket, and the check that refuses strangers.
 
 The control socket already lives at 0600 inside a 0700 directory; checking the peer's uid
 as well means a mis-set permission (or a socket path under a shared directory) still
@@ -7,15 +7,14 @@ cannot hand another user the power to start and stop models.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import socket
 import struct
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import structlog
-
-from llamad.api.connguard import HttpProtocol
 
 log = structlog.get_logger("llamad.control")
 
@@ -42,9 +41,19 @@ def peer_uid(sock: Any) -> int | None:
     return None
 
 
+def peer_checked(allowed_uid: int) -> Callable[[Any], bool]:
+    """A listener's `accepts` (`server.Listener`) that serves only `allowed_uid`.
+
+    Even root is refused unless it is `allowed_uid`: root can read our files anyway, but a
+    daemon that takes orders from a second account is one more thing to reason about, and
+    `sudo -u` is the honest way for an administrator to talk to someone else's llamad.
+    """
+    return functools.partial(_allowed, allowed_uid=allowed_uid)
+
+
 def _allowed(sock: Any, allowed_uid: int) -> bool:
     if sock is None or sock.family != socket.AF_UNIX:
-        # TCP (served later by the daemon) has no peer uid; its own guard applies there.
+        # TCP has no peer uid; its own guard applies there.
         return True
     try:
         uid = peer_uid(sock)
@@ -52,23 +61,7 @@ def _allowed(sock: Any, allowed_uid: int) -> bool:
         log.warning("control.peer_unknown", error=str(exc))
         return False
     # An OS without a peer-credential call leaves the 0600 socket mode as the only guard.
-    return uid is None or uid == allowed_uid
-
-
-def peer_checked_protocol(allowed_uid: int) -> type[HttpProtocol]:
-    """An HTTP protocol class for `uvicorn.Config(http=...)` that serves only `allowed_uid`.
-
-    Even root is refused unless it is `allowed_uid`: root can read our files anyway, but a
-    daemon that takes orders from a second account is one more thing to reason about, and
-    `sudo -u` is the honest way for an administrator to talk to someone else's llamad.
-    """
-
-    class PeerCheckedProtocol(HttpProtocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            if not _allowed(transport.get_extra_info("socket"), allowed_uid):
-                log.warning("control.peer_refused")
-                # Close before any byte is read: the request is never parsed, let alone served.
-                transport.close()
-
-    return PeerCheckedProtocol
+    if uid is None or uid == allowed_uid:
+        return True
+    log.warning("control.peer_refused")
+    return False

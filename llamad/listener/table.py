@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-from llamad.common.limits import Limits, Refused
+from llamad.listener.limits import Limits, Refused
 
 
 class Conn(Protocol):
-    """What the table needs of a connection (the guarded protocol)."""
+    """What the table needs of a connection (`connection.Connection`)."""
 
     key: str | None  # the client address a share counts for; None: a Unix socket
     idle_since: float | None  # when it last waited for a request; None: serving one

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from llamad.api.conntable import ConnTable
-from llamad.common.limits import Limits, client_key, is_loopback
+from llamad.listener.limits import Limits
+from llamad.listener.table import ConnTable
 
 
 @dataclass(eq=False)
@@ -71,12 +71,3 @@ def test_unix_socket_peers_have_no_share_and_closed_ones_leave() -> None:
     t.remove(conns[0])
     t.remove(conns[0])  # twice is harmless
     assert t.admit(Conn(None), Limits(), False)
-
-
-def test_addresses() -> None:
-    assert client_key("::ffff:10.1.2.3") == "10.1.2.3"
-    assert client_key("2001:db8::1") == client_key("2001:db8::ffff") == "2001:db8::/64"
-    assert client_key(None) is None
-    assert is_loopback("127.0.0.2")
-    assert is_loopback("::1")
-    assert not is_loopback("10.0.0.1")
