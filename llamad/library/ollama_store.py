@@ -26,7 +26,7 @@ MODEL, PROJECTOR = _MT + "model", _MT + "projector"
 # Layers llama-server has no use for (a `messages` history is not replayed).
 _IGNORED = {_MT + t for t in ("license", "messages")}
 _DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
-_MAX_MANIFEST = 1 << 20
+MAX_MANIFEST = 1 << 20
 
 
 def is_store(root: Path) -> bool:
@@ -75,7 +75,7 @@ def scan_store(root: Path, source: str = "ollama") -> Found:
 
 def read_manifest(path: Path) -> dict[str, Any]:
     """The manifest at `path`; OSError or ValueError when it is not one."""
-    doc = json.loads(read_small(path, _MAX_MANIFEST))
+    doc = json.loads(read_small(path, MAX_MANIFEST))
     if not isinstance(doc, dict) or not isinstance(doc.get("layers"), list):
         raise ValueError("no `layers` list")
     return doc
