@@ -32,6 +32,7 @@ from llamad.gateway.page import BrowserRoot, page_routes
 from llamad.gateway.pool import Pool
 from llamad.gateway.proxy import Relay
 from llamad.gateway.replicas.balancer import Balancer
+from llamad.gateway.router import Router
 from llamad.library.pulls import Pulls
 from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.gateway_link import GatewayLink
@@ -70,7 +71,7 @@ def start_gateway(
         lambda: state.resolved.daemon.remote,
     )
     balancer = Balancer(lambda: settings().affinity_size)
-    fleet = FleetModels(hosts.current, me, balancer.id)
+    fleet = FleetModels(hosts.current, Router(state.supervisor).owns, me, balancer.id)
     pending = functools.partial(downloading, pulls) if pulls is not None else None
     gateway = Gateway(
         state.supervisor, settings, GatewayMetrics(metrics.registry), fleet, pending, balancer
