@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -138,22 +139,35 @@ def _fetch(
     client: httpx.Client, url: str, partial: Path, size: int, progress: FileProgress
 ) -> None:
     """Download into `partial`, from where an earlier attempt stopped."""
-    have = partial.stat().st_size if partial.exists() else 0
-    if have > size:
-        partial.unlink()
-        have = 0
+    have = _resumable(partial, size)
     headers = {"Range": f"bytes={have}-"} if have else {}
     progress.set(have, force=True)
     with client.stream("GET", url, headers=headers) as resp:
         if resp.status_code not in (200, 206):
             raise PullError(f"{url}: the registry answered {resp.status_code}")
-        mode = "ab" if resp.status_code == 206 else "wb"  # 200: the server started over
-        done = have if mode == "ab" else 0
-        with partial.open(mode) as f:
+        append = resp.status_code == 206  # 200: the server started over
+        done = have if append else 0
+        # Never through a link someone left at the partial's name.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        flags |= os.O_APPEND if append else os.O_TRUNC
+        with os.fdopen(os.open(partial, flags, 0o644), "wb") as f:
             for chunk in resp.iter_bytes(_CHUNK):
                 done += len(chunk)
                 progress.set(done)  # Oversize before a byte past the declared size is kept
                 f.write(chunk)
+
+
+def _resumable(partial: Path, size: int) -> int:
+    """The bytes of `partial` to resume from; one that is no regular file of ours (a
+    FIFO, a link) or longer than the blob goes, and the download starts over."""
+    try:
+        st = partial.lstat()
+    except FileNotFoundError:
+        return 0
+    if stat.S_ISREG(st.st_mode) and st.st_size <= size:
+        return st.st_size
+    partial.unlink()
+    return 0
 
 
 def _write_atomic(target: Path, data: bytes) -> None:

@@ -5,6 +5,7 @@ nothing of the file is kept, and the disk-space check made for the declared size
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,21 @@ def test_a_hf_file_past_its_listed_size_is_stopped(daemon: Any, hub: Hub) -> Non
     assert "gives its size as 1000 bytes here and 10 in the repo's listing" in error
     liar = cache / "models--someone--Liar-GGUF"
     assert [p for p in liar.rglob("*") if p.is_file()] == []
+
+
+def test_a_fifo_or_a_link_at_a_partial_files_name_is_replaced(
+    daemon: Any, hub: Hub, tmp_path: Path
+) -> None:
+    """Someone's FIFO would hold the download's open forever, and a link would have it
+    append to the file it points at: neither is resumed, both are replaced."""
+    _ld, base, _cache = daemon
+    blobs = tmp_path / "home" / "models" / ".ollama" / "blobs"
+    blobs.mkdir(parents=True)
+    model, params = (hashlib.sha256(d).hexdigest() for _, d in hub.ollama["tinyllama:1b"][:2])
+    os.mkfifo(blobs / f"sha256-{model}-partial")
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    (blobs / f"sha256-{params}-partial").symlink_to(victim)
+    assert _pull(base, "tinyllama:1b") == ""
+    assert victim.read_bytes() == b"keep"
+    assert (blobs / f"sha256-{model}").is_file()
