@@ -40,6 +40,11 @@ class Hub:
     # file -> bytes sent before the download waits for `released` (a pull held midway)
     hold_after: dict[str, int] = field(default_factory=dict)
     released: threading.Event = field(default_factory=threading.Event)
+    # file -> zero bytes streamed after its own (no Content-Length), a server sending more
+    # than its listing or manifest declares; `sent` counts what it got out.
+    oversend: dict[str, int] = field(default_factory=dict)
+    sent: dict[str, int] = field(default_factory=dict)
+    ended: set[str] = field(default_factory=set)  # oversent files whose stream has ended
     ranges: list[str] = field(default_factory=list)  # Range headers seen
     auths: list[str] = field(default_factory=list)  # Authorization headers seen
     paths: list[str] = field(default_factory=list)  # every request's path, in order
@@ -161,11 +166,28 @@ class Hub:
         headers["Content-Length"] = str(len(body))
         if request.method == "HEAD":
             return Response(b"", status, headers)
+        if key in self.oversend:
+            del headers["Content-Length"]
+            return StreamingResponse(self._padded(request, body, key), status, headers)
         cut = self.cut_after.pop(key, None)
         hold = self.hold_after.pop(key, None)
         if hold is not None:
             return StreamingResponse(_held(body, hold, self.released), status, headers)
         return StreamingResponse(_send(body, cut), status, headers)
+
+    async def _padded(self, request: Request, body: bytes, key: str) -> AsyncIterator[bytes]:
+        self.sent[key] = 0
+        try:
+            yield body
+            self.sent[key] += len(body)
+            left = self.oversend[key]
+            while left > 0 and not await request.is_disconnected():
+                n = min(left, 1 << 20)
+                yield bytes(n)  # counted once the client (or the sockets' buffers) took it
+                self.sent[key] += n
+                left -= n
+        finally:
+            self.ended.add(key)
 
 
 def _digest(data: bytes) -> str:

@@ -10,13 +10,17 @@ The format's numbers are in gguf_types.
 from __future__ import annotations
 
 import mmap
+import os
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llamad.backends.gguf_types import BLOCKS, DEFAULT_ALIGNMENT, MAGIC
 from llamad.backends.gguf_types import ValueType as _T
+from llamad.common.storefile import open_regular
 
 # struct codes of the fixed-size value types.
 _FIXED = {
@@ -80,9 +84,20 @@ class _Cursor:
         return self.fixed(_FIXED[_T(vtype)])
 
 
+@contextmanager
+def _mapped(path: Path) -> Iterator[mmap.mmap]:
+    """The file mapped read-only; a FIFO or device (in a store) is refused, not opened."""
+    fd = open_regular(path)
+    try:
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf:
+            yield buf
+    finally:
+        os.close(fd)
+
+
 def scan(path: Path) -> Header:
     """Scan the header of the GGUF file at `path`; ValueError when it is not one."""
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+    with _mapped(path) as buf:
         try:
             return _scan(buf)
         except (struct.error, KeyError, IndexError) as exc:
@@ -146,7 +161,7 @@ def array_string(path: Path, ref: ArrayRef, index: int) -> str | None:
     """Item `index` of a string array (e.g. one token's text), or None when out of range."""
     if ref.item_type != _T.STRING or not 0 <= index < ref.count:
         return None
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+    with _mapped(path) as buf:
         (version,) = struct.unpack_from("<I", buf, 4)
         cur = _Cursor(buf, "<" if version & 0xFFFF else ">")
         cur.pos = ref.offset

@@ -26,6 +26,7 @@ from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.page import for_browsers, page_routes
 from llamad.gateway.pool import Pool
 from llamad.gateway.replicas.balancer import Balancer
+from llamad.gateway.router import Router
 from llamad.library.pulls import Pulls
 from llamad.listener.limits import Refusals
 from llamad.listener.tcp import serve_tcp
@@ -66,7 +67,7 @@ def start_gateway(
         lambda: state.resolved.daemon.remote,
     )
     balancer = Balancer(lambda: settings().affinity_size)
-    fleet = FleetModels(hosts.current, me, balancer.id)
+    fleet = FleetModels(hosts.current, Router(state.supervisor).owns, me, balancer.id)
     pending = functools.partial(downloading, pulls) if pulls is not None else None
     gateway = Gateway(
         state.supervisor, settings, GatewayMetrics(metrics.registry), fleet, pending, balancer

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import ssl
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from llamad.common.tokenfile import TokenFileError, read_token
+
+# A status document with hundreds of instances is well under this.
+MAX_ANSWER = 8 << 20
 
 
 class PeerUnreachable(Exception):
@@ -26,15 +31,24 @@ async def get_json(
     try:
         if token_file is not None:
             headers["Authorization"] = f"Bearer {read_token(token_file)}"
-        async with httpx.AsyncClient(
-            verify=tls_context(ca_file), timeout=timeout, trust_env=False
-        ) as client:
-            response = await client.get(f"{url.rstrip('/')}{path}", headers=headers)
-        if response.status_code == 404:
-            return None
-        if response.status_code != 200:
-            raise PeerUnreachable(f"{url} answered HTTP {response.status_code}")
-        return response.json()
+        # Whole, not per read: a peer dripping its answer would hold the fleet's refresh.
+        async with (
+            asyncio.timeout(2 * timeout),
+            httpx.AsyncClient(
+                verify=tls_context(ca_file), timeout=timeout, trust_env=False
+            ) as client,
+            client.stream("GET", f"{url.rstrip('/')}{path}", headers=headers) as response,
+        ):
+            if response.status_code == 404:
+                return None
+            if response.status_code != 200:
+                raise PeerUnreachable(f"{url} answered HTTP {response.status_code}")
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_ANSWER:  # a peer cannot fill this daemon's memory
+                    raise PeerUnreachable(f"{url}: its answer is larger than {MAX_ANSWER} bytes")
+        return json.loads(body)
     except (httpx.HTTPError, TokenFileError, OSError, ValueError) as exc:
         raise PeerUnreachable(f"{url}: {str(exc) or type(exc).__name__}") from None
 

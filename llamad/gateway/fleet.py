@@ -2,7 +2,8 @@
 control API, and which peer a request for one of them goes to.
 
 Each peer's status document (`GET /v1/status`, with the peer's read token) names its
-gateway's address and its routable models with their state. It is asked every
+gateway's port and its routable models with their state; requests go to that port on
+the host whose control API answered, never to a host the document names. It is asked every
 REFRESH_S seconds, and at once when a request names a model no one is known to serve.
 A peer that stops answering keeps its last known models, marked away, so a request for
 one of them gets a 503 naming the host instead of a 404.
@@ -21,7 +22,6 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from llamad.backends.spec import WILDCARDS
 from llamad.common.tokenfile import TokenFileError, read_token
 from llamad.fleet.peer_api import PeerUnreachable, get_json
 from llamad.fleet.peers import identity
@@ -66,10 +66,14 @@ class FleetModels:
     def __init__(
         self,
         peers: Callable[[], Awaitable[Mapping[str, Peer]]],
+        local: Callable[[str], bool],
         me: Identity | None = None,
         sender: str = "-",
     ) -> None:
         self.peers = peers  # asked at every refresh: follows reloads and discovery
+        # Whether a name is one of this llamad's instances' own (`Router.owns`): that
+        # name reaches that instance alone, whatever a peer says it serves.
+        self.local = local
         self.me = me  # this daemon's identity: a peer that turns out to be us is skipped
         self.sender = sender  # this gateway's id in peers' `relayed` counts
         self.seen: dict[str, PeerModels] = {}
@@ -180,7 +184,10 @@ class FleetModels:
         return [e for e in self.seen.values() if e.error is not None and name in e.models]
 
     def candidates(self, name: str) -> list[tuple[PeerModels, RemoteModel]]:
-        """Every reachable peer serving `name`, with its model as it said last."""
+        """Every reachable peer serving `name`, with its model as it said last; none for
+        a local instance's own name."""
+        if self.local(name):
+            return []
         return [
             (entry, entry.models[name])
             for entry in self.seen.values()
@@ -188,11 +195,13 @@ class FleetModels:
         ]
 
 
-def _gateway_url(listen: str, peer_url: str) -> str:
-    """The peer's gateway as we reach it: its own bind address, or for a wildcard bind,
-    the host we reach its control API on."""
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]")
-    if host in WILDCARDS:
-        host = urlsplit(peer_url).hostname or "127.0.0.1"
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+def _gateway_url(listen: str, peer_url: str) -> str | None:
+    """The peer's gateway as we reach it: on the host whose control API answered (the
+    configured URL, the tailnet address, or where its mDNS advertisement pointed), at the
+    port its gateway listens on. The host it names is never used: a peer must not send
+    our requests, its key and our clients' prompts to an address of its choosing."""
+    _, _, port = listen.rpartition(":")
+    host = urlsplit(peer_url).hostname
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return f"http://[{host}]:{int(port)}" if ":" in host else f"http://{host}:{int(port)}"

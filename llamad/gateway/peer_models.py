@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The most slots a peer's model counts for, whatever it says: parallel slots beyond this
+# are no llama-server's, and a larger claim would only draw requests to that peer.
+MAX_SLOTS = 64
+
 
 @dataclass(frozen=True)
 class RemoteModel:
@@ -46,7 +50,7 @@ def _model(doc: object, sender: str) -> RemoteModel | None:
         state,
         state == "running",
         bool(gw.get("on_demand")),
-        _count(gw.get("slots"), 1),
+        min(_count(gw.get("slots"), 1), MAX_SLOTS),
         _count(gw.get("in_flight"), 0),
         _count(gw.get("queued"), 0),
         _count((gw.get("relayed") or {}).get(sender), 0),
@@ -62,7 +66,7 @@ def _shared(alias: str, one: RemoteModel, other: RemoteModel) -> RemoteModel:
         one.state if one.loaded or not other.loaded else other.state,
         one.loaded or other.loaded,
         one.on_demand and other.on_demand,
-        one.slots + other.slots,
+        min(one.slots + other.slots, MAX_SLOTS),
         one.in_flight + other.in_flight,
         one.queued + other.queued,
         one.ours + other.ours,

@@ -27,11 +27,13 @@ from llamad.gateway.resend import from_leased
 from llamad.gateway.upstream_errors import refit
 from llamad.gateway.usage import from_chunks
 
-# Hop-by-hop headers, our own framing, and the client's credentials for the gateway.
+# Hop-by-hop headers, our own framing, and the client's credentials: its key for the
+# gateway, and its cookies (a browser sends those of every app on this host name), which
+# no instance uses and a fleet peer must never be given.
 _DROP_UP = {
     b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
     b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length",
-    b"authorization", b"x-api-key", b"expect",
+    b"authorization", b"x-api-key", b"expect", b"cookie",
 }  # fmt: skip
 # llama-server reflects any Origin back: the gateway answers CORS itself (origin.py).
 _DROP_DOWN = {

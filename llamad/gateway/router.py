@@ -40,6 +40,12 @@ class Router:
         hits = [f for f in routable if folded in {n.casefold() for n in (f.name, *f.spec.aliases)}]
         return hits[0] if len(hits) == 1 else None
 
+    def owns(self, model: str) -> bool:
+        """Whether `model` is an instance's own name (in any letter case): a request by
+        it reaches that instance alone, never a replica elsewhere."""
+        facts = self.find(model)
+        return facts is not None and facts.name.casefold() == model.casefold()
+
     def find_all(self, model: str) -> list[Facts]:
         """Every instance named `model` or having it as an alias: its local replicas."""
         return [f for f in self.routable() if model == f.name or model in f.spec.aliases]

@@ -8,11 +8,13 @@ path, size and mtime: a reload rescans the library without reading headers again
 
 from __future__ import annotations
 
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from llamad.backends.gguf_header import scan
+from llamad.common.storefile import NOT_REGULAR
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ def check_file(path: Path) -> FileCheck:
         st = path.stat()
     except OSError as exc:
         return FileCheck(f"cannot read: {exc.strerror or exc}")
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device: never opened
+        return FileCheck(NOT_REGULAR)
     key = (str(path), st.st_size, st.st_mtime_ns)
     with _lock:
         hit = _cache.get(key)

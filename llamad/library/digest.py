@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
+
+from llamad.common.storefile import open_regular
 
 CHUNK = 1 << 20
 
@@ -11,7 +14,7 @@ CHUNK = 1 << 20
 def file_sha256(path: Path) -> str:
     """The sha256 of the file at `path`, as lowercase hex."""
     h = hashlib.sha256()
-    with path.open("rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:
         for chunk in iter(lambda: f.read(CHUNK), b""):
             h.update(chunk)
     return h.hexdigest()

@@ -1,5 +1,5 @@
-"""Models in the Hugging Face hub cache, read with `huggingface_hub.scan_cache_dir()`:
-each GGUF of a repo's current snapshot, named `{user}/{repo}:{quant}` (and
+"""Models in the Hugging Face hub cache (`hf_snapshots` reads its layout): each GGUF
+of a repo's current snapshot, named `{user}/{repo}:{quant}` (and
 `hf.co/{user}/{repo}:{quant}`, as Ollama names Hugging Face models)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 
 from llamad.library.check import check_file
 from llamad.library.folder import group_models
+from llamad.library.hf_snapshots import read_cache
 from llamad.library.model import Found, LibraryModel
 from llamad.library.names import valid_name
 from llamad.library.pulled import Pulled, owns
 from llamad.library.refs import DEFAULT_QUANT
-from llamad.library.walk import is_partial
 
 HF_PREFIX = "hf.co/"
 
@@ -42,40 +42,24 @@ def is_cache(root: Path) -> bool:
 
 def scan_cache(root: Path, pulled: Pulled | None = None) -> Found:
     """Every GGUF model in the cache at `root`; the files in `pulled` are llamad's own."""
-    from huggingface_hub import scan_cache_dir
-    from huggingface_hub.errors import CacheNotFound
-
     found = Found()
-    try:
-        info = scan_cache_dir(root)
-    except (CacheNotFound, OSError, ValueError) as exc:
-        found.warnings.append(f"{root}: cannot read the Hugging Face cache: {exc}")
-        return found
-    found.warnings += [f"{root}: {w}" for w in info.warnings]
-    for repo in sorted(info.repos, key=lambda r: r.repo_id):
-        if repo.repo_type != "model" or not repo.revisions:
-            continue
-        revision = _current(repo)
-        files = [
-            (Path(f.file_path), check_file(Path(f.file_path)))
-            for f in sorted(revision.files, key=lambda f: str(f.file_path))
-            if f.file_name.lower().endswith(".gguf") and not is_partial(f.file_name)
-        ]
+    for revision in read_cache(root, found.warnings):
+        files = [(p, check_file(p)) for p in revision.files]
         by_dir: dict[Path, list[Any]] = defaultdict(list)
         for item in files:
             by_dir[item[0].parent].append(item)
-        snapshot = Path(revision.snapshot_path)
+        snapshot = revision.path
         taken: set[str] = set()
         models = []
         for group in by_dir.values():
             for m in _renamed(
-                repo.repo_id, group_models(group, "hf", found.warnings), found, taken
+                revision.repo_id, group_models(group, "hf", found.warnings), found, taken
             ):
                 # llamad's own when it pulled every file of the model, projector too.
                 names = [p.relative_to(snapshot).as_posix() for p in _files(m)]
-                mine = owns(pulled or {}, repo.repo_id, names)
+                mine = owns(pulled or {}, revision.repo_id, names)
                 models.append(replace(m, source="pulled:hf", pulled=True) if mine else m)
-        found.models += _with_default(repo.repo_id, models)
+        found.models += _with_default(revision.repo_id, models)
     return found
 
 
@@ -91,14 +75,6 @@ def _with_default(repo_id: str, models: list[LibraryModel]) -> list[LibraryModel
     bare = (repo_id, f"{repo_id}:latest")
     extra = (*bare, *(HF_PREFIX + n for n in bare))
     return [replace(m, aliases=(*m.aliases, *extra)) if m is default[0] else m for m in models]
-
-
-def _current(repo: Any) -> Any:
-    """The revision `main` points at, else the newest one."""
-    for rev in repo.revisions:
-        if "main" in rev.refs:
-            return rev
-    return max(repo.revisions, key=lambda r: r.last_modified)
 
 
 def _files(m: LibraryModel) -> list[Path]:

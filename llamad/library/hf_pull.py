@@ -36,7 +36,7 @@ def pull_hf(ref: HfRef, report: Report) -> list[str]:
     siblings = [s for s in info.siblings or [] if s.rfilename.lower().endswith(".gguf")]
     files = _pick(ref, siblings)
     cache = Path(constants.HF_HUB_CACHE)
-    check_space(cache, sum((s.lfs.size if s.lfs else s.size) or 0 for s in files))
+    check_space(cache, sum(_size(s) for s in files))
     fresh = []
     for sib in files:
         had = try_to_load_from_cache(ref.repo, sib.rfilename, revision=info.sha)
@@ -76,14 +76,23 @@ def _pick(ref: HfRef, siblings: list[Any]) -> list[Any]:
 
 
 def _download(cache: Path, repo: str, revision: str, sib: Any, report: Report) -> Path:
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import HfHubHTTPError
 
     sha = sib.lfs.sha256 if sib.lfs else None
-    size = (sib.lfs.size if sib.lfs else sib.size) or 0
+    size = _size(sib)
     digest = f"sha256:{sha}" if sha else f"git:{sib.blob_id}"
     progress = FileProgress(report, digest, size)
     try:
+        # huggingface_hub holds a download to the size its own HEAD gives, and only once
+        # all of it is written: that size must be the one the space was checked for, and
+        # the progress bar (told of each chunk before it is written) stops it past that.
+        said = get_hf_file_metadata(hf_hub_url(repo, sib.rfilename, revision=revision)).size
+        if said != size:
+            raise PullError(
+                f"{repo}/{sib.rfilename}: the hub gives its size as {said} bytes here and "
+                f"{size} in the repo's listing; nothing was downloaded"
+            )
         path = Path(
             hf_hub_download(
                 repo, sib.rfilename, revision=revision, tqdm_class=cast(Any, bar_class(progress))
@@ -104,6 +113,14 @@ def _download(cache: Path, repo: str, revision: str, sib: Any, report: Report) -
                 f"{repo}/{sib.rfilename}: sha256 mismatch (got {got}, the hub says {sha}); removed"
             )
     return path
+
+
+def _size(sib: Any) -> int:
+    """The size the repo's listing declares for a file: what a download is held to."""
+    size = sib.lfs.size if sib.lfs else sib.size
+    if not isinstance(size, int) or size < 0:
+        raise PullError(f"the hub's listing gives {sib.rfilename} no size; it is not pulled")
+    return size
 
 
 def _remove(link: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from llamad.backends.gguf_meta import read_gguf_meta
 from llamad.backends.prompt import PromptDefaults
+from llamad.common.storefile import read_small
 from llamad.library.ollama_template import translate
 
 _MT = "application/vnd.ollama.image."
@@ -52,8 +53,9 @@ class Taken:
 
 def take_layers(blobs: dict[str, Path], gguf: Path) -> Taken:
     """The model's settings and defaults from its layers (`blobs`: media type -> blob
-    file) and its GGUF at `gguf`; a layer that cannot be read counts as absent."""
-    params = _json(blobs.get(PARAMS))
+    file) and its GGUF at `gguf`; a layer that cannot be read is left out, with a note."""
+    texts, unread = _read_layers(blobs)
+    params = _json(texts.get(PARAMS))
     settings: dict[str, Any] = {
         PARAM_KEYS[k]: v
         for k, v in params.items()
@@ -61,12 +63,12 @@ def take_layers(blobs: dict[str, Path], gguf: Path) -> Taken:
     }
     stop = params.get("stop")
     stops = (stop,) if isinstance(stop, str) else stop if isinstance(stop, list) else ()
-    system = _text(blobs.get(SYSTEM))
-    template = _text(blobs.get(TEMPLATE))
-    note = None
+    system = texts.get(SYSTEM)
+    template = texts.get(TEMPLATE)
+    notes = unread
     if template is not None:
         done = translate(template, _gguf_template(gguf))
-        note = done.note
+        notes = [*notes, *filter(None, [done.note])]
         if done.chat_template is not None:
             settings["chat_template"] = done.chat_template
     prompt = PromptDefaults(
@@ -74,7 +76,18 @@ def take_layers(blobs: dict[str, Path], gguf: Path) -> Taken:
         stop=tuple(s for s in stops if isinstance(s, str) and s),
         template=template,
     )
-    return Taken(settings, prompt if prompt != PromptDefaults() else None, note)
+    return Taken(settings, prompt if prompt != PromptDefaults() else None, "; ".join(notes) or None)
+
+
+def _read_layers(blobs: dict[str, Path]) -> tuple[dict[str, str], list[str]]:
+    """Each layer's text, and a line for each one left out (a FIFO, a device, too big)."""
+    texts, unread = {}, []
+    for media, path in blobs.items():
+        try:
+            texts[media] = read_small(path, _MAX_BLOB).decode("utf-8", "replace")
+        except OSError as exc:
+            unread.append(f"its {media.removeprefix(_MT)} layer is left out ({exc.strerror})")
+    return texts, unread
 
 
 def _gguf_template(path: Path) -> str | None:
@@ -84,15 +97,7 @@ def _gguf_template(path: Path) -> str | None:
         return None
 
 
-def _text(path: Path | None) -> str | None:
-    try:
-        return path.read_bytes()[:_MAX_BLOB].decode("utf-8", "replace") if path else None
-    except OSError:
-        return None
-
-
-def _json(path: Path | None) -> dict[str, Any]:
-    text = _text(path)
+def _json(text: str | None) -> dict[str, Any]:
     try:
         doc = json.loads(text) if text else {}
     except ValueError:

@@ -4,7 +4,9 @@ place), the manifest written last, so a model is never seen half-pulled."""
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -13,8 +15,8 @@ import httpx
 
 from llamad.library.digest import file_sha256
 from llamad.library.ollama_layers import PARAMS
-from llamad.library.ollama_store import DEFAULT_HOST, MODEL, PROJECTOR, blob_path
-from llamad.library.progress import FileProgress, PullError, Report, status
+from llamad.library.ollama_store import DEFAULT_HOST, MAX_MANIFEST, MODEL, PROJECTOR, blob_path
+from llamad.library.progress import FileProgress, Oversize, PullError, Report, status
 from llamad.library.refs import OllamaRef
 from llamad.library.space import check_space, disk_full, is_full
 
@@ -43,7 +45,7 @@ def pull_ollama(ref: OllamaRef, registry: str, store: Path, report: Report) -> P
             odd = ", ".join(sorted(kinds - _USABLE)) or "no model layer"
             raise PullError(f"{ref.name}: llama-server cannot load this model ({odd})")
         store.mkdir(parents=True, exist_ok=True)
-        check_space(store, sum(int(x.get("size") or 0) for x in layers if not _present(store, x)))
+        check_space(store, sum(int(x["size"]) for x in layers if not _present(store, x)))
         for layer in layers:
             _blob(client, base, store, layer, report)
     status(report, "writing manifest")
@@ -54,18 +56,22 @@ def pull_ollama(ref: OllamaRef, registry: str, store: Path, report: Report) -> P
 
 def _manifest(client: httpx.Client, url: str, ref: OllamaRef) -> tuple[dict[str, Any], bytes]:
     try:
-        resp = client.get(url, headers={"Accept": _ACCEPT})
+        with client.stream("GET", url, headers={"Accept": _ACCEPT}) as resp:
+            code = resp.status_code
+            raw = _bounded(resp, MAX_MANIFEST) if code == 200 else b""
     except httpx.HTTPError as exc:
         raise PullError(f"{ref.name}: cannot reach the registry: {exc}") from None
-    if resp.status_code == 404:
+    if code == 404:
         raise PullError(
             f"{ref.name}: no such model in Ollama's registry "
             "(pull model manifest: file does not exist)"
         )
-    if resp.status_code != 200:
-        raise PullError(f"{ref.name}: the registry answered {resp.status_code}")
+    if code != 200:
+        raise PullError(f"{ref.name}: the registry answered {code}")
+    if raw is None:
+        raise PullError(f"{ref.name}: the registry's manifest is larger than {MAX_MANIFEST} bytes")
     try:
-        doc = resp.json()
+        doc = json.loads(raw)
     except ValueError:
         raise PullError(f"{ref.name}: the registry's manifest is not JSON") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("layers"), list):
@@ -73,20 +79,32 @@ def _manifest(client: httpx.Client, url: str, ref: OllamaRef) -> tuple[dict[str,
     for layer in [doc.get("config", {}), *doc["layers"]]:
         if not isinstance(layer, dict) or blob_path(Path("."), str(layer.get("digest"))) is None:
             raise PullError(f"{ref.name}: the manifest names a malformed digest")
-    return doc, resp.content
+        size = layer.get("size")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            # The size is what the space check counts and what a download is held to.
+            raise PullError(f"{ref.name}: the manifest gives a layer no size")
+    return doc, raw
+
+
+def _bounded(resp: httpx.Response, limit: int) -> bytes | None:
+    """The body, or None once it passes `limit` bytes (read no further)."""
+    body = bytearray()
+    for chunk in resp.iter_bytes():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
 
 
 def _present(store: Path, layer: dict[str, Any]) -> bool:
     path = blob_path(store, str(layer["digest"]))
-    return (
-        path is not None and path.is_file() and path.stat().st_size == int(layer.get("size") or -1)
-    )
+    return path is not None and path.is_file() and path.stat().st_size == int(layer["size"])
 
 
 def _blob(
     client: httpx.Client, base: str, store: Path, layer: dict[str, Any], report: Report
 ) -> None:
-    digest, size = str(layer["digest"]), int(layer.get("size") or 0)
+    digest, size = str(layer["digest"]), int(layer["size"])
     final = blob_path(store, digest)
     assert final is not None  # checked with the manifest
     progress = FileProgress(report, digest, size)
@@ -99,6 +117,9 @@ def _blob(
         try:
             _fetch(client, f"{base}/blobs/{digest}", partial, size, progress)
             break
+        except Oversize:
+            partial.unlink(missing_ok=True)
+            raise
         except httpx.HTTPError as exc:
             if attempt == _ATTEMPTS:
                 raise PullError(f"{digest}: download cut ({exc}); pull again to resume") from None
@@ -118,22 +139,35 @@ def _fetch(
     client: httpx.Client, url: str, partial: Path, size: int, progress: FileProgress
 ) -> None:
     """Download into `partial`, from where an earlier attempt stopped."""
-    have = partial.stat().st_size if partial.exists() else 0
-    if have > size:
-        partial.unlink()
-        have = 0
+    have = _resumable(partial, size)
     headers = {"Range": f"bytes={have}-"} if have else {}
     progress.set(have, force=True)
     with client.stream("GET", url, headers=headers) as resp:
         if resp.status_code not in (200, 206):
             raise PullError(f"{url}: the registry answered {resp.status_code}")
-        mode = "ab" if resp.status_code == 206 else "wb"  # 200: the server started over
-        done = have if mode == "ab" else 0
-        with partial.open(mode) as f:
+        append = resp.status_code == 206  # 200: the server started over
+        done = have if append else 0
+        # Never through a link someone left at the partial's name.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        flags |= os.O_APPEND if append else os.O_TRUNC
+        with os.fdopen(os.open(partial, flags, 0o644), "wb") as f:
             for chunk in resp.iter_bytes(_CHUNK):
-                f.write(chunk)
                 done += len(chunk)
-                progress.set(done)
+                progress.set(done)  # Oversize before a byte past the declared size is kept
+                f.write(chunk)
+
+
+def _resumable(partial: Path, size: int) -> int:
+    """The bytes of `partial` to resume from; one that is no regular file of ours (a
+    FIFO, a link) or longer than the blob goes, and the download starts over."""
+    try:
+        st = partial.lstat()
+    except FileNotFoundError:
+        return 0
+    if stat.S_ISREG(st.st_mode) and st.st_size <= size:
+        return st.st_size
+    partial.unlink()
+    return 0
 
 
 def _write_atomic(target: Path, data: bytes) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from llamad.backends.gguf_types import file_type_name
+from llamad.common.storefile import read_small
 from llamad.library.check import check_file
 from llamad.library.model import Found, LibraryModel
 from llamad.library.names import valid_name
@@ -25,7 +26,7 @@ MODEL, PROJECTOR = _MT + "model", _MT + "projector"
 # Layers llama-server has no use for (a `messages` history is not replayed).
 _IGNORED = {_MT + t for t in ("license", "messages")}
 _DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
-_MAX_MANIFEST = 1 << 20
+MAX_MANIFEST = 1 << 20
 
 
 def is_store(root: Path) -> bool:
@@ -64,7 +65,7 @@ def scan_store(root: Path, source: str = "ollama") -> Found:
             found.warnings.append(f"{path!s}: Ollama model name {name!r} is not usable; skipped")
             continue
         try:
-            doc = _read_manifest(path)
+            doc = read_manifest(path)
         except (OSError, ValueError) as exc:
             found.warnings.append(f"{path}: unreadable Ollama manifest: {exc}")
             continue
@@ -72,14 +73,9 @@ def scan_store(root: Path, source: str = "ollama") -> Found:
     return found
 
 
-def _read_manifest(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ValueError("not a file")
-    with path.open("rb") as f:
-        raw = f.read(_MAX_MANIFEST + 1)
-    if len(raw) > _MAX_MANIFEST:
-        raise ValueError("larger than 1 MiB")
-    doc = json.loads(raw)
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest at `path`; OSError or ValueError when it is not one."""
+    doc = json.loads(read_small(path, MAX_MANIFEST))
     if not isinstance(doc, dict) or not isinstance(doc.get("layers"), list):
         raise ValueError("no `layers` list")
     return doc

@@ -15,6 +15,11 @@ class PullError(Exception):
     """A pull that cannot go on; the message is one line for the person who asked."""
 
 
+class Oversize(PullError):
+    """A file's server sent more than the size its manifest declared: the download stops
+    there (its space was checked for the declared size, not for what a server streams)."""
+
+
 class PullCancelled(Exception):
     """Everyone who asked for the pull went away before it ended (Ollama stops it then)."""
 
@@ -25,7 +30,8 @@ def status(report: Report, text: str) -> None:
 
 
 class FileProgress:
-    """Byte counts of one file being downloaded, reported no more often than EVERY_S."""
+    """Byte counts of one file being downloaded, reported no more often than EVERY_S,
+    and held to the size declared for it: told before the bytes are written."""
 
     def __init__(self, report: Report, digest: str, total: int) -> None:
         self.report, self.digest, self.total = report, digest, total
@@ -33,7 +39,12 @@ class FileProgress:
         self._last = 0.0
 
     def set(self, completed: int, force: bool = False) -> None:
-        """The file has `completed` bytes now."""
+        """The file has `completed` bytes now; Oversize past the declared total."""
+        if completed > self.total:
+            raise Oversize(
+                f"{self.digest}: the server sent more than the {self.total} bytes declared "
+                "for it; the download was stopped there and nothing of it was kept"
+            )
         self.completed = completed
         now = time.monotonic()
         if force or now - self._last >= EVERY_S or completed >= self.total:
@@ -63,8 +74,9 @@ def bar_class(progress: FileProgress) -> type:
         def __enter__(self) -> Bar:
             return self
 
-        def __exit__(self, *exc: object) -> None:
-            progress.set(self.n, force=True)
+        def __exit__(self, kind: object, *exc: object) -> None:
+            if kind is None:
+                progress.set(self.n, force=True)
 
         def close(self) -> None:
             """Nothing to close."""

@@ -10,7 +10,10 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from llamad.common.storefile import read_small
+
 RECORD = ".llamad-pulled.json"
+_MAX_RECORD = 16 << 20  # file names of many repos; the pull folder is a scanned one
 
 # Repo id -> the files (as the repo names them) llamad pulled; None: every file of the
 # repo (the first record's form, a list of repos, named no files; kept as null).
@@ -20,7 +23,7 @@ Pulled = Mapping[str, frozenset[str] | None]
 def pulled_files(pull_dir: Path) -> dict[str, frozenset[str] | None]:
     """What llamad pulled; empty when nothing was (or the record is unreadable)."""
     try:
-        doc = json.loads((pull_dir / RECORD).read_text(encoding="utf-8"))
+        doc = json.loads(read_small(pull_dir / RECORD, _MAX_RECORD))
     except (OSError, ValueError):
         return {}
     hf = doc.get("hf") if isinstance(doc, dict) else None

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from llamad.library.hf_pull import pull_hf
 from llamad.library.listing import Library
 from llamad.library.ollama_pull import pull_ollama
 from llamad.library.progress import PullCancelled, PullError
+from llamad.library.pull_feed import Event, Pull
 from llamad.library.pulled import remember
 from llamad.library.refs import HfRef, OllamaRef, RefError, parse
 from llamad.library.remove import RemoveError
@@ -25,56 +25,7 @@ from llamad.library.scan import OLLAMA_PULLS
 
 log = structlog.get_logger("llamad.library")
 
-Event = dict[str, Any]
-
-
-class Pull:
-    """One pull: its events so far (followers replay them) and whether it has ended."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.events: list[Event] = []
-        self.done = False
-        # Set on the loop once no follower is left; the download's thread reads it.
-        self.cancelled = threading.Event()
-        self._followers = 0
-        self._wake = asyncio.Event()
-        self._files: dict[str, tuple[int, int]] = {}  # digest -> (completed, total)
-
-    def progress(self) -> tuple[int, int]:
-        """Bytes (completed, total) of the files started so far, for a 503 `downloading`."""
-        return sum(c for c, _ in self._files.values()), sum(t for _, t in self._files.values())
-
-    def publish(self, event: Event, end: bool = False) -> None:
-        """Add a line for every follower (on the loop's thread)."""
-        self.events.append(event)
-        if "digest" in event and event.get("total"):
-            self._files[str(event["digest"])] = (int(event["completed"]), int(event["total"]))
-        self.done = self.done or end
-        self._wake.set()
-        self._wake = asyncio.Event()
-
-    async def follow(self) -> AsyncIterator[Event]:
-        """Every line from the first, until the last (`success` or `error`). When the
-        last follower leaves before the end, the pull stops, as Ollama's does when its
-        client goes (Open WebUI's Cancel, a Ctrl-C): a partial blob stays to resume."""
-        self._followers += 1
-        try:
-            seen = 0
-            while True:
-                wake = self._wake
-                fresh = self.events[seen:]
-                seen += len(fresh)
-                for event in fresh:
-                    yield event
-                if self.done and seen == len(self.events):
-                    return
-                if not fresh:
-                    await wake.wait()
-        finally:
-            self._followers -= 1
-            if not self._followers and not self.done:
-                self.cancelled.set()
+__all__ = ["Pull", "Pulls"]
 
 
 class Pulls:
@@ -90,6 +41,7 @@ class Pulls:
         gateway's unload), so `remove` never deletes a file in use."""
         self.library, self.reload, self.unload = library, reload, unload
         self.active: dict[str, Pull] = {}
+        self._removing: set[str] = set()  # the keys of models being removed
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -116,6 +68,8 @@ class Pulls:
             raise PullError("llamad is starting or stopping; pull again in a moment")
         if (pull := self.active.get(source.key)) is not None:
             return pull
+        if source.key in self._removing:
+            raise PullError(f"{source.name} is being removed; pull it again once that ends")
         pull = self.active[source.key] = Pull(source.name)
         task = self._group.create_task(self._pull(pull, source, lib), name=f"pull-{source.name}")
         self._tasks.add(task)
@@ -140,11 +94,18 @@ class Pulls:
         if lib is None:
             raise RemoveError("the library is off ([library] enabled = false, or no [gateway])")
         plan = remove.plan(lib, name)
-        if self.downloading(plan.model.name) is not None:
-            raise remove.Busy(f"{plan.model.name} is being pulled; remove it once the pull ends")
-        if plan.instance is not None:
-            await self.unload(plan.instance)
-        freed = await asyncio.to_thread(remove.delete, plan, lib.pull_dir)
+        key = _key(plan.model.name)
+        # Checked and marked in one step: a pull of it cannot start while its files go.
+        pull = self.active.get(key)
+        if (pull is not None and not pull.done) or key in self._removing:
+            raise remove.Busy(f"{plan.model.name} is being pulled or removed; try once that ends")
+        self._removing.add(key)
+        try:
+            if plan.instance is not None:
+                await self.unload(plan.instance)
+            freed = await asyncio.to_thread(remove.delete, plan, lib.pull_dir)
+        finally:
+            self._removing.discard(key)
         log.info("library.removed", model=plan.model.name, freed_bytes=freed)
         # An invalid config file refuses the reload (config.rejected says so); the files
         # are gone all the same, and the folders' watch reloads once the file is valid.
@@ -195,6 +156,14 @@ class Pulls:
         if model.problem:
             return f"{name}: pulled, but it cannot be served: {model.problem}"
         return None
+
+
+def _key(name: str) -> str:
+    """The pull key of a library model's name (its own name when it is no pull's)."""
+    try:
+        return parse(name).key
+    except RefError:
+        return name
 
 
 def _download(source: HfRef | OllamaRef, lib: Library, report: Callable[[Event], None]) -> None:

@@ -10,14 +10,13 @@ The plan is made first and checked whole; only then does anything go, the name f
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from llamad.library.listing import Library
 from llamad.library.model import LibraryModel
-from llamad.library.ollama_store import blob_path, display_name
+from llamad.library.ollama_store import blob_path, display_name, read_manifest
 from llamad.library.pulled import forget
 from llamad.library.scan import OLLAMA_PULLS
 
@@ -101,7 +100,7 @@ def _ollama(store: Path, model: LibraryModel, served: str | None) -> Plan:
 
 def _digests(manifest: Path) -> set[str]:
     try:
-        doc = json.loads(manifest.read_bytes())
+        doc = read_manifest(manifest)
         layers = [doc.get("config") or {}, *doc.get("layers", [])]
         return {str(x["digest"]) for x in layers if isinstance(x, dict) and "digest" in x}
     except (OSError, ValueError, AttributeError, TypeError):

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llamad.common.storefile import NOT_REGULAR
+
 # Deep enough for LM Studio's publisher/repo/file and then some; a walk never runs away
 # into a huge tree someone pointed `dirs` at by mistake.
 MAX_DEPTH = 6
@@ -68,5 +70,8 @@ def _walk(folder: Path, depth: int, seen: set[tuple[int, int]], out: Walk) -> It
             continue
         if is_dir and depth < MAX_DEPTH:
             yield from _walk(Path(entry.path), depth + 1, seen, out)
-        elif is_file and entry.name.lower().endswith(".gguf"):
-            yield Path(entry.path)
+        elif entry.name.lower().endswith(".gguf"):
+            if is_file:
+                yield Path(entry.path)
+            elif not is_dir and os.path.exists(entry.path):  # a FIFO, a device: never opened
+                out.warnings.append(f"{entry.path!s}: {NOT_REGULAR}; skipped")

@@ -153,6 +153,17 @@ def start_a(
     return Host(ld, f"http://127.0.0.1:{a_gw}", dir=a_dir)
 
 
+def peer_entry(name: str, control: str, keys: Path) -> dict[str, object]:
+    """A `[[fleet.peers]]` entry for a peer at `control` with READ and GW_KEY_B, their
+    files written in `keys`."""
+    return {
+        "name": name,
+        "url": control,
+        "token_file": write_token(keys / f"{name}-read.token", READ),
+        "gateway_key_file": write_token(keys / f"{name}-gw.key", GW_KEY_B),
+    }
+
+
 @contextmanager
 def a_routing_to_b(tiny_model: Path, embeddings: bool = False) -> Iterator[tuple[Host, Host]]:
     """B serves `bonly` and `both` behind its gateway (with a key) and control on TCP;
@@ -161,13 +172,8 @@ def a_routing_to_b(tiny_model: Path, embeddings: bool = False) -> Iterator[tuple
     try:
         keys = b.dir / "a-keys"
         keys.mkdir()
-        peer = {
-            "name": "b",
-            "url": b.control,
-            "token_file": write_token(keys / "b-read.token", READ),
-            "gateway_key_file": write_token(keys / "b-gw.key", GW_KEY_B),
-        }
-        a = start_a(tiny_model, {}, [peer])
+        assert b.control is not None
+        a = start_a(tiny_model, {}, [peer_entry("b", b.control, keys)])
         try:
             yield a, b
             assert a.ld.stop() == 0

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import replica_helpers
-from fleet_helpers import GW_KEY_B, Host, peer_tables, start, toml
+from fleet_helpers import Host, peer_entry, peer_tables, start, toml
 from helpers import free_port, short_dir, wait_for
-from remote_helpers import READ, write_token
 
 SLOTS = 2
 # One generation thread each: two servers spinning all their threads on 2 cores starve
@@ -52,15 +51,7 @@ def start_front(tiny_model: Path, peers: dict[str, Host], **gateway: object) -> 
     base, gw = short_dir(), free_port()
     keys = base / "keys"
     keys.mkdir()
-    entries = [
-        {
-            "name": name,
-            "url": host.control,
-            "token_file": write_token(keys / f"{name}-read.token", READ),
-            "gateway_key_file": write_token(keys / f"{name}-gw.key", GW_KEY_B),
-        }
-        for name, host in peers.items()
-    ]
+    entries = [peer_entry(name, str(host.control), keys) for name, host in peers.items()]
     text = toml(
         {
             "daemon": {"state_dir": base / "state"},

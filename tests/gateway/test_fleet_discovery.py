@@ -221,7 +221,7 @@ async def test_discovered_hosts_never_this_daemon_and_found_twice_once(b: Host) 
         both = await hosts.current()
         assert both == {"b": configured["b"]}  # the same URL: the configured peer wins
         both["b-again"] = peer  # as if found at another address
-        models = FleetModels(_returning(both))
+        models = FleetModels(_returning(both), _nothing_local)
         await models.refresh()
         assert {(e.peer.name, m.name) for e, m in models.models()} == {
             ("b", "bonly"),
@@ -229,7 +229,7 @@ async def test_discovered_hosts_never_this_daemon_and_found_twice_once(b: Host) 
         }
 
         status = await get_json(b.control, "/v1/status", keys["token_file"], None, 5)
-        itself = FleetModels(_returning(both), me=identity(status))
+        itself = FleetModels(_returning(both), _nothing_local, me=identity(status))
         await itself.refresh()
         assert itself.models() == []
 
@@ -243,6 +243,10 @@ async def test_discovered_hosts_never_this_daemon_and_found_twice_once(b: Host) 
         assert [(e.peer.name, e.error) for e in away] == [("b", "offline in Tailscale")]
     finally:
         await hosts.close()
+
+
+def _nothing_local(_name: str) -> bool:
+    return False
 
 
 def _returning(peers: dict[str, Peer]) -> Callable[[], Awaitable[dict[str, Peer]]]:

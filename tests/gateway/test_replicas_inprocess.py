@@ -17,6 +17,7 @@ from llamad.gateway.fleet import FleetModels, PeerModels
 from llamad.gateway.peer_models import RemoteModel
 from llamad.gateway.port import QueueFull, UnknownModel, Upstream
 from llamad.gateway.replicas.hints import HINTS, hints_of
+from llamad.gateway.router import Router
 from llamad.lifecycle.states import State
 
 pytestmark = pytest.mark.timeout(20)
@@ -26,12 +27,16 @@ async def no_peers() -> dict[str, Peer]:
     return {}
 
 
-def setup(peer_slots: int = 1, **settings: object) -> tuple[Double, Gateway, PeerModels]:
-    """Local `m` with one slot, and peer b serving `m` with `peer_slots`."""
+def setup(
+    peer_slots: int = 1, local_slots: int = 1, **settings: object
+) -> tuple[Double, Gateway, PeerModels]:
+    """Local `m0` (alias `m`) with `local_slots`, and peer b serving `m` with `peer_slots`:
+    replicas of the alias they share (an instance's own name reaches it alone)."""
     double = Double()
-    one_slot = (("LLAMA_ARG_N_PARALLEL", "1"),)
-    double.add(dataclasses.replace(spec("m", on_demand=False), settings=one_slot), State.RUNNING)
-    fleet = FleetModels(no_peers)
+    slots = (("LLAMA_ARG_N_PARALLEL", str(local_slots)),)
+    m0 = dataclasses.replace(spec("m0", on_demand=False), settings=slots, aliases=("m",))
+    double.add(m0, State.RUNNING)
+    fleet = FleetModels(no_peers, Router(double).owns)
     entry = fleet.seen["b"] = PeerModels(Peer("b", "http://127.0.0.1:9"), "http://127.0.0.1:9")
     entry.models = {"m": RemoteModel("m", (), "running", True, False, peer_slots)}
     cfg = GatewayConfig(host="127.0.0.1", port=0, memory_budget=None, fleet=True, **settings)  # type: ignore[arg-type]
@@ -58,18 +63,18 @@ async def test_a_request_goes_to_a_free_replica_and_waits_when_all_are_full() ->
     second = asyncio.ensure_future(hold(gw, gates[1]))
     third = asyncio.ensure_future(hold(gw, gates[2]))
     await until(lambda: gw.balancer.waiting["m"] == 1, "the third waits at the gateway")
-    assert gw.sched.slot("m").in_flight == 1, "local took one, never two"
+    assert gw.sched.slot("m0").in_flight == 1, "local took one, never two"
     assert gw.balancer.sent[("b", "m")] == 1
     gates[1].set_result(None)  # b frees its slot: the waiter takes it
     assert where(await second) == "b"
     await until(lambda: gw.balancer.waiting["m"] == 0, "the waiter admitted")
     assert gw.balancer.sent[("b", "m")] == 1
-    assert gw.sched.slot("m").in_flight == 1
+    assert gw.sched.slot("m0").in_flight == 1
     for gate in (gates[0], gates[2]):
         gate.set_result(None)
     assert {where(await first), where(await third)} == {"local", "b"}
     assert not gw.balancer.sent
-    assert gw.sched.slot("m").in_flight == 0
+    assert gw.sched.slot("m0").in_flight == 0
     await gw.close()
 
 
@@ -78,11 +83,32 @@ async def test_two_requests_in_one_step_never_take_the_same_last_slot() -> None:
     loop = asyncio.get_running_loop()
     gate: asyncio.Future[None] = loop.create_future()
     tasks = [asyncio.ensure_future(hold(gw, gate)) for _ in range(2)]  # started together
-    await until(lambda: gw.sched.slot("m").in_flight + gw.balancer.sent[("b", "m")] == 2, "both in")
-    assert gw.sched.slot("m").in_flight == 1
+    await until(
+        lambda: gw.sched.slot("m0").in_flight + gw.balancer.sent[("b", "m")] == 2, "both in"
+    )
+    assert gw.sched.slot("m0").in_flight == 1
     assert gw.balancer.sent[("b", "m")] == 1
     gate.set_result(None)
     assert sorted(where(u) for u in await asyncio.gather(*tasks)) == ["b", "local"]
+    await gw.close()
+
+
+async def test_slots_a_peer_claims_draw_no_more_than_a_local_replica_would() -> None:
+    _double, gw, _ = setup(peer_slots=100_000, local_slots=4)
+    loop = asyncio.get_running_loop()
+    gate: asyncio.Future[None] = loop.create_future()
+    tasks = []
+    for _ in range(8):  # one at a time: each choice sees the marks of those before
+        tasks.append(asyncio.ensure_future(hold(gw, gate)))
+        await until(lambda: gw.sched.slot("m0").in_flight + sum(gw.balancer.sent.values())
+                    == len(tasks), "admitted")  # fmt: skip
+    # Counted as no bigger than local until local is full: they share the work.
+    assert gw.sched.slot("m0").in_flight == 4
+    assert gw.balancer.sent[("b", "m")] == 4
+    ninth = asyncio.ensure_future(hold(gw, gate))  # local full: b's slots beyond take it
+    await until(lambda: gw.balancer.sent[("b", "m")] == 5, "the ninth on b")
+    gate.set_result(None)
+    await asyncio.gather(*tasks, ninth)
     await gw.close()
 
 
@@ -114,7 +140,7 @@ async def test_the_next_turn_follows_its_prefix_unless_that_replica_is_full() ->
     }  # type: ignore[list-item]
     hog: asyncio.Future[None] = loop.create_future()
     busy = asyncio.ensure_future(hold(gw, hog, {"prompt": "someone else"}))  # takes local
-    await until(lambda: gw.sched.slot("m").in_flight == 1, "local busy")
+    await until(lambda: gw.sched.slot("m0").in_flight == 1, "local busy")
     done: asyncio.Future[None] = loop.create_future()
     done.set_result(None)
     assert where(await hold(gw, done, turn)) == "b"  # local full: b serves turn 1
@@ -132,7 +158,7 @@ async def test_a_failed_replica_hands_the_request_to_another_and_is_skipped() ->
     loop = asyncio.get_running_loop()
     hog: asyncio.Future[None] = loop.create_future()
     busy = asyncio.ensure_future(hold(gw, hog))  # local busy: the next goes to b
-    await until(lambda: gw.sched.slot("m").in_flight == 1, "local busy")
+    await until(lambda: gw.sched.slot("m0").in_flight == 1, "local busy")
     async with gw.lease("m") as upstream:
         assert where(upstream) == "b"
         moved = asyncio.ensure_future(gw.restarted(upstream))  # b refused before answering
@@ -153,8 +179,8 @@ async def test_a_failed_replica_hands_the_request_to_another_and_is_skipped() ->
 async def test_concurrent_cold_requests_start_one_copy_not_one_each() -> None:
     double, gw, entry = setup()
     double.auto = False  # a Start leaves the local copy loading until the test moves it
-    double.insts["m"].spec = dataclasses.replace(double.insts["m"].spec, on_demand=True)
-    double.move("m", State.IDLE)
+    double.insts["m0"].spec = dataclasses.replace(double.insts["m0"].spec, on_demand=True)
+    double.move("m0", State.IDLE)
     entry.models["m"] = dataclasses.replace(entry.models["m"], state="idle", loaded=False)
     loop = asyncio.get_running_loop()
     gate: asyncio.Future[None] = loop.create_future()
@@ -162,11 +188,11 @@ async def test_concurrent_cold_requests_start_one_copy_not_one_each() -> None:
     # One waits on the load (its one slot), four at the gateway: they take whichever
     # replica frees first.
     await until(lambda: gw.balancer.waiting["m"] == 4, "four wait at the gateway")
-    assert gw.sched.slot("m").waiting == 1
-    await until(lambda: double.insts["m"].state is State.STARTING, "the one load started")
-    assert [c for c in double.commands if c[1] == "Start"] == [("m", "Start", 0)]
+    assert gw.sched.slot("m0").waiting == 1
+    await until(lambda: double.insts["m0"].state is State.STARTING, "the one load started")
+    assert [c for c in double.commands if c[1] == "Start"] == [("m0", "Start", 0)]
     assert not gw.balancer.sent, "no copy started on the peer"
-    double.move("m", State.RUNNING)
+    double.move("m0", State.RUNNING)
     gate.set_result(None)
     assert {where(u) for u in await asyncio.gather(*tasks)} == {"local"}
     await gw.close()
@@ -174,7 +200,7 @@ async def test_concurrent_cold_requests_start_one_copy_not_one_each() -> None:
 
 async def test_cold_peers_get_one_copy_where_the_most_memory_is_left() -> None:
     double, gw, entry = setup()
-    double.remove("m")
+    double.remove("m0")
     more = gw.fleet.seen["c"] = PeerModels(Peer("c", "http://127.0.0.1:8"), "http://127.0.0.1:8")  # type: ignore[union-attr]
     more.models = {"m": RemoteModel("m", (), "idle", False, True)}
     more.left_bytes, entry.left_bytes = 8 << 30, 2 << 30
@@ -194,9 +220,9 @@ async def test_a_relayed_request_is_served_here_or_refused_never_relayed_again()
     HINTS.set(hints_of([(b"x-llamad-hop", b"frontid")], None))
     async with gw.lease("m") as upstream:  # local is served here, even with b free
         assert where(upstream) == "local"
-        assert gw.status_of("m")["relayed"] == {"frontid": 1}
-    assert gw.status_of("m")["relayed"] == {}
-    double.remove("m")  # b's copy only: not relayed on
+        assert gw.status_of("m0")["relayed"] == {"frontid": 1}
+    assert gw.status_of("m0")["relayed"] == {}
+    double.remove("m0")  # b's copy only: not relayed on
     with pytest.raises(UnknownModel):
         async with gw.lease("m"):
             pass

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llamad.common.paths import anchored
+from llamad.common.storefile import read_small
 
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 WEIGHTS = ("*.safetensors",)
@@ -68,8 +69,8 @@ def _cached_snapshot(repo: str, cache: Path) -> Path:
     if not snapshots.is_dir():
         raise ValueError(f"{repo} is not in the Hugging Face cache {cache}: {hint}")
     try:
-        wanted = (root / "refs" / "main").read_text(encoding="utf-8").strip()
-    except OSError:
+        wanted = read_small(root / "refs" / "main", 4096).decode("ascii").strip()
+    except (OSError, ValueError):
         wanted = ""
     found = [snapshots / wanted] if wanted else sorted(snapshots.iterdir())
     for snapshot in found:

@@ -6,8 +6,9 @@ mark (balancer.py), so two requests can never both take a replica's last free sl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 LOCAL = "local"  # the host name of this llamad's own replicas
 
@@ -27,6 +28,10 @@ class Replica:
     ours: int = 0  # a peer's: of its `busy`, the requests we had sent when it said so
     last_pick: int = 0  # when the balancer last chose it (a serial number; 0: never)
     spare: bool = False  # a local on-demand replica at rest: started when the others are full
+    # A peer's beside this llamad's own replicas: the slots it counts for until they are
+    # full (their largest count), so no claim of slots draws their requests away; its
+    # slots beyond take what they cannot. None: no cap.
+    slots_cap: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -35,7 +40,13 @@ class Replica:
 
     @property
     def free(self) -> int:
-        """Slots free now (never negative)."""
+        """Slots free now (never negative), as if it had no more than `slots_cap`."""
+        slots = self.slots if self.slots_cap is None else min(self.slots, self.slots_cap)
+        return max(0, slots - self.busy) if self.ready else 0
+
+    @property
+    def room(self) -> int:
+        """Slots free now whatever the cap."""
         return max(0, self.slots - self.busy) if self.ready else 0
 
     @property
@@ -50,19 +61,21 @@ def choose(replicas: Sequence[Replica], preferred: tuple[str, str] | None = None
     - `preferred` (the prompt's affinity) wins while it has a free slot;
     - else the replica with a free slot and the least queued work; this llamad's own
       wins a tie, so local is preferred only when it has a free slot; among peers, the
-      one chosen least recently (idle replicas take new conversations in turn);
+      one chosen least recently (idle replicas take new conversations in turn); a peer
+      beside local replicas counts as no bigger than the largest of them until no
+      replica has a free slot (`slots_cap`);
     - when every serving replica is full and none loads, a spare local replica (on
       demand, at rest) starts for the request; else it waits for a slot;
     - with no replica serving yet, one already loading takes the request (N cold
       requests start one copy; a local one takes as many as its slots, and the rest
       wait); else the cold one with the most memory left, local first.
     """
-    free = [r for r in replicas if r.free > 0]
-    if free:
-        for r in free:
-            if r.key == preferred:
-                return r
-        return min(free, key=lambda r: (r.queued, r.busy - r.slots, not r.local, r.last_pick))
+    # A capped peer's slots beyond its cap are used once no replica has a free one.
+    chosen = _free(replicas, preferred, attrgetter("free")) or _free(
+        replicas, preferred, attrgetter("room")
+    )
+    if chosen is not None:
+        return chosen
     if any(r.ready for r in replicas):
         # All full: wait for a slot rather than queue on a busy server, unless a spare
         # can start (one at a time: the waiters take its slots once it serves).
@@ -77,3 +90,15 @@ def choose(replicas: Sequence[Replica], preferred: tuple[str, str] | None = None
         return min(room, key=lambda r: (r.busy, not r.local)) if room else None
     cold = list(replicas)
     return max(cold, key=lambda r: (r.local, r.memory_left)) if cold else None
+
+
+def _free(
+    replicas: Sequence[Replica], preferred: tuple[str, str] | None, free: Callable[[Replica], int]
+) -> Replica | None:
+    """The preferred replica if it has a free slot, else the one with the least queued
+    work and the most free slots, local on a tie, then the one chosen least recently."""
+    pool = [r for r in replicas if free(r) > 0]
+    for r in pool:
+        if r.key == preferred:
+            return r
+    return min(pool, key=lambda r: (r.queued, -free(r), not r.local, r.last_pick), default=None)

@@ -50,6 +50,9 @@ class Snapshot:
             if seen is not None and seen.replica.key not in exclude:
                 out[seen.replica.key] = seen
         fleet = self.fleet() if peers else None
+        # Beside local replicas, a peer counts for no more slots than the largest of them
+        # until they are full: what it claims decides among peers, not whether ours work.
+        cap = max((s.replica.slots for s in out.values()), default=None)
         for entry, model in fleet.candidates(name) if fleet is not None else []:
             r = Replica(
                 host=entry.peer.name,
@@ -61,6 +64,7 @@ class Snapshot:
                 loading=model.state == State.STARTING.value,
                 memory_left=entry.left_bytes or 0,
                 ours=model.ours,
+                slots_cap=cap,
             )
             if r.key not in exclude and r.key not in out:
                 out[r.key] = Seen(r, (entry, model))
