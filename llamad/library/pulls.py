@@ -16,7 +16,6 @@ import structlog
 from llamad.library import remove
 from llamad.library.hf_pull import pull_hf
 from llamad.library.listing import Library
-from llamad.library.ollama_pull import pull_ollama
 from llamad.library.progress import PullCancelled, PullError
 from llamad.library.pulled import remember
 from llamad.library.refs import HfRef, OllamaRef, RefError, parse
@@ -201,4 +200,7 @@ def _download(source: HfRef | OllamaRef, lib: Library, report: Callable[[Event],
     if isinstance(source, HfRef):
         remember(lib.pull_dir, source.repo, pull_hf(source, report))
     else:
+        # Loaded by the first pull: an idle daemon keeps no HTTP client stack for it.
+        from llamad.library.ollama_pull import pull_ollama
+
         pull_ollama(source, lib.registry, Path(lib.pull_dir) / OLLAMA_PULLS, report)
