@@ -19,9 +19,10 @@ import psutil
 from bench.common import Context, Result, instance_keys
 from bench.procs import Daemon, daemon_env
 
+# llamad without a gateway loads httpx only for a pull: not part of its idle stack.
 FLOOR_CODE = (
-    "import asyncio, httpx, prometheus_client, psutil, pydantic_settings, starlette, "
-    "structlog, httptools, watchfiles; print('ready', flush=True); "
+    "import asyncio, httptools, prometheus_client, psutil, pydantic_settings, starlette, "
+    "structlog, uvloop, watchfiles; print('ready', flush=True); "
     "asyncio.run(asyncio.sleep(3600))"
 )
 SLICE = 5.0  # seconds: the default health_interval, so each slice holds one probe round

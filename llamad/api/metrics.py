@@ -15,7 +15,6 @@ import asyncio
 import signal
 from collections.abc import Iterator
 
-import httpx
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -34,6 +33,7 @@ from prometheus_client.registry import Collector
 
 from llamad import __version__
 from llamad.api.reexport import relabel
+from llamad.backends.local_http import Client
 from llamad.backends.probes import Health, server_url
 from llamad.lifecycle.states import State
 from llamad.supervise.daemon_state import DaemonState
@@ -87,7 +87,7 @@ class Metrics:
         """Count one refusal (a listener's `Refusals` hook)."""
         self.refused.labels(listener, reason).inc()
 
-    async def render(self, client: httpx.AsyncClient | None = None) -> bytes:
+    async def render(self, client: Client | None = None) -> bytes:
         """The exposition text; with a client and the option on, instances' own metrics too."""
         own = generate_latest(self.registry)
         if client is None or not self.state.resolved.daemon.reexport_metrics:
@@ -105,15 +105,15 @@ class Metrics:
             and dict(i.spec.settings).get("LLAMA_ARG_ENDPOINT_METRICS") in ("true", "1", "on")
         )
 
-    async def _fetch(self, client: httpx.AsyncClient, name: str) -> str:
+    async def _fetch(self, client: Client, name: str) -> str:
         spec = self.state.supervisor.instances[name].spec
         headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
         try:
             url = server_url(spec.probe_host, spec.port, "/metrics")
-            resp = await client.get(url, headers=headers, timeout=2)
-        except httpx.HTTPError:
+            reply = await client.request("GET", url, 2, headers=headers)
+        except OSError:
             return ""
-        return resp.text if resp.status_code == 200 else ""
+        return reply.body.decode("utf-8", "replace") if reply.status == 200 else ""
 
 
 class _Live(Collector):

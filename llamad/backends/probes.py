@@ -1,10 +1,9 @@
-"""Health probes: `GET /health` through one shared httpx connection pool.
+"""Health probes: `GET /health` through the daemon's one client for its children.
 
 llama-server answers 503 while loading and 200 once ready; only `/health` means ready
 (`/v1/models` answers 200 during the load).
 
-httpx (and httpcore under it) is imported at the first probe, which comes after the
-first launch: a cold start does not wait for it to load.
+The client (local_http.py) keeps a connection alive to each server between probes.
 The pacing of one process's probes is health_watch.py's.
 """
 
@@ -13,13 +12,10 @@ from __future__ import annotations
 import errno
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from llamad.backends.local_http import Client
 from llamad.common.clock import utcnow
 from llamad.common.looplag import LagWatch
-
-if TYPE_CHECKING:
-    import httpx
 
 # A probe that timed out while our own loop was this late (a fraction of its timeout, at
 # least LATE_MIN_S) is not held against the server: its answer may have sat unread.
@@ -56,42 +52,15 @@ def server_url(host: str, port: int, path: str = "/health") -> str:
     return f"http://[{host}]:{port}{path}" if ":" in host else f"http://{host}:{port}{path}"
 
 
-def make_transport() -> httpx.AsyncHTTPTransport:
-    """The one connection pool every probe shares (keep-alive to each server)."""
-    # Probes are plain HTTP on this host: no TLS context (loading the CA bundle) to build.
-    import httpx
-
-    return httpx.AsyncHTTPTransport(
-        verify=False, limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)
-    )
-
-
-def make_client(transport: httpx.AsyncHTTPTransport) -> httpx.AsyncClient:
-    """A client over that pool, for the rest (metrics re-export): no proxies, no env."""
-    import httpx
-
-    return httpx.AsyncClient(transport=transport, trust_env=False, follow_redirects=False)
-
-
 class Prober:
     """Runs single probes; the pacing belongs to the instance that asks."""
 
-    def __init__(self, transport: httpx.AsyncHTTPTransport | None = None) -> None:
-        # Straight to the transport: a probe needs none of the client's cookies, auth,
-        # redirects or hooks, which would be most of an idle daemon's work.
-        self._transport = transport
-
-    @property
-    def transport(self) -> httpx.AsyncHTTPTransport:
-        """The pool every probe shares; without one given, built at first use."""
-        if self._transport is None:
-            self._transport = make_transport()
-        return self._transport
+    def __init__(self, client: Client | None = None) -> None:
+        self.client = client or Client()
 
     async def aclose(self) -> None:
-        """Close the pool's connections, if it was ever built."""
-        if self._transport is not None:
-            await self._transport.aclose()
+        """Close the client's kept connections."""
+        self.client.close()
 
     async def probe(self, url: str, timeout: float) -> Health:
         """One `GET /health`: ok only on 200."""
@@ -101,40 +70,22 @@ class Prober:
         self, method: str, url: str, timeout: float, body: bytes | None = None
     ) -> Health:
         """One request, its whole answer read (a JSON `body` for a POST): ok only on 200."""
-        import httpx
-
         t0 = time.perf_counter()
-        headers = {"Content-Type": "application/json"} if body is not None else None
-        request = httpx.Request(
-            method,
-            url,
-            content=body,
-            headers=headers,
-            extensions={"timeout": httpx.Timeout(timeout).as_dict()},
-        )
         lag = LagWatch(max(LATE_MIN_S, timeout * LATE_FRACTION) / 2)
         try:
             with lag:
-                resp = await self.transport.handle_async_request(request)
-                try:
-                    await resp.aread()
-                finally:
-                    await resp.aclose()
-        except httpx.TimeoutException:
+                reply = await self.client.request(method, url, timeout, body)
+        except TimeoutError:
             if lag.worst >= max(LATE_MIN_S, timeout * LATE_FRACTION):
                 return loop_late(t0, lag.worst)
             return self._result(False, None, t0, f"no answer within {timeout:g}s")
-        except httpx.HTTPError as exc:
+        except OSError as exc:
             if (cause := local_cause(exc)) is not None:
                 return local_failure(t0, cause)
             return self._result(False, None, t0, _short(exc))
-        except OSError as exc:
-            if local_cause(exc) is None:
-                raise
-            return local_failure(t0, exc)
-        if resp.status_code == 200:
+        if reply.status == 200:
             return self._result(True, 200, t0, None)
-        return self._result(False, resp.status_code, t0, f"HTTP {resp.status_code}")
+        return self._result(False, reply.status, t0, f"HTTP {reply.status}")
 
     @staticmethod
     def _result(ok: bool, status: int | None, t0: float, error: str | None) -> Health:
@@ -148,7 +99,7 @@ _LOCAL_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 def local_cause(exc: BaseException) -> OSError | None:
     """The OSError behind `exc` if it is a shortage on our side (EMFILE, ENOBUFS...)."""
     seen: BaseException | None = exc
-    for _ in range(8):  # httpx wraps httpcore wraps OSError; the chain is short
+    for _ in range(8):  # an error raised from an OSError: the chain is short
         if seen is None:
             return None
         if isinstance(seen, OSError) and seen.errno in _LOCAL_ERRNOS:
@@ -170,9 +121,7 @@ def loop_late(t0: float, lag: float) -> Health:
     return Health(False, None, took, utcnow(), error, local=True, loop_lag=lag)
 
 
-def _short(exc: httpx.HTTPError) -> str:
-    import httpx
-
-    if isinstance(exc, httpx.ConnectError):
+def _short(exc: OSError) -> str:
+    if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
     return f"{type(exc).__name__}: {exc}"[:200] or type(exc).__name__

@@ -18,7 +18,7 @@ from llamad.api.library import library_routes
 from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_remote
 from llamad.api.uds import serve_unix
-from llamad.backends.probes import Prober, make_client
+from llamad.backends.probes import Prober
 from llamad.common.waits import first_of
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.library_unload import unload_for_removal
@@ -48,11 +48,12 @@ async def start(
     `link` is connected to the gateway when the config has one."""
     resolved, supervisor = state.resolved, state.supervisor
     d = resolved.daemon
-    client = make_client(prober.transport)  # metrics re-export; the prober closes the pool
     reloader = Reloader(state)
     metrics = Metrics(state)
     state.probes.listen(metrics.observe_probe)
-    controller = DaemonController(state, reloader.reload, lambda: metrics.render(client), link)
+    # Instances' own metrics are re-exported through the probes' client.
+    render = functools.partial(metrics.render, prober.client)
+    controller = DaemonController(state, reloader.reload, render, link)
     # `rm` unloads a model through the gateway before its files go.
     unload = functools.partial(unload_for_removal, link, state)
     pulls = Pulls(lambda: state.resolved.library, reloader.reload, unload)

@@ -15,7 +15,6 @@ import structlog
 from llamad.library import remove
 from llamad.library.hf_pull import pull_hf
 from llamad.library.listing import Library
-from llamad.library.ollama_pull import pull_ollama
 from llamad.library.progress import PullCancelled, PullError
 from llamad.library.pull_feed import Event, Pull
 from llamad.library.pulled import remember
@@ -170,4 +169,7 @@ def _download(source: HfRef | OllamaRef, lib: Library, report: Callable[[Event],
     if isinstance(source, HfRef):
         remember(lib.pull_dir, source.repo, pull_hf(source, report))
     else:
+        # Loaded by the first pull: an idle daemon keeps no HTTP client stack for it.
+        from llamad.library.ollama_pull import pull_ollama
+
         pull_ollama(source, lib.registry, Path(lib.pull_dir) / OLLAMA_PULLS, report)

@@ -43,7 +43,7 @@ def test_help_and_version_import_nothing_of_the_daemon(flag: str) -> None:
 
 
 # What the first launch does not wait for: the control API's web stack (after the launch,
-# in a thread), httpx (at the first probe), the gateway, the MLX backend for a config
+# in a thread), httpx (with a pull or the gateway), the gateway, the MLX backend for a config
 # without MLX instances, psutil (at the first record of a child) and console-only modules
 # under JSON logs.
 NOT_BEFORE_LAUNCH = (
@@ -58,27 +58,32 @@ NOT_BEFORE_LAUNCH = (
     "httpx",
     "httpcore",
     "rich",
+    "colorama",
     "click",
     "psutil",
 )
 
 
+def modules_after(code: str) -> list[str]:
+    """The modules a fresh interpreter holds after running `code`."""
+    code += "\nimport sys, json\n"
+    code += "print(json.dumps([m for m, module in sys.modules.items() if module is not None]))"
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30
+    )
+    return list(json.loads(run.stdout.splitlines()[-1]))
+
+
 def loaded_by_daemon(log_format: str, config: Path) -> list[str]:
     """In a fresh interpreter, as `llamad` does before its first launch: import the daemon
     and load `config`; which packages of NOT_BEFORE_LAUNCH are then imported."""
-    code = (
-        "import sys, json\n"
+    loaded = modules_after(
         "from pathlib import Path\n"
         "from llamad.daemon.entry import load_daemon, parse_args\n"
         f"load_daemon(parse_args(['--log-format', {log_format!r}]))\n"
         "from llamad.config.load import load\n"
-        f"load(Path({str(config)!r}))\n"
-        "print(json.dumps([m for m, module in sys.modules.items() if module is not None]))"
+        f"load(Path({str(config)!r}))"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30
-    )
-    loaded = json.loads(run.stdout.splitlines()[-1])
     return sorted({p for p in NOT_BEFORE_LAUNCH for m in loaded if m == p or m.startswith(f"{p}.")})
 
 
@@ -107,13 +112,19 @@ def test_console_logs_still_get_rich_tracebacks_where_rich_is_installed(
 def test_a_daemon_without_a_gateway_never_loads_its_stack() -> None:
     """The services a running daemon starts leave the gateway's modules to a config that
     has a `[gateway]`: the idle footprint stays as it was."""
-    code = (
-        "import sys, json\n"
-        "import llamad.daemon.services\n"
-        "print(json.dumps([m for m, module in sys.modules.items() if module is not None]))"
-    )
-    run = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30
-    )
-    loaded = json.loads(run.stdout.splitlines()[-1])
+    loaded = modules_after("import llamad.daemon.services")
     assert [m for m in loaded if m.startswith("llamad.gateway")] == []
+
+
+def test_a_probing_daemon_loads_no_general_http_client() -> None:
+    """Probes and the services of a daemon without a gateway go through the daemon's own
+    client: httpx's stack, and what httpcore imports whenever it is installed (trio, h2),
+    loads only with a pull or a gateway (the idle footprint, bench/footprint)."""
+    loaded = modules_after(
+        "import asyncio\n"
+        "import llamad.daemon.services\n"
+        "from llamad.backends.probes import Prober\n"
+        "asyncio.run(Prober().probe('http://127.0.0.1:1/health', 0.5))"
+    )
+    stacks = ("httpx", "httpcore", "trio", "h2")
+    assert [m for m in loaded if m.split(".")[0] in stacks] == []

@@ -15,7 +15,7 @@ from typing import Any
 
 from helpers import FAKE_SERVER, until, write_config
 
-from llamad.backends.probes import Health, Prober, make_transport
+from llamad.backends.probes import Health, Prober
 from llamad.config.load import Resolved, load
 from llamad.lifecycle.states import State
 from llamad.supervise.instance import Instance
@@ -69,10 +69,8 @@ async def supervising(cfg: Path, draining: Drain | None = None) -> AsyncIterator
     """A Supervisor over `cfg`'s instances, shut down (gracefully) on the way out;
     `draining` stands in for the gateway's drain."""
     resolved = load(cfg)
-    transport = make_transport()
-    runtime = Runtime(
-        tools=resolved.tools, prober=Prober(transport), log_dir=resolved.daemon.log_dir
-    )
+    prober = Prober()
+    runtime = Runtime(tools=resolved.tools, prober=prober, log_dir=resolved.daemon.log_dir)
     drain = {} if draining is None else {"draining": draining}
     observe = lambda n, h: sup.probes.append((n, h))  # noqa: E731
     sup = Sup(Supervisor(runtime, observe_probe=observe, **drain), resolved)
@@ -83,7 +81,7 @@ async def supervising(cfg: Path, draining: Drain | None = None) -> AsyncIterator
     finally:
         await sup.supervisor.shutdown()
         await task
-        await transport.aclose()
+        await prober.aclose()
 
 
 def events(logs: list[dict[str, Any]], name: str, **match: Any) -> list[dict[str, Any]]:
