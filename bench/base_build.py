@@ -6,7 +6,7 @@ dependencies only, in the bench's own versions where its pins allow: the bench n
 llama-server binary in every config) into a virtualenv of its own, built once and kept by
 the commit's sha, `.venv-bench-base-<sha12>/`.
 Its daemon runs from a directory outside the repository with no PYTHONPATH, so it imports
-its own code and never this checkout's.
+its own code and never this checkout's; the bench's packages come after its own.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -87,6 +88,11 @@ def prepare(ref: str, repo: Path = REPO) -> Build:
     venv = repo / f"{VENV_PREFIX}{sha[:12]}"
     if not (venv / ".installed").is_file():
         _install(repo, sha, venv)
+    # The bench's packages behind its own: a library that imports another when present
+    # (httpcore trio, httpx zstandard, structlog colorama: the test extra's) then does so
+    # in both daemons, which differ in llamad's code alone.
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
+    (site / "bench-site.pth").write_text(sysconfig.get_path("purelib") + "\n", encoding="utf-8")
     build = Build(f"llamad@{sha[:7]}", venv / "bin" / "python", sha)
     ours = _versions()
     theirs = _inspect(build, venv)
@@ -130,10 +136,11 @@ def _install(repo: Path, sha: str, venv: Path) -> None:
 
 def _inspect(build: Build, venv: Path) -> dict[str, str]:
     """Run the build as its daemon runs: where its llamad comes from (BaselineError unless
-    its own virtualenv) and the versions of what is installed beside it."""
+    its own virtualenv) and the versions it imports (its own before the bench's)."""
     code = (
         "import json, llamad, importlib.metadata as m; print(llamad.__file__); "
-        "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))"
+        "found = {}; [found.setdefault(d.metadata['Name'].lower(), d.version) "
+        "for d in m.distributions()]; print(json.dumps(found))"
     )
     with tempfile.TemporaryDirectory(prefix="llamad-base-") as tmp:
         env = build.env(dict(os.environ))
