@@ -43,9 +43,12 @@ $(PEERS)/.installed: pyproject.toml
 bench-peers: $(PEERS)/.installed
 
 # Without the peers (no PyPI, say) the bench still runs and says which rows it skipped.
+# BASELINE=REF measures commit REF's llamad beside the checkout's, in the same run: its
+# tree is installed once into .venv-bench-base-<sha12>/ (docs/benchmarks.md, old beside new).
+BASELINE ?=
 bench: $(BIN)/.installed
 	-$(MAKE) --no-print-directory bench-peers
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(if $(BASELINE),--baseline $(BASELINE))
 
 clean:
-	rm -rf $(VENV) $(PEERS) .mypy_cache .pytest_cache .ruff_cache site
+	rm -rf $(VENV) $(PEERS) .venv-bench-base-* .mypy_cache .pytest_cache .ruff_cache site

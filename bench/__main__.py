@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import (
+    base_build,
+    baseline,
     cold_start,
     fleet,
     footprint,
@@ -33,6 +35,7 @@ from bench import (
 from bench.common import Context, Result
 from bench.machine import BUSY_WARNING, Background, machine_info
 from bench.procs import leftover_children
+from bench.tables import table
 from llamad.backends.binaries import find_binary
 from llamad.backends.catalog_cache import load_catalog
 from llamad.backends.tool import ServerCommand
@@ -72,65 +75,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="requests through each proxy in the peers' memory soak (default 100000, llamad's "
         "all of them and a peer's up to 60 s; quick 2000)",
     )
+    p.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="measure this commit's llamad beside the checkout's, in the same rounds (its "
+        "virtualenv is built once, .venv-bench-base-<sha>)",
+    )
     p.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON")
     return p.parse_args(argv)
 
 
-def _digits(value: float, unit: str) -> int:
-    if unit == "ms":
-        return 0 if abs(value) >= 10 else 1
-    return {"MB": 1, "%": 3, "req": 0}.get(unit, 2)
-
-
-def _fmt(value: float | None, unit: str) -> str:
-    return "-" if value is None else f"{value:.{_digits(value, unit)}f}"
-
-
-HEAD = ("measurement", "N", "median", "min", "max", "floor", "ratio/overhead", "target", "result")
-
-
-def table(results: list[Result]) -> str:
-    """The results as a fixed-width text table."""
-    head = (
-        "measurement",
-        "N",
-        "median",
-        "min",
-        "max",
-        "floor",
-        "ratio/overhead",
-        "target",
-        "result",
-    )
-    rows = [head]
-    for r in results:
-        u = r.unit
-        digits = 3 if r.paired else 2
-        rel = f"{r.ratio:.{digits}f}x" if r.compare == "ratio" and r.ratio is not None else ""
-        if r.compare == "overhead":
-            rel = f"{r.overhead:+.{_digits(r.overhead, u)}f} {u}"
-        verdict = {True: "PASS", False: "MISS", None: "info"}[r.passed]
-        rows.append(
-            (
-                r.name,
-                str(r.n),
-                f"{_fmt(r.median, u)} {u}",
-                _fmt(min(r.samples), u),
-                _fmt(max(r.samples), u),
-                f"{_fmt(r.floor_median, u)} {u}",
-                rel,
-                r.target,
-                verdict,
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(line.rstrip() for line in lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        base = base_build.prepare(args.baseline) if args.baseline else None
+    except base_build.BaselineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     wall0 = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="llamad-bench-"))
     short = Path(tempfile.mkdtemp(prefix="lb-", dir="/tmp"))
@@ -148,13 +109,15 @@ def main(argv: list[str] | None = None) -> int:
             ServerCommand(binary), root / "cache" / "llamad"
         ).version  # warm the cache
         model = write_tiny_model(root / "tiny.gguf")
-        ctx = Context(root=root, short=short, model=model, binary=binary, quick=args.quick)
-        ctx.soak = args.soak_requests
+        ctx = Context(root=root, short=short, model=model, binary=binary, quick=args.quick,
+                      soak=args.soak_requests, baseline=base)  # fmt: skip
         info = machine_info(binary, version)
         commit = (info["llamad_commit"] or "unknown")[:7]
         dirty = f" + {len(info['llamad_changed'])} changed files" if info["llamad_changed"] else ""
         print(f"# {info['cpu']}, {info['cores']} cores, Python {info['python']}, {version}")
         print(f"# llamad at {commit}{dirty}")
+        if base:
+            print(f"# beside {base.label} ({args.baseline}), run by {base.python}")
         for name in args.only or list(BENCHMARKS):
             t0, others = time.perf_counter(), Background()
             try:
@@ -183,10 +146,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {r.name} N={r.n}: {r.note}")
     for key, text in (ctx.notes if ctx else {}).items():
         print(f"  {key}: {text}")
+    if base:
+        print(f"\nllamad beside {base.label}, same run:")
+        print(baseline.side_by_side(results, base.label))
     print(f"whole run: {wall:.1f} s{' (--quick)' if args.quick else ''}")
     doc = {
         "machine": info,
         "quick": args.quick,
+        "baseline": {"ref": args.baseline, "commit": base.commit, "label": base.label}
+        if base
+        else None,
         "wall_s": round(wall, 1),
         "background_cpu_percent": background,
         "results": [r.to_dict() for r in results],

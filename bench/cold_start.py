@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from bench.base_build import CURRENT, Build
+from bench.baseline import builds, turned, twin
 from bench.common import Context, Result, instance_keys, wait_healthy
 from bench.procs import Daemon, event_time, floor_specs, launch_direct, stop_direct
 
@@ -51,10 +53,10 @@ class Run:
     cpu: float  # CPU seconds llamad used by then (imports, config, spawns, readiness polls)
 
 
-def daemon_once(ctx: Context, n: int) -> Run:
-    """Launch llamad with N instances; time until all answer 200."""
+def daemon_once(ctx: Context, n: int, build: Build = CURRENT) -> Run:
+    """Launch `build`'s llamad with N instances; time until all answer 200."""
     instances = _instances(ctx, n)
-    daemon = Daemon(ctx, f"cold{n}", instances)
+    daemon = Daemon(ctx, f"cold{n}", instances, build=build)
     try:
         ready = wait_healthy(_ports(instances), daemon.started, TIMEOUT)
         times = psutil.Process(daemon.proc.pid).cpu_times()
@@ -65,45 +67,51 @@ def daemon_once(ctx: Context, n: int) -> Run:
         daemon.stop()
 
 
-def _measure(ctx: Context, n: int, reps: int) -> tuple[list[Run], list[float]]:
-    ours: list[Run] = []
+def _measure(ctx: Context, n: int, reps: int) -> tuple[dict[Build, list[Run]], list[float]]:
+    ours: dict[Build, list[Run]] = {b: [] for b in builds(ctx)}
     floor: list[float] = []
+    order: list[Build | None] = [None, *ours]  # None: the floor
     for i in range(reps):
-        # Alternate which goes first, so a warm page cache or a busy moment favours neither.
-        if i % 2 == 0:
-            floor.append(floor_once(ctx, n))
-        ours.append(daemon_once(ctx, n))
-        if i % 2 == 1:
-            floor.append(floor_once(ctx, n))
+        # Turn which goes first, so a warm page cache or a busy moment favours none.
+        for build in turned(order, i):
+            if build is None:
+                floor.append(floor_once(ctx, n))
+            else:
+                ours[build].append(daemon_once(ctx, n, build))
         time.sleep(0.1)
     return ours, floor
 
 
 def run(ctx: Context) -> list[Result]:
-    """Cold start at N = 1, 8 and 32."""
+    """Cold start at N = 1, 8 and 32 (each llamad's, with --baseline)."""
     # Warm-up, not counted: the first llamad pays for cold page caches and pyc files.
-    daemon_once(ctx, 1)
+    for build in builds(ctx):
+        daemon_once(ctx, 1, build)
     floor_once(ctx, 1)
     results: list[Result] = []
     for n, reps, quick in ((1, 5, 2), (8, 5, 2), (32, 3, 1)):
-        runs, floor_s = _measure(ctx, n, ctx.reps(reps, quick))
-        ours = [r.ready * 1000 for r in runs]
-        floor = [f * 1000 for f in floor_s]
-        if n == 1:
-            row = Result(
-                "cold start", n, "ms", ours, floor, "overhead", "overhead", 250.0, "<= +250 ms"
-            )
-        elif n == 8:
-            row = Result("cold start", n, "ms", ours, floor, "ratio", "ratio", 1.10, "<= 1.10x")
-        else:
-            row = Result("cold start", n, "ms", ours, floor, "ratio", "none", None, "-")
-        spawn = statistics.median(r.first_spawn for r in runs) * 1000
-        cpu = statistics.median(r.cpu for r in runs) * 1000
-        row.note = (
-            "launch -> all /health 200; floor: same commands launched directly; "
-            f"llamad launch -> first spawn {spawn:.0f} ms, llamad CPU until ready {cpu:.0f} ms"
-        )
-        row.extra["launch_to_first_spawn_ms"] = [round(r.first_spawn * 1000, 1) for r in runs]
-        row.extra["llamad_cpu_ms"] = [round(r.cpu * 1000, 1) for r in runs]
-        results.append(row)
+        got, floor_s = _measure(ctx, n, ctx.reps(reps, quick))
+        results += [twin(_row(n, runs, floor_s), build) for build, runs in got.items()]
     return results
+
+
+def _row(n: int, runs: list[Run], floor_s: list[float]) -> Result:
+    ours = [r.ready * 1000 for r in runs]
+    floor = [f * 1000 for f in floor_s]
+    if n == 1:
+        row = Result(
+            "cold start", n, "ms", ours, floor, "overhead", "overhead", 250.0, "<= +250 ms"
+        )
+    elif n == 8:
+        row = Result("cold start", n, "ms", ours, floor, "ratio", "ratio", 1.10, "<= 1.10x")
+    else:
+        row = Result("cold start", n, "ms", ours, floor, "ratio", "none", None, "-")
+    spawn = statistics.median(r.first_spawn for r in runs) * 1000
+    cpu = statistics.median(r.cpu for r in runs) * 1000
+    row.note = (
+        "launch -> all /health 200; floor: same commands launched directly; "
+        f"llamad launch -> first spawn {spawn:.0f} ms, llamad CPU until ready {cpu:.0f} ms"
+    )
+    row.extra["launch_to_first_spawn_ms"] = [round(r.first_spawn * 1000, 1) for r in runs]
+    row.extra["llamad_cpu_ms"] = [round(r.cpu * 1000, 1) for r in runs]
+    return row

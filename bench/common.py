@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from bench.base_build import Build
+
 # What the "ratio/overhead" column shows, and what the target is checked against.
 Compare = Literal["ratio", "overhead"]
 CheckOn = Literal["ratio", "overhead", "median", "mean", "max", "none"]
@@ -30,6 +32,7 @@ class Context:
     binary: Path
     quick: bool
     soak: int | None = None  # requests in the peers' memory soak (None: the default)
+    baseline: Build | None = None  # --baseline: another commit's llamad, measured beside
     # What a benchmark could not measure and why (a peer not installed, say): results.json
     notes: dict[str, str] = field(default_factory=dict)
     _ports: set[int] = field(default_factory=set)
@@ -97,18 +100,24 @@ class Result:
     def overhead(self) -> float:
         return self.median - self.floor_median
 
+    def value(self, on: CheckOn) -> float | None:
+        """The figure `on` names (None for "none", or a ratio against a zero floor)."""
+        figures: dict[CheckOn, Callable[[], float | None]] = {
+            "ratio": lambda: self.ratio,
+            "overhead": lambda: self.overhead,
+            "median": lambda: self.median,
+            "mean": lambda: statistics.mean(self.samples),
+            "max": lambda: max(self.samples),
+            "none": lambda: None,
+        }
+        return figures[on]()
+
     @property
     def passed(self) -> bool | None:
         """True/False against the target; None when the row is for information only."""
         if self.check_on == "none" or self.limit is None:
             return None
-        value = {
-            "ratio": self.ratio,
-            "overhead": self.overhead,
-            "median": self.median,
-            "mean": statistics.mean(self.samples),
-            "max": max(self.samples),
-        }[self.check_on]
+        value = self.value(self.check_on)
         return value is not None and value <= self.limit and self.also_ok
 
     def to_dict(self) -> dict[str, Any]:

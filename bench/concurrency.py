@@ -88,7 +88,7 @@ def rounds(ctx: Context, targets: list[Target], model: str, clients: int, n: int
     rounds = JUDGED_ROUNDS if clients in JUDGED else ROUNDS
     for r in range(ctx.reps(rounds, 1)):
         turned = targets[r % len(targets) :] + targets[: r % len(targets)]
-        for t in turned if r < ROUNDS else [t for t in turned if t.name in COMPARED]:
+        for t in turned if r < ROUNDS else [t for t in turned if t.kind in COMPARED]:
             s = summary(run(t, model, clients, n))
             walls[t.name].append(s["wall_s"])
             seen[t.name].append(s)
@@ -97,21 +97,22 @@ def rounds(ctx: Context, targets: list[Target], model: str, clients: int, n: int
 
 
 def throughput(ctx: Context, direct: Target, peers: list[Target], model: str) -> list[Result]:
-    """One row per peer and level: wall time for the fixed requests against direct's, the
-    medians of ROUNDS interleaved rounds."""
+    """One row per peer and level: wall time for the fixed requests against direct's (or
+    the peer's own floor's), the medians of ROUNDS interleaved rounds."""
     rows: list[Result] = []
+    floors = [f for t in peers for f in t.own_floors()]
     for clients in LEVELS:
         n = requests_at(ctx, clients)
-        walls, seen = rounds(ctx, [direct, *peers], model, clients, n)
-        base = seen[direct.name]
+        walls, seen = rounds(ctx, [direct, *floors, *peers], model, clients, n)
         for t in peers:
-            s = seen[t.name]
+            floor = t.against(direct).name
+            s, base = seen[t.name], seen[floor]
             judged = t.name == "llamad" and clients in JUDGED
             nginx = seen.get("nginx")
             rows.append(
                 Result(
                     f"concurrency {clients} clients: {t.name}", n, "s", walls[t.name],
-                    walls[direct.name], "ratio", "ratio" if judged else "none", 1 / 0.97,
+                    walls[floor], "ratio", "ratio" if judged else "none", 1 / 0.97,
                     ">= 0.97x, >= nginx, 0 errors" if judged else "-",
                     f"{s['req_per_s']} req/s, {s['tok_per_s']} tok/s, TTFT p50 "
                     f"{s['ttft_p50_ms']} ms p99 {s['ttft_p99_ms']} ms, {s['errors']} errors; "
@@ -142,7 +143,7 @@ def soak(ctx: Context, peers: list[Target], model: str) -> list[Result]:
     total = ctx.soak or ctx.reps(100_000, 2_000)
     rows = []
     for t in peers:
-        whole = ctx.soak or (t.name == "llamad" and not ctx.quick)
+        whole = ctx.soak or (t.kind == "llamad" and not ctx.quick)
         budget = None if whole else ctx.reps(*SOAK_BUDGET_S)
         first = load(t, model, SOAK_CLIENTS, SOAK_FIRST, stream=False, tokens=1)
         early = t.rss_mb(model)

@@ -16,6 +16,8 @@ import time
 
 import psutil
 
+from bench.base_build import Build
+from bench.baseline import builds, twin
 from bench.common import Context, Result, instance_keys
 from bench.procs import Daemon, daemon_env
 
@@ -62,8 +64,11 @@ class Sampler:
         self._mark = (now, cpu)
 
 
-def measure(ctx: Context, windows: dict[int, float]) -> dict[int, tuple[Sampler, Sampler]]:
-    """Start one llamad per N (and the floor); sample each over its own idle window.
+def measure(
+    ctx: Context, windows: dict[int, float]
+) -> dict[tuple[Build, int], tuple[Sampler, Sampler]]:
+    """Start one llamad per N (and the floor), each build's with --baseline; sample each
+    over its own idle window.
 
     The daemons idle side by side, which saves a start and a window per N: each costs
     well under 5 % of a core, and each is charged only its own CPU time. None is stopped
@@ -75,20 +80,21 @@ def measure(ctx: Context, windows: dict[int, float]) -> dict[int, tuple[Sampler,
         stdout=subprocess.PIPE,
         env=daemon_env(ctx),
     )
-    daemons: dict[int, Daemon] = {}
+    daemons: dict[tuple[Build, int], Daemon] = {}
     try:
         for n in windows:
-            instances = {f"i{k:02d}": instance_keys(ctx, ctx.port()) for k in range(n)}
-            daemons[n] = Daemon(ctx, f"idle{n}", instances)
+            for build in builds(ctx):
+                instances = {f"i{k:02d}": instance_keys(ctx, ctx.port()) for k in range(n)}
+                daemons[build, n] = Daemon(ctx, f"idle{n}", instances, build=build)
         assert floor.stdout is not None
         floor.stdout.readline()
-        for n, daemon in daemons.items():
+        for (_, n), daemon in daemons.items():
             daemon.wait_running([f"i{k:02d}" for k in range(n)], timeout=120.0)
         time.sleep(SETTLE)
-        pairs = {n: (Sampler(d.proc.pid), Sampler(floor.pid)) for n, d in daemons.items()}
+        pairs = {key: (Sampler(d.proc.pid), Sampler(floor.pid)) for key, d in daemons.items()}
         end = time.perf_counter()
         for k in range(max(1, round(max(windows.values()) / SLICE))):
-            live = [p for n, p in pairs.items() if k * SLICE < windows[n] - 1e-6]
+            live = [p for (_, n), p in pairs.items() if k * SLICE < windows[n] - 1e-6]
             for ours, base in live:
                 ours.memory()
                 base.memory()
@@ -103,29 +109,34 @@ def measure(ctx: Context, windows: dict[int, float]) -> dict[int, tuple[Sampler,
             daemon.stop()
         floor.kill()
         floor.wait(10)
+        if floor.stdout:
+            floor.stdout.close()
 
 
 def run(ctx: Context) -> list[Result]:
     """RSS/USS at N = 1, 8, 32; idle CPU over 10 s (N = 1, 32) and 30 s (N = 8)."""
     results: list[Result] = []
     windows = {1: 10.0, 8: 30.0, 32: 10.0} if not ctx.quick else {1: 5.0, 8: 5.0, 32: 5.0}
-    for n, (ours, base) in measure(ctx, windows).items():
-        window = windows[n]
-        rss = Result("footprint RSS", n, "MB", ours.rss, base.rss, "overhead", "none", None, "-")
-        if n == 32:
-            rss.check_on, rss.limit, rss.target = "median", 60.0, "<= 60 MB"
-        rss.note = "floor: python importing llamad's libraries, idle"
-        uss = Result("footprint USS", n, "MB", ours.uss, base.uss, "overhead", "none", None, "-")
-        cpu = Result("idle CPU", n, "%", ours.cpu, base.cpu, "overhead", "none", None, "-")
-        if n == 8:
-            cpu.check_on, cpu.limit, cpu.target = "mean", 0.5, "<= 0.5 % (mean)"
-        whole = statistics.mean(ours.cpu)
-        cpu.note = (
-            f"% of one core over {window:g} s idle ({len(ours.cpu)} slices of "
-            f"{window / len(ours.cpu):g} s), whole window {whole:.3f} %; "
-            "the N = 1, 8, 32 daemons idled side by side"
-        )
-        cpu.extra["whole_window_percent"] = round(whole, 4)
-        cpu.extra["window_s"] = window
-        results += [rss, uss, cpu]
+    for (build, n), (ours, base) in measure(ctx, windows).items():
+        results += [twin(r, build) for r in _rows(n, windows[n], ours, base)]
     return results
+
+
+def _rows(n: int, window: float, ours: Sampler, base: Sampler) -> list[Result]:
+    rss = Result("footprint RSS", n, "MB", ours.rss, base.rss, "overhead", "none", None, "-")
+    if n == 32:
+        rss.check_on, rss.limit, rss.target = "median", 60.0, "<= 60 MB"
+    rss.note = "floor: python importing llamad's libraries, idle"
+    uss = Result("footprint USS", n, "MB", ours.uss, base.uss, "overhead", "none", None, "-")
+    cpu = Result("idle CPU", n, "%", ours.cpu, base.cpu, "overhead", "none", None, "-")
+    if n == 8:
+        cpu.check_on, cpu.limit, cpu.target = "mean", 0.5, "<= 0.5 % (mean)"
+    whole = statistics.mean(ours.cpu)
+    cpu.note = (
+        f"% of one core over {window:g} s idle ({len(ours.cpu)} slices of "
+        f"{window / len(ours.cpu):g} s), whole window {whole:.3f} %; "
+        "the N = 1, 8, 32 daemons idled side by side"
+    )
+    cpu.extra["whole_window_percent"] = round(whole, 4)
+    cpu.extra["window_s"] = window
+    return [rss, uss, cpu]

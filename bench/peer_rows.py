@@ -29,16 +29,17 @@ def latency(ctx: Context, direct: Target, peers: list[Target], model: str) -> li
     every target, each request would follow the others': a proxy that spends 10 ms of
     Python on a request leaves the caches of a 2-core machine cold for the requests after
     it, so every other figure would carry LiteLLM's. llamad's own rows are from its
-    rounds beside nginx, the judged pair (else beside the first peer, or direct alone)."""
+    rounds beside nginx, the judged pair (else beside the first peer, or direct alone).
+    A peer with a floor of its own (a --baseline llamad) has it in its rounds too."""
     llamad, others = peers[0], peers[1:]
-    groups = [[direct, llamad, peer] for peer in others] or [[direct, llamad]]
+    groups = [[direct, llamad, *p.own_floors(), p] for p in others] or [[direct, llamad]]
     judged = next((g for g in groups if g[-1].name == "nginx"), groups[0])
     rows = []
     for group in groups:
         took = _rounds(ctx, group, model)
-        floor = took[direct.name]
-        with_llamad = {q: _p(took[llamad.name], q) - _p(floor, q) for q in (50, 99)}
-        for t in group[1:] if group is judged else group[2:]:
+        with_llamad = {q: _p(took[llamad.name], q) - _p(took[direct.name], q) for q in (50, 99)}
+        for t in ([llamad] if group is judged else []) + group[2:][-1:]:
+            floor = took[t.against(direct).name]
             for q in (50, 99):
                 rows.append(
                     Result(
@@ -86,14 +87,15 @@ def cpu_per_request(ctx: Context, peers: list[Target], model: str) -> dict[str, 
 
 
 def sse(ctx: Context, direct: Target, peers: list[Target], model: str) -> list[Result]:
-    """Each peer's SSE time against a direct stream just before it, in rounds."""
+    """Each peer's SSE time against a direct stream (its own floor's) just before it, in
+    rounds."""
     body = {"prompt": "hi", "max_tokens": 30, "stream": True, "ignore_eos": True, "model": model}
     mine: dict[str, list[float]] = {t.name: [] for t in peers}
     floor: dict[str, list[float]] = {t.name: [] for t in peers}
     for i in range(ctx.reps(21, 5) + 1):
         k = i % len(peers)
         for t in peers[k:] + peers[:k]:
-            a = stream(direct.port(model), body).flowing * 1000
+            a = stream(t.against(direct).port(model), body).flowing * 1000
             b = stream(t.port(model), body).flowing * 1000
             if i:  # the first round warms connections and caches
                 floor[t.name].append(a)

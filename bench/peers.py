@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from bench import concurrency, fleet_path, peer_rows
+from bench import baseline, concurrency, fleet_path, peer_rows
 from bench.common import Context, Result, instance_keys, wait_for
 from bench.gateway import _direct_cold, _healthy, _unload
 from bench.gateway_sse import PACED
@@ -80,11 +80,12 @@ def run(ctx: Context) -> list[Result]:
         base = f"http://127.0.0.1:{gw_port}"
         llamad = Target("llamad", {TINY: base, PACED_MODEL: base, "cold": base},
                         {TINY: [daemon.proc.pid], PACED_MODEL: [daemon.proc.pid]})  # fmt: skip
-        peers = [llamad, *_start_peers(ctx, ports)]
+        peers = [llamad, *baseline.peer_targets(ctx, instances), *_start_peers(ctx, ports)]
         for name, text in NOT_MEASURED.items():
             ctx.notes[f"peers: {name}"] = text
         rows = _measure(ctx, daemon, direct, peers, instances["cold"])
-        return rows + fleet_path.rows(ctx, direct, llamad, control, read_token, TINY, PACED_MODEL)
+        rows += fleet_path.rows(ctx, direct, llamad, control, read_token, TINY, PACED_MODEL)
+        return baseline.mark_peer_rows(ctx, rows)
     finally:
         for t in peers[1:]:
             t.stop()

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from bench.base_build import CURRENT, Build
 from bench.common import Context, wait_for, wait_healthy, write_config
 from llamad.client.http import Client, ClientError
 from llamad.common.childenv import child_env
@@ -35,7 +35,8 @@ def daemon_env(ctx: Context) -> dict[str, str]:
 
 
 class Daemon:
-    """`python -m llamad --config FILE --log-format json`, its events read from stderr."""
+    """`python -m llamad --config FILE --log-format json`, its events read from stderr;
+    `build` says whose llamad (this checkout's, or --baseline's)."""
 
     def __init__(
         self,
@@ -46,12 +47,17 @@ class Daemon:
         gateway: dict[str, object] | None = None,
         daemon: dict[str, object] | None = None,
         tables: dict[str, dict[str, object]] | None = None,
+        build: Build = CURRENT,
     ) -> None:
         self.work, sock_dir = ctx.fresh(name)
         self.socket = sock_dir / "s"
+        # Beside a baseline every daemon names the binary: the old commit's virtualenv has
+        # no llama.cpp wheel to find one in, and old and new run the same config.
+        binary = {"llama_server": ctx.binary} if ctx.baseline else {}
         self.daemon_keys: dict[str, object] = {
             "state_dir": self.work / "state",
             "socket": self.socket,
+            **binary,
             **(daemon or {}),
         }
         self.supervise, self.gateway, self.tables = supervise, gateway, tables
@@ -65,11 +71,12 @@ class Daemon:
         self.started = time.perf_counter()
         self.started_wall = time.time()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llamad", "--config", str(self.config), "--log-format", "json"],
+            [build.python, "-m", "llamad", "--config", str(self.config), "--log-format", "json"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=self._stderr,
-            env=daemon_env(ctx),
+            env=build.env(daemon_env(ctx)),
+            cwd=build.cwd(self.work),
         )
 
     def rewrite(self, instances: dict[str, dict[str, object]]) -> None:

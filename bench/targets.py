@@ -29,6 +29,22 @@ class Target:
     popens: list[subprocess.Popen[bytes]] = field(default_factory=list)
     version: str = ""
     on_stop: list[Callable[[], None]] = field(default_factory=list)
+    # The direct target this one's figures are taken against, when not the run's direct:
+    # a --baseline llamad fronts llama-servers of its own.
+    floor: Target | None = None
+
+    @property
+    def kind(self) -> str:
+        """What it is, whichever build: `llamad@c6a89fd` is a llamad, `direct@c6a89fd` a direct."""
+        return self.name.partition("@")[0]
+
+    def against(self, direct: Target) -> Target:
+        """What this target's figures are taken against: its own floor, else `direct`."""
+        return self.floor or direct
+
+    def own_floors(self) -> list[Target]:
+        """Its own floor, to measure in the same rounds (none when it is the run's direct)."""
+        return [self.floor] if self.floor else []
 
     def port(self, model: str) -> int:
         """The TCP port that serves `model`."""

@@ -5,11 +5,10 @@ the fleet path's configs."""
 from __future__ import annotations
 
 import asyncio
-import http.server
-import threading
 from pathlib import Path
 
 import pytest
+from counting_servers import counting_servers
 
 from bench import concurrency, fleet_path, load_client, peer_nginx, peer_procs, peer_rows
 from bench.common import Context, write_config
@@ -134,33 +133,12 @@ def test_the_judged_levels_give_the_compared_targets_more_rounds(
 
 
 def test_each_peers_latency_is_taken_in_rounds_with_direct_and_llamad(tmp_path: Path) -> None:
-    class Count(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["content-length"]))
-            seen.append(self.server.server_address[1])
-            # One write: a head and a body written apart wait on Nagle and delayed ACKs.
-            self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    seen: list[int] = []
     names = ["direct", "llamad", "nginx", "litellm"]
-    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), Count) for _ in names]
-    for server in servers:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        ports = {n: s.server_address[1] for n, s in zip(names, servers, strict=True)}
+    with counting_servers(names) as (ports, seen):
         targets = [Target(n, {"m": f"http://127.0.0.1:{ports[n]}"}) for n in names]
         ctx = Context(root=tmp_path, short=tmp_path, model=tmp_path / "m.gguf",
                       binary=tmp_path / "llama-server", quick=True)  # fmt: skip
         rows = peer_rows.latency(ctx, targets[0], targets[1:], "m")
-    finally:
-        for server in servers:
-            server.shutdown()
-            server.server_close()
     per_group = ctx.reps(400, 100) + peer_rows.WARMUP
     counts = {n: seen.count(p) for n, p in ports.items()}
     # direct and llamad in both groups; each other peer only in its own.
