@@ -4,6 +4,7 @@ a gateway stand-in on each address records the requests it gets and answers a ch
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -12,12 +13,14 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from helpers import wait_for
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from llamad.listener.limits import Limits
+from llamad.listener.tcp import serve_tcp
 
 ELSEWHERE = "127.0.0.2"  # where the status document says the gateway is
 
@@ -100,16 +103,20 @@ def _port_free_on_both() -> int:
 
 @contextmanager
 def _serving(app: Any, host: str, port: int) -> Iterator[None]:
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    bound = threading.Event()
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    served = serve_tcp(app, host, port, stop, bound.set, cap=64, limits=Limits)
+    thread = threading.Thread(target=loop.run_until_complete, args=(served,), daemon=True)
     thread.start()
     try:
-        wait_for(lambda: server.started, 10, f"a stand-in on {host}:{port}")
+        wait_for(bound.is_set, 10, f"a stand-in on {host}:{port}")
         yield
     finally:
-        server.should_exit = True
+        loop.call_soon_threadsafe(stop.set)
         thread.join(10)
+        if not thread.is_alive():
+            loop.close()
 
 
 @contextmanager
