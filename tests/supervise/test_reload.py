@@ -287,6 +287,18 @@ def test_sighup_and_llamactl_reload(setup: Setup) -> None:
         assert d.stop() == 0
 
 
+def test_sighup_during_startup_is_kept_for_the_reloader(setup: Setup) -> None:
+    """A SIGHUP while instances start neither ends the daemon nor is lost."""
+    setup.add("a")
+    setup.save_atomic()
+    with Llamad(setup.path) as d:
+        d.wait_event("instance.spawned")  # signal handlers are in place by then
+        d.proc.send_signal(signal.SIGHUP)
+        d.wait_event("config.reloaded")
+        wait_serving(d, "a")
+        assert d.stop() == 0
+
+
 def test_failed_instance_is_retried_when_its_spec_changes(setup: Setup) -> None:
     """A failed instance whose spec changed is tried again."""
     broken = setup.tmp / "broken.gguf"
