@@ -2,7 +2,7 @@
 a default system prompt and stop words (Ollama's `system` layer and its params' `stop`).
 
 llama-server has no server-wide setting for either, so the gateway adds them to each
-request (`llamad.gateway.prompt_defaults`). A configured instance's own `system` and
+request (`llamad.gateway.relay.prompt_defaults`). A configured instance's own `system` and
 `stop` keys set them too, over its store's. They ride on the instance's spec without
 being part of its launch: changing them never restarts the server.
 """

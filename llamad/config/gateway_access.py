@@ -10,7 +10,7 @@ from llamad.backends.spec import InstanceSpec
 
 _ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s?#]+$")
 _HOST = re.compile(r"^(\[[0-9a-f:.]+\]|[a-z0-9_.-]+)$")
-# How an instance's own key reaches llama-server (see gateway/instance_auth.py).
+# How an instance's own key reaches llama-server (see gateway/relay/instance_auth.py).
 _KEY_SETTINGS = {"LLAMA_API_KEY": "api_key", "LLAMA_ARG_API_KEY_FILE": "api_key_file"}
 
 

@@ -13,20 +13,20 @@ from llamad.common.fdlimit import gateway_cap
 from llamad.common.retrying import retrying
 from llamad.config.gateway_table import GatewayConfig
 from llamad.daemon.guard import ServiceGuard
+from llamad.gateway.access.limits import GatewayLimits, gateway_shape
 from llamad.gateway.access.table import Route
 from llamad.gateway.app import build_app
+from llamad.gateway.books.metrics import GatewayMetrics
 from llamad.gateway.core import Gateway
-from llamad.gateway.downloads import downloading
 from llamad.gateway.events_stream import activity_routes
-from llamad.gateway.fleet import FleetModels, Identity
-from llamad.gateway.fleet_hosts import FleetHosts
-from llamad.gateway.limits import GatewayLimits, gateway_shape
-from llamad.gateway.metrics import GatewayMetrics
+from llamad.gateway.fleet.hosts import FleetHosts
+from llamad.gateway.fleet.models import FleetModels, Identity
+from llamad.gateway.models.downloads import downloading
+from llamad.gateway.models.router import Router
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.page import for_browsers, page_routes
-from llamad.gateway.pool import Pool
+from llamad.gateway.relay.upstream_pool import Pool
 from llamad.gateway.replicas.balancer import Balancer
-from llamad.gateway.router import Router
 from llamad.library.pulls import Pulls
 from llamad.listener.limits import Refusals
 from llamad.listener.tcp import serve_tcp

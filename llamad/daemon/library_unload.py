@@ -29,7 +29,7 @@ async def unload_for_removal(
     inst = state.supervisor.instances.get(name)
     if gateway is None or inst is None or inst.record.state in DOWN:
         return
-    from llamad.gateway.port import GatewayError
+    from llamad.gateway.contract.port import GatewayError
 
     try:
         await gateway.unload(name)

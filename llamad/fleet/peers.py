@@ -3,7 +3,7 @@ Tailscale peers carrying a tag, and (in `fleet.py`) what mDNS finds.
 
 Standard library only (tomllib, json, subprocess): this is on llamactl's path, where
 pydantic would cost more than the whole command. The table is parsed by `table.py`,
-which the daemon uses too, as its gateway does `tailnet` (gateway/fleet_hosts.py).
+which the daemon uses too, as its gateway does `tailnet` (gateway/fleet/hosts.py).
 """
 
 from __future__ import annotations

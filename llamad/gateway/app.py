@@ -13,23 +13,23 @@ from collections.abc import Sequence
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
-from llamad.gateway import listing
 from llamad.gateway.access.call import Call, responds
+from llamad.gateway.access.client_side import guard
 from llamad.gateway.access.door import Door
+from llamad.gateway.access.keyguard import KeyGuard
+from llamad.gateway.access.limits import GatewayLimits
 from llamad.gateway.access.scope import visible
 from llamad.gateway.access.table import Body, Need, Route, Table
-from llamad.gateway.client_side import guard
+from llamad.gateway.contract.families import gateway_shape
+from llamad.gateway.contract.port import GatewayError, UnknownModel
 from llamad.gateway.core import Gateway
-from llamad.gateway.families import gateway_shape
-from llamad.gateway.keepalive import KeepAlive, sse_beat
-from llamad.gateway.keyguard import KeyGuard
-from llamad.gateway.limits import GatewayLimits
-from llamad.gateway.naming import renamer
-from llamad.gateway.pool import Pool
-from llamad.gateway.port import GatewayError, UnknownModel
-from llamad.gateway.proxy import Relay
+from llamad.gateway.models import listing
+from llamad.gateway.relay.keepalive import KeepAlive, sse_beat
+from llamad.gateway.relay.naming import renamer
+from llamad.gateway.relay.proxy import Relay
+from llamad.gateway.relay.resend import answered
+from llamad.gateway.relay.upstream_pool import Pool
 from llamad.gateway.replicas.hints import HINTS, hints_of
-from llamad.gateway.resend import answered
 from llamad.gateway.routed import BODY_ROUTED, Books, outgoing, send_error
 from llamad.listener.departure import departure
 from llamad.listener.limits import Refused

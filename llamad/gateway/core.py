@@ -1,6 +1,6 @@
 """The gateway: leases on upstreams, restarts and unloads, over the supervisor.
 
-Listings and status are built apart (`views.py`, `status_doc.py`); a relayed
+Listings and status are built apart (`catalog.py`, `status_doc.py`); a relayed
 request resolves its model once, in `lease`, and carries the name on its `Upstream`.
 """
 
@@ -15,35 +15,35 @@ from typing import Any
 import structlog
 
 from llamad.config.gateway_table import GatewayConfig
-from llamad.gateway.activity import Activity, Listener, Record
-from llamad.gateway.activity import current as current_tally
-from llamad.gateway.activity_metrics import ActivityMetrics
-from llamad.gateway.activity_stats import KeyTotals
-from llamad.gateway.bus import EventBus
-from llamad.gateway.crashes import Crashes
-from llamad.gateway.drain import drain
-from llamad.gateway.fleet import FleetModels
-from llamad.gateway.fleet_lease import FleetLease
-from llamad.gateway.idle import IdleTimers
-from llamad.gateway.keys import Caller
-from llamad.gateway.loads import Loads
-from llamad.gateway.metrics import GatewayMetrics
-from llamad.gateway.notes import BusNotes
-from llamad.gateway.port import GatewayError, ModelView, UnknownModel, Upstream
-from llamad.gateway.progress import LoadProgress
+from llamad.gateway.admission.crashes import Crashes
+from llamad.gateway.admission.drain import drain
+from llamad.gateway.admission.idle import IdleTimers
+from llamad.gateway.admission.loads import Loads
+from llamad.gateway.admission.notes import BusNotes
+from llamad.gateway.admission.progress import LoadProgress
+from llamad.gateway.admission.scheduler import Scheduler
+from llamad.gateway.admission.slots import Slots
+from llamad.gateway.admission.state_watch import StateWatch
+from llamad.gateway.books.activity import Activity, Listener, Record
+from llamad.gateway.books.activity import current as current_tally
+from llamad.gateway.books.activity_metrics import ActivityMetrics
+from llamad.gateway.books.activity_stats import KeyTotals
+from llamad.gateway.books.bus import EventBus
+from llamad.gateway.books.metrics import GatewayMetrics
+from llamad.gateway.catalog import Views
+from llamad.gateway.contract.caller import Caller
+from llamad.gateway.contract.port import GatewayError, ModelView, UnknownModel, Upstream
+from llamad.gateway.fleet.models import FleetModels
+from llamad.gateway.models.router import Router
+from llamad.gateway.models.supervisor_view import SupervisorView
+from llamad.gateway.relay.upstreams import Upstreams
 from llamad.gateway.replicas.balancer import Balancer
+from llamad.gateway.replicas.fleet_lease import FleetLease
 from llamad.gateway.replicas.hints import current as current_hints
 from llamad.gateway.replicas.lease import ReplicaLeases
 from llamad.gateway.replicas.server_busy import ServerBusy
 from llamad.gateway.replicas.snapshot import Snapshot
-from llamad.gateway.router import Router
-from llamad.gateway.scheduler import Scheduler
-from llamad.gateway.slots import Slots
-from llamad.gateway.state_watch import StateWatch
 from llamad.gateway.status_doc import StatusDoc
-from llamad.gateway.upstreams import Upstreams
-from llamad.gateway.view import SupervisorView
-from llamad.gateway.views import Views
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
 

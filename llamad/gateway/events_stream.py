@@ -14,9 +14,9 @@ from starlette.types import Send
 
 from llamad.common.waits import first_of
 from llamad.gateway.access.call import Call, responds
+from llamad.gateway.access.client_side import guard
 from llamad.gateway.access.table import Need, Route
-from llamad.gateway.bus import EventBus, Subscriber
-from llamad.gateway.client_side import guard
+from llamad.gateway.books.bus import EventBus, Subscriber
 from llamad.gateway.core import Gateway
 
 KEEPALIVE_S = 15.0

@@ -8,13 +8,12 @@ import math
 
 from starlette.types import Send
 
-from llamad.gateway.activity import Tally
+from llamad.gateway.books.activity import Tally, now
+from llamad.gateway.contract.families import gateway_shape
+from llamad.gateway.contract.port import GatewayError, Upstream
 from llamad.gateway.core import Gateway
-from llamad.gateway.families import gateway_shape
-from llamad.gateway.jsonmode import enforce
-from llamad.gateway.port import GatewayError, Upstream
-from llamad.gateway.prompt_defaults import with_defaults
-from llamad.gateway.proxy import now
+from llamad.gateway.relay.jsonmode import enforce
+from llamad.gateway.relay.prompt_defaults import with_defaults
 
 # Routed by the body's `model`.
 BODY_ROUTED = (

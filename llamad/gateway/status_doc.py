@@ -8,15 +8,15 @@ from typing import Any
 
 from llamad.backends.registry import backend_for
 from llamad.config.gateway_table import GatewayConfig
-from llamad.gateway import memory
-from llamad.gateway.activity import Activity
-from llamad.gateway.activity_stats import KeyTotals, model_rates
-from llamad.gateway.loads import LIVE
+from llamad.gateway.admission import memory
+from llamad.gateway.admission.loads import LIVE
+from llamad.gateway.admission.scheduler import Scheduler
+from llamad.gateway.books.activity import Activity
+from llamad.gateway.books.activity_stats import KeyTotals, model_rates
+from llamad.gateway.catalog import Views
+from llamad.gateway.models.router import Router
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.gateway.replicas.server_busy import STALE_S, ServerBusy
-from llamad.gateway.router import Router
-from llamad.gateway.scheduler import Scheduler
-from llamad.gateway.views import Views
 
 
 class StatusDoc:

@@ -10,7 +10,7 @@ import pytest
 from helpers import free_port, until
 from starlette.types import Receive, Scope, Send
 
-from llamad.gateway.client_side import guard, read_body
+from llamad.gateway.access.client_side import guard, read_body
 from llamad.listener.departure import departure
 from llamad.listener.tcp import serve_tcp
 

@@ -20,7 +20,7 @@ from llamad.gateway.core import Gateway
 from llamad.gateway.events_stream import activity_routes
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.page import for_browsers, page_routes
-from llamad.gateway.pool import Pool
+from llamad.gateway.relay.upstream_pool import Pool
 from llamad.lifecycle.states import State
 
 PORT = 8080

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from llamad.gateway.activity import Activity, Tally
-from llamad.gateway.activity_stats import KeyTotals, model_rates
-from llamad.gateway.bus import EventBus
-from llamad.gateway.usage import from_chunks, from_fields, from_tail
+from llamad.gateway.books.activity import Activity, Tally
+from llamad.gateway.books.activity_stats import KeyTotals, model_rates
+from llamad.gateway.books.bus import EventBus
+from llamad.gateway.books.usage import from_chunks, from_fields, from_tail
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llamad.gateway.admission import AdmissionError, Slot, StopWhy
+from llamad.gateway.admission.rules import AdmissionError, Slot, StopWhy
 
 
 def busy(**fields: int) -> Slot:

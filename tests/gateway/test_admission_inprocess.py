@@ -15,10 +15,10 @@ from collections.abc import Awaitable
 import pytest
 from supervisor_double import Double, gateway, spec, until
 
-from llamad.gateway import crashes as crashes_module
-from llamad.gateway import drain as drain_module
+from llamad.gateway.admission import crashes as crashes_module
+from llamad.gateway.admission import drain as drain_module
+from llamad.gateway.contract.port import GatewayError, LoadFailed, Upstream
 from llamad.gateway.core import Gateway
-from llamad.gateway.port import GatewayError, LoadFailed, Upstream
 from llamad.lifecycle.states import State
 
 pytestmark = pytest.mark.timeout(20)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from llamad.backends.gguf_meta import read_gguf_meta
 from llamad.backends.serving import Serving
-from llamad.gateway.capabilities import capabilities
-from llamad.gateway.port import ModelView
+from llamad.gateway.contract.port import ModelView
+from llamad.gateway.ollama.capabilities import capabilities
 
 VIEW = ModelView("m", (), None, "running", True, False, 0.0, None, None, None, False)
 

@@ -10,9 +10,9 @@ import pytest
 from starlette.types import ASGIApp
 from supervisor_double import Double, gateway
 
+from llamad.gateway.access.client_side import guard
 from llamad.gateway.app import build_app
-from llamad.gateway.client_side import guard
-from llamad.gateway.pool import Pool
+from llamad.gateway.relay.upstream_pool import Pool
 from llamad.listener.departure import Departure
 
 Message = dict[str, object]

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from llamad.gateway.families import gateway_shape
-from llamad.gateway.upstream_errors import refit
+from llamad.gateway.contract.families import gateway_shape
+from llamad.gateway.relay.upstream_errors import refit
 
 OPENAI_500 = json.dumps(
     {"error": {"code": 500, "message": "image input is not supported", "type": "server_error"}}

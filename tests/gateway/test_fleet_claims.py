@@ -15,8 +15,8 @@ from peer_stand_in import ELSEWHERE, lying_peer
 
 from llamad.fleet.peer_api import MAX_ANSWER
 from llamad.fleet.table import Peer
-from llamad.gateway.fleet import FleetModels
-from llamad.gateway.peer_models import MAX_SLOTS, models_of
+from llamad.gateway.fleet.models import FleetModels
+from llamad.gateway.fleet.peer_models import MAX_SLOTS, models_of
 
 # A daemon and its llama-server on a busy 2-core machine.
 pytestmark = pytest.mark.timeout(150)

@@ -24,9 +24,9 @@ from llamad.fleet.mdns_net import local_addresses
 from llamad.fleet.peer_api import get_json
 from llamad.fleet.peers import identity
 from llamad.fleet.table import Fleet, Peer
-from llamad.gateway import fleet_hosts
-from llamad.gateway.fleet import FleetModels
-from llamad.gateway.fleet_hosts import FleetHosts
+from llamad.gateway.fleet import hosts as fleet_hosts
+from llamad.gateway.fleet.hosts import FleetHosts
+from llamad.gateway.fleet.models import FleetModels
 
 # Two daemons and three llama-servers on a busy 2-core machine: more than the default.
 pytestmark = pytest.mark.timeout(150)

@@ -16,8 +16,8 @@ import openai
 import pytest
 from gateway_helpers import TINY, chat, fake_gateway
 
-from llamad.gateway.keepalive import KeepAlive, ndjson_beat, sse_beat
 from llamad.gateway.ollama.answer import chat_renderer, generate_renderer, keepalive_beat
+from llamad.gateway.relay.keepalive import KeepAlive, ndjson_beat, sse_beat
 
 pytestmark = pytest.mark.timeout(90)
 

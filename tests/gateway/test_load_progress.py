@@ -12,7 +12,7 @@ import pytest
 from gateway_helpers import TINY, chat, follow_events, gateway
 from helpers import stand_in_binary, wait_for
 
-from llamad.gateway.progress import LoadProgress
+from llamad.gateway.admission.progress import LoadProgress
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,10 +11,10 @@ import pytest
 from supervisor_double import Double, gateway, spec, until
 
 from llamad.gateway.access.scope import may_use
+from llamad.gateway.contract.caller import ANYONE, Caller
+from llamad.gateway.contract.port import Upstream
 from llamad.gateway.core import Gateway
-from llamad.gateway.keys import ANYONE, Caller
-from llamad.gateway.peer_models import RemoteModel, models_of
-from llamad.gateway.port import Upstream
+from llamad.gateway.fleet.peer_models import RemoteModel, models_of
 from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.lifecycle.states import State
 

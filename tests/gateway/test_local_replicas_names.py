@@ -11,9 +11,9 @@ import time
 import pytest
 from supervisor_double import Double, gateway, spec, until
 
+from llamad.gateway.contract.port import Upstream
 from llamad.gateway.core import Gateway
 from llamad.gateway.ollama.upstream import resolve
-from llamad.gateway.port import Upstream
 from llamad.lifecycle.states import State
 
 pytestmark = pytest.mark.timeout(20)

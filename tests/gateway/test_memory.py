@@ -13,7 +13,7 @@ from library_helpers import write_projector
 
 from llamad.backends.spec import InstanceSpec
 from llamad.daemon.tinymodel import write_tiny_model
-from llamad.gateway.memory import (
+from llamad.gateway.admission.memory import (
     Footprint,
     auto_budget,
     estimate,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from llamad.gateway.jsonmode import enforce
-from llamad.gateway.naming import Renamer, renamer
-from llamad.gateway.port import Upstream
+from llamad.gateway.contract.port import Upstream
+from llamad.gateway.relay.jsonmode import enforce
+from llamad.gateway.relay.naming import Renamer, renamer
 
 # The generated text holds what looks like the pair, escaped as JSON strings are.
 CONTENT = b'{"content":"\\"model\\":\\"tiny\\""}'

@@ -19,7 +19,7 @@ from door_helpers import ask, build
 from gateway_helpers import TINY, Gw, chat, gateway
 
 from llamad.config.gateway_table import GatewayConfig
-from llamad.gateway.origin import Policy
+from llamad.gateway.access.origin import Policy
 
 PORT = 8080
 

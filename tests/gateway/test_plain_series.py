@@ -11,7 +11,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from llamad.gateway.plain_series import PlainCounter, PlainHistogram
+from llamad.gateway.books.plain_series import PlainCounter, PlainHistogram
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -10,9 +10,9 @@ import asyncio
 import pytest
 from pool_helpers import JSON, body_of, eventually, every_request, read_request, upstream
 
-from llamad.gateway.answer import Answer
-from llamad.gateway.connection import Connection
-from llamad.gateway.pool import Pool
+from llamad.gateway.relay.answer import Answer
+from llamad.gateway.relay.connection import Connection
+from llamad.gateway.relay.upstream_pool import Pool
 
 CHUNKED = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
 

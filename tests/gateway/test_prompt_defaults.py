@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from llamad.backends.prompt import PromptDefaults
-from llamad.gateway.prompt_defaults import apply, with_defaults
+from llamad.gateway.relay.prompt_defaults import apply, with_defaults
 
 pytestmark = pytest.mark.timeout(10)
 

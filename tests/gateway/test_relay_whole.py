@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from pool_helpers import read_request, upstream
 
-from llamad.gateway.connection import NotAnswered
-from llamad.gateway.pool import Pool
-from llamad.gateway.port import Upstream
-from llamad.gateway.proxy import Relay
+from llamad.gateway.contract.port import Upstream
+from llamad.gateway.relay.connection import NotAnswered
+from llamad.gateway.relay.proxy import Relay
+from llamad.gateway.relay.upstream_pool import Pool
 
 pytestmark = pytest.mark.timeout(20)
 

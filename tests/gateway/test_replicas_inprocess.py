@@ -12,12 +12,12 @@ from supervisor_double import Double, spec, until
 
 from llamad.config.gateway_table import GatewayConfig
 from llamad.fleet.table import Peer
+from llamad.gateway.contract.port import QueueFull, UnknownModel, Upstream
 from llamad.gateway.core import Gateway
-from llamad.gateway.fleet import FleetModels, PeerModels
-from llamad.gateway.peer_models import RemoteModel
-from llamad.gateway.port import QueueFull, UnknownModel, Upstream
+from llamad.gateway.fleet.models import FleetModels, PeerModels
+from llamad.gateway.fleet.peer_models import RemoteModel
+from llamad.gateway.models.router import Router
 from llamad.gateway.replicas.hints import HINTS, hints_of
-from llamad.gateway.router import Router
 from llamad.lifecycle.states import State
 
 pytestmark = pytest.mark.timeout(20)

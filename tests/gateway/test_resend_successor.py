@@ -12,11 +12,11 @@ import pytest
 from pool_helpers import read_request, upstream
 from supervisor_double import Double, gateway, spec, until
 
-from llamad.gateway.connection import NotAnswered
-from llamad.gateway.pool import Pool
-from llamad.gateway.port import Upstream
-from llamad.gateway.proxy import Relay
-from llamad.gateway.resend import answered
+from llamad.gateway.contract.port import Upstream
+from llamad.gateway.relay.connection import NotAnswered
+from llamad.gateway.relay.proxy import Relay
+from llamad.gateway.relay.resend import answered
+from llamad.gateway.relay.upstream_pool import Pool
 from llamad.lifecycle.states import State
 
 pytestmark = pytest.mark.timeout(20)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llamad.gateway.room import Loaded, plan
+from llamad.gateway.admission.room import Loaded, plan
 
 G = 1024**3
 

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 from supervisor_double import Double, spec
 
-from llamad.gateway.router import Router
+from llamad.gateway.models.router import Router
 
 pytestmark = pytest.mark.timeout(10)
 

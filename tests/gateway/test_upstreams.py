@@ -7,7 +7,7 @@ import dataclasses
 from supervisor_double import spec
 
 from llamad.backends.prompt import PromptDefaults
-from llamad.gateway.upstreams import Upstreams
+from llamad.gateway.relay.upstreams import Upstreams
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
 

@@ -15,11 +15,11 @@ from typing import Any
 from starlette.types import Scope
 
 from llamad.gateway.access.call import query
+from llamad.gateway.access.limits import GatewayLimits
 from llamad.gateway.access.refusal import Refusal, bad, too_large
 from llamad.gateway.access.table import Body, Route
-from llamad.gateway.families import family
-from llamad.gateway.limits import GatewayLimits
-from llamad.gateway.shapes import valid_text
+from llamad.gateway.contract.families import family
+from llamad.gateway.contract.shapes import valid_text
 
 
 def parse(body: bytes, ollama: bool) -> Any:

@@ -10,8 +10,8 @@ from urllib.parse import parse_qsl
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from llamad.gateway.activity import Tally
-from llamad.gateway.keys import Caller
+from llamad.gateway.books.activity import Tally
+from llamad.gateway.contract.caller import Caller
 
 
 @dataclass(frozen=True, slots=True)

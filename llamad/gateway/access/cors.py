@@ -1,5 +1,5 @@
 """The gateway's own CORS answers, for an origin the door has allowed (`origin.Policy`):
-llama-server's CORS headers are dropped in `proxy.py`, so these are the only ones."""
+llama-server's CORS headers are dropped in `relay/proxy.py`, so these are the only ones."""
 
 from __future__ import annotations
 

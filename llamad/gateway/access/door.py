@@ -20,17 +20,17 @@ from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.access import cors
 from llamad.gateway.access.body import decide
 from llamad.gateway.access.call import Call
+from llamad.gateway.access.client_side import ClientGone, read_body
+from llamad.gateway.access.keyguard import KeyGuard
+from llamad.gateway.access.keys import Keys, given
+from llamad.gateway.access.limits import GatewayLimits
+from llamad.gateway.access.origin import Policy
 from llamad.gateway.access.refusal import Refusal
 from llamad.gateway.access.scope import Models, may_use, not_for_scoped, unknown
 from llamad.gateway.access.table import Body, Need, Route, Table
-from llamad.gateway.activity import CURRENT, Tally, begin
-from llamad.gateway.client_side import ClientGone, read_body
-from llamad.gateway.families import family
-from llamad.gateway.keyguard import KeyGuard
-from llamad.gateway.keys import ANYONE, Caller, Keys, given
-from llamad.gateway.limits import GatewayLimits
-from llamad.gateway.origin import Policy
-from llamad.gateway.proxy import now
+from llamad.gateway.books.activity import CURRENT, Tally, begin, now
+from llamad.gateway.contract.caller import ANYONE, Caller
+from llamad.gateway.contract.families import family
 from llamad.listener.limits import Refused
 
 _SCOPED = (Need.MODEL, Need.ACTION)

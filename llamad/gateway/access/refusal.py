@@ -1,11 +1,11 @@
 """How the door says no: a status, a code and a message, in the family shape of the
-path asked for (`families.py`), with Retry-After or headers of its own when it has them."""
+path asked for (`contract/families.py`), with Retry-After or headers of its own when it has them."""
 
 from __future__ import annotations
 
 from starlette.types import Send
 
-from llamad.gateway.shapes import refuse
+from llamad.gateway.contract.shapes import refuse
 
 
 class Refusal(Exception):

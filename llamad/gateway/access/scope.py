@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from llamad.gateway.access.refusal import Refusal
-from llamad.gateway.families import family
-from llamad.gateway.keys import Caller
-from llamad.gateway.port import ModelView, UnknownModel
+from llamad.gateway.contract.caller import Caller
+from llamad.gateway.contract.families import family
+from llamad.gateway.contract.port import ModelView, UnknownModel
 
 
 class Models(Protocol):

@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Protocol
 
 from llamad.gateway.access.call import Call
-from llamad.gateway.activity import Tally
+from llamad.gateway.books.activity import Tally
 
 
 class Need(Enum):

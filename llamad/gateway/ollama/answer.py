@@ -11,16 +11,16 @@ from typing import Any
 import structlog
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from llamad.gateway.activity import current
-from llamad.gateway.keepalive import Beat, ndjson_beat
+from llamad.gateway.books.activity import current
+from llamad.gateway.books.usage import from_fields
 from llamad.gateway.ollama.durations import done_fields, rfc3339
 from llamad.gateway.ollama.errors import OllamaError
 from llamad.gateway.ollama.port import GatewayPort, ModelView
 from llamad.gateway.ollama.requests import Plan
 from llamad.gateway.ollama.stream import Events, Piece, stream_error
 from llamad.gateway.ollama.upstream import Exchange, read_all, sse_events
-from llamad.gateway.pool import Pool
-from llamad.gateway.usage import from_fields
+from llamad.gateway.relay.keepalive import Beat, ndjson_beat
+from llamad.gateway.relay.upstream_pool import Pool
 
 log = structlog.get_logger("llamad.gateway.ollama")
 

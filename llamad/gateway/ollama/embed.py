@@ -9,7 +9,7 @@ from typing import Any
 from llamad.gateway.ollama.errors import OllamaError
 from llamad.gateway.ollama.port import GatewayPort, ModelView
 from llamad.gateway.ollama.upstream import Exchange, read_all
-from llamad.gateway.pool import Pool
+from llamad.gateway.relay.upstream_pool import Pool
 
 
 async def embeddings(

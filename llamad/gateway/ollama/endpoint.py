@@ -19,11 +19,10 @@ from starlette.responses import Response
 from starlette.types import Message, Send
 
 from llamad.gateway.access.call import Call
-from llamad.gateway.activity import Activity, Tally
-from llamad.gateway.client_side import guard
-from llamad.gateway.keepalive import Beat, KeepAlive
+from llamad.gateway.access.client_side import guard
+from llamad.gateway.books.activity import Activity, Tally, now
 from llamad.gateway.ollama.errors import OllamaError, error_response
-from llamad.gateway.proxy import now
+from llamad.gateway.relay.keepalive import Beat, KeepAlive
 from llamad.listener.departure import departure
 
 log = structlog.get_logger("llamad.gateway.ollama")

@@ -8,7 +8,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from llamad.gateway.port import GatewayError
+from llamad.gateway.contract.port import GatewayError
 
 
 class OllamaError(Exception):

@@ -9,10 +9,10 @@ from contextlib import AsyncExitStack
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from llamad.backends.gguf_meta import GGUFMeta
-from llamad.gateway import listing
 from llamad.gateway.access.call import Call
-from llamad.gateway.context import ContextSizes
+from llamad.gateway.models import listing
 from llamad.gateway.ollama import metadata
+from llamad.gateway.ollama.context import ContextSizes
 from llamad.gateway.ollama.port import GatewayPort, ModelView
 
 # The Ollama version we claim: VS Code Copilot refuses anything below 0.6.4, and clients

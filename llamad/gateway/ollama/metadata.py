@@ -23,8 +23,8 @@ from llamad.backends.gguf_meta import (
     parameter_size,
     read_gguf_meta,
 )
-from llamad.gateway import capabilities
-from llamad.gateway.memory import weights
+from llamad.gateway.admission.memory import weights
+from llamad.gateway.ollama import capabilities
 from llamad.gateway.ollama.durations import NEVER, rfc3339
 from llamad.gateway.ollama.port import ModelView
 

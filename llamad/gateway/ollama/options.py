@@ -6,8 +6,8 @@ from typing import Any
 
 import structlog
 
-from llamad.gateway.jsonmode import ollama_json
 from llamad.gateway.ollama.errors import OllamaError
+from llamad.gateway.relay.jsonmode import ollama_json
 
 log = structlog.get_logger("llamad.gateway.ollama")
 

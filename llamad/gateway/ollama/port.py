@@ -7,6 +7,6 @@ unloads it; None leaves the model's configured idle timeout alone.
 
 from __future__ import annotations
 
-from llamad.gateway.port import GatewayPort, ModelView, Upstream
+from llamad.gateway.contract.port import GatewayPort, ModelView, Upstream
 
 __all__ = ["GatewayPort", "ModelView", "Upstream"]

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from llamad.gateway.access.call import Call
-from llamad.gateway.downloads import downloading as pull_under_way
+from llamad.gateway.models.downloads import downloading as pull_under_way
 from llamad.gateway.ollama.errors import OllamaError, field, from_gateway
 from llamad.library.progress import PullError
 from llamad.library.pulls import Pull, Pulls

@@ -11,8 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from llamad.gateway.access.call import Call
 from llamad.gateway.access.table import Body, Need, Route
-from llamad.gateway.activity import Activity
-from llamad.gateway.context import ContextSizes
+from llamad.gateway.books.activity import Activity
 from llamad.gateway.ollama.answer import (
     answer,
     chat_renderer,
@@ -20,6 +19,7 @@ from llamad.gateway.ollama.answer import (
     keepalive_beat,
     load_only,
 )
+from llamad.gateway.ollama.context import ContextSizes
 from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
 from llamad.gateway.ollama.embed import dimensions, embed_inputs, embeddings
 from llamad.gateway.ollama.endpoint import Endpoint, Handler, Recorded
@@ -29,7 +29,7 @@ from llamad.gateway.ollama.port import GatewayPort, ModelView
 from llamad.gateway.ollama.pull import delete_endpoint, downloading, pull_endpoint
 from llamad.gateway.ollama.requests import chat_plan, generate_plan
 from llamad.gateway.ollama.upstream import resolve
-from llamad.gateway.pool import Pool
+from llamad.gateway.relay.upstream_pool import Pool
 from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.library.pulls import Pulls
 

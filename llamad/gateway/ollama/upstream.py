@@ -15,15 +15,15 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from llamad.gateway.answer import Answer
-from llamad.gateway.connection import Broken
+from llamad.gateway.contract.port import GatewayError, UpstreamError
 from llamad.gateway.ollama.errors import OllamaError, from_gateway, not_found
 from llamad.gateway.ollama.port import GatewayPort, ModelView, Upstream
-from llamad.gateway.pool import Pool, encode
-from llamad.gateway.port import GatewayError, UpstreamError
-from llamad.gateway.prompt_defaults import apply
-from llamad.gateway.resend import answered, from_leased
-from llamad.gateway.upstream_errors import honest_status, parse
+from llamad.gateway.relay.answer import Answer
+from llamad.gateway.relay.connection import Broken
+from llamad.gateway.relay.prompt_defaults import apply
+from llamad.gateway.relay.resend import answered, from_leased
+from llamad.gateway.relay.upstream_errors import honest_status, parse
+from llamad.gateway.relay.upstream_pool import Pool, encode
 
 
 def resolve(gateway: GatewayPort, name: str) -> ModelView:

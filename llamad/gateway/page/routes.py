@@ -20,10 +20,10 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from llamad.gateway.access.call import Call, responds
 from llamad.gateway.access.scope import visible
 from llamad.gateway.access.table import Handler, Need, Route
+from llamad.gateway.contract.families import error_body
+from llamad.gateway.contract.port import GatewayError, UnknownModel
 from llamad.gateway.core import Gateway
-from llamad.gateway.families import error_body
 from llamad.gateway.page.status import status as status_doc
-from llamad.gateway.port import GatewayError, UnknownModel
 
 _TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 LOG_LINES = 60

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from llamad.gateway.contract.caller import Caller
 from llamad.gateway.core import Gateway
-from llamad.gateway.fleet import PeerModels
-from llamad.gateway.keys import Caller
-from llamad.gateway.listing import model_entry
+from llamad.gateway.fleet.models import PeerModels
+from llamad.gateway.models.listing import model_entry
 
 
 def status(gateway: Gateway, caller: Caller) -> dict[str, Any]:

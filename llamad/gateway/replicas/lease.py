@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 import structlog
 
 from llamad.config.gateway_table import GatewayConfig
-from llamad.gateway.activity import current as current_tally
-from llamad.gateway.admission import Slot
-from llamad.gateway.fleet import FleetModels
-from llamad.gateway.port import (
+from llamad.gateway.admission.rules import Slot
+from llamad.gateway.admission.scheduler import Scheduler
+from llamad.gateway.books.activity import current as current_tally
+from llamad.gateway.contract.port import (
     LoadFailed,
     QueueFull,
     QueueTimeout,
@@ -28,13 +28,13 @@ from llamad.gateway.port import (
     Upstream,
     UpstreamError,
 )
+from llamad.gateway.fleet.models import FleetModels
 from llamad.gateway.replicas.affinity import Key
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.gateway.replicas.hints import Hints
 from llamad.gateway.replicas.peer_upstream import remote_upstream
 from llamad.gateway.replicas.replica import Replica
 from llamad.gateway.replicas.snapshot import Seen, Snapshot
-from llamad.gateway.scheduler import Scheduler
 from llamad.supervise.facts import Facts
 
 log = structlog.get_logger("llamad.gateway")

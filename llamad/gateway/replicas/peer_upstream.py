@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from llamad.gateway.fleet import PeerModels
-from llamad.gateway.peer_models import RemoteModel
-from llamad.gateway.port import ModelView, Upstream
+from llamad.gateway.contract.port import ModelView, Upstream
+from llamad.gateway.fleet.models import PeerModels
+from llamad.gateway.fleet.peer_models import RemoteModel
 from llamad.gateway.replicas.hints import HOP_HEADER
 
 

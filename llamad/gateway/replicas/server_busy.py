@@ -21,7 +21,7 @@ import httpx
 
 from llamad.backends.probes import server_url
 from llamad.backends.registry import backend_for
-from llamad.gateway.instance_auth import instance_auth
+from llamad.gateway.relay.instance_auth import instance_auth
 from llamad.gateway.replicas.replica import Replica
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts

@@ -7,13 +7,13 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from llamad.backends.registry import backend_for
-from llamad.gateway.fleet import FleetModels, PeerModels
-from llamad.gateway.peer_models import RemoteModel
+from llamad.gateway.admission.slots import Slots
+from llamad.gateway.fleet.models import FleetModels, PeerModels
+from llamad.gateway.fleet.peer_models import RemoteModel
+from llamad.gateway.models.router import Router
 from llamad.gateway.replicas.affinity import Key
 from llamad.gateway.replicas.replica import LOCAL, Replica
 from llamad.gateway.replicas.server_busy import ServerBusy, counted
-from llamad.gateway.router import Router
-from llamad.gateway.slots import Slots
 from llamad.lifecycle.states import State
 from llamad.supervise.facts import Facts
 

@@ -23,12 +23,12 @@ from llamad.backends.prompt import PromptDefaults
 from llamad.backends.serving import Serving
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.access.door import Door
+from llamad.gateway.access.limits import GatewayLimits
 from llamad.gateway.access.table import Table
-from llamad.gateway.keys import Caller
-from llamad.gateway.limits import GatewayLimits
+from llamad.gateway.contract.caller import Caller
+from llamad.gateway.contract.port import LoadFailed, UnknownModel
 from llamad.gateway.ollama import ollama_routes
-from llamad.gateway.pool import Pool
-from llamad.gateway.port import LoadFailed, UnknownModel
+from llamad.gateway.relay.upstream_pool import Pool
 from llamad.listener.tcp import serve_tcp
 
 

@@ -11,7 +11,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Message, Send
 
 from llamad.gateway.access.call import Call
-from llamad.gateway.keys import ANYONE
+from llamad.gateway.contract.caller import ANYONE
 from llamad.gateway.ollama.endpoint import Endpoint
 
 pytestmark = pytest.mark.timeout(10)

@@ -1,0 +1,1 @@
+"""When a model may take a request, load, stop or be evicted."""

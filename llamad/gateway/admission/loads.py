@@ -1,0 +1,215 @@
+"""On-demand loads and the gateway's stops: make room (evicting what `room.plan` says),
+start, wait for ready; stop a model whose stop was claimed, and wait until it is down.
+
+Loads decide on room one at a time, so two cannot both take the last place, then wait
+for readiness side by side. A victim is claimed in the same step as the plan that chose
+it, so no request can be admitted to it between the choice and the stop. A slot's `load`
+and `deciding` are written here alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import structlog
+
+from llamad.config.gateway_table import GatewayConfig
+from llamad.gateway.admission import memory
+from llamad.gateway.admission.notes import Notes
+from llamad.gateway.admission.room import Loaded, plan
+from llamad.gateway.admission.rules import Slot, StopWhy
+from llamad.gateway.admission.slots import Slots
+from llamad.gateway.books.metrics import GatewayMetrics
+from llamad.gateway.contract.port import GatewayError, LoadFailed
+from llamad.gateway.models.supervisor_view import SupervisorView
+from llamad.lifecycle.states import Start, State, Stop
+
+log = structlog.get_logger("llamad.gateway")
+
+LIVE = (State.STARTING, State.RUNNING, State.BACKOFF, State.STOPPING)
+SETTLED = (State.RUNNING, State.BACKOFF, State.FAILED, State.STOPPED, State.IDLE)
+DOWN = (State.IDLE, State.STOPPED, State.FAILED)
+
+
+class Loads:
+    """Loads, evictions, idle stops and unloads over the slots, run in the background."""
+
+    def __init__(
+        self,
+        supervisor: SupervisorView,
+        slots: Slots,
+        settings: Callable[[], GatewayConfig],
+        metrics: GatewayMetrics,
+        notes: Notes,
+    ) -> None:
+        self.sup, self.slots, self.settings = supervisor, slots, settings
+        self.metrics, self.notes = metrics, notes
+        self._room = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def join(self, slot: Slot) -> asyncio.Task[None]:
+        """The load of `slot` under way, begun now if none is. Raises LoadFailed while a
+        failed load's backoff lasts: no respawn, and no eviction, for every request."""
+        if slot.load is None:
+            if wait := slot.refused(time.monotonic()):
+                raise LoadFailed(slot.name, slot.refusal, wait)
+            slot.load = self._spawn(self.load(slot.name, slot), f"load-{slot.name}")
+        return slot.load
+
+    def abandon(self, slot: Slot) -> None:
+        """Nobody waits for `slot` any more: a load still deciding on room is cancelled,
+        so it evicts nothing."""
+        if slot.deciding and slot.load is not None:
+            slot.load.cancel()
+
+    async def load(self, name: str, slot: Slot) -> None:
+        """Make room for `name`, start it and wait until it settles. Returns once it runs,
+        or quietly when a drain (a reload or restart) took it over mid-load: its waiters
+        then wait for the drain and load again. Raises LoadFailed."""
+        t0, drained = time.monotonic(), slot.drained
+        log.info("gateway.load_requested", model=name, waiting=slot.waiting)
+        self.notes.load_requested(name, slot.waiting)
+        try:
+            slot.deciding = True
+            async with self._room:
+                await self._make_room(name)
+                slot.deciding = False
+                await self.sup.command(name, Start())
+            facts = self.sup.facts(name)
+            timeout = (facts.spec.knobs.start_timeout if facts else 0) + 5
+            await self.sup.wait_for(name, *SETTLED, timeout=timeout)
+            facts = self.sup.facts(name)
+            if facts is not None and facts.state is State.RUNNING:
+                slot.load_ok()
+                self.metrics.loads.labels(name, "ok").inc()
+                self.metrics.load_seconds.labels(name).observe(time.monotonic() - t0)
+                log.info("gateway.loaded", model=name, seconds=round(time.monotonic() - t0, 3))
+                self.notes.loaded(name, time.monotonic() - t0)
+                return
+            if slot.drained != drained:
+                log.info("gateway.load_interrupted", model=name)
+                self.metrics.loads.labels(name, "interrupted").inc()
+                return
+            reason = facts.reason() if facts else "removed from the config"
+            # An on-demand model that cannot start does not retry in the background:
+            # the next request tries again, and gets the reason if it fails again.
+            await self.sup.command(name, Stop())
+            if facts is not None:
+                knobs = facts.spec.knobs
+                slot.load_failed(time.monotonic(), reason, knobs.backoff_initial, knobs.backoff_max)
+            log.warning("gateway.load_failed", model=name, reason=reason)
+            self.notes.load_failed(name, reason)
+            self.metrics.loads.labels(name, "failed").inc()
+            raise LoadFailed(name, reason, slot.refused(time.monotonic()) or None)
+        except asyncio.CancelledError:
+            log.info("gateway.load_cancelled", model=name)
+            self.metrics.loads.labels(name, "cancelled").inc()
+            raise
+        finally:
+            slot.deciding = False
+            slot.load = None
+            self.slots.poke()
+
+    async def _make_room(self, name: str) -> None:
+        cfg = self.settings()
+        while True:
+            loaded = self._loaded(exclude=name)
+            victims = plan(self.size(name) or 0, loaded, cfg.max_loaded, self._budget(loaded))
+            if victims == []:
+                return
+            # Claimed in the same step as the plan: none of them can take a request now.
+            claimed = [
+                s for s in map(self.slots.slot, victims or []) if s.claim_stop(StopWhy.EVICT)
+            ]
+            if victims is None or len(claimed) < len(victims):
+                for slot in claimed:
+                    slot.end_stop()
+                await self.slots.changed()  # a busy model must finish first
+                continue
+            # Whatever the stops achieved, the next round plans from what is loaded then.
+            await asyncio.gather(*(self.stop_claimed(s) for s in claimed))
+
+    def _loaded(self, exclude: str) -> list[Loaded]:
+        out = []
+        for n in self.sup.names():
+            facts = self.sup.facts(n)
+            if n == exclude or facts is None or facts.state not in LIVE:
+                continue
+            slot = self.slots.slot(n)
+            # A model another stop or a drain holds is not ours to evict: wait for it.
+            held = slot.busy or not slot.admits
+            out.append(Loaded(n, self.size(n) or 0, facts.spec.on_demand, held, slot.last_used))
+        return out
+
+    def _budget(self, loaded: list[Loaded]) -> int | None:
+        budget = self.settings().memory_budget
+        if budget != "auto":
+            return budget
+        return memory.auto_budget(self.slots.slot(m.name).measured for m in loaded)
+
+    def size(self, name: str) -> int | None:
+        """The measured footprint of `name` once it has run, else its estimate."""
+        facts = self.sup.facts(name)
+        measured = self.slots.slot(name).measured
+        if measured is not None or facts is None:
+            return measured
+        return memory.estimate(facts.spec)
+
+    async def stop_claimed(self, slot: Slot) -> bool:
+        """Carry out the stop claimed on `slot` (to IDLE) and wait until the model is down;
+        True when it got there. The claim ends either way."""
+        name, why = slot.name, slot.stop
+        facts = self.sup.facts(name)
+        try:
+            if facts is None or facts.state in DOWN:
+                return True
+            size = self.size(name)
+            if why is StopWhy.EVICT:
+                log.info("gateway.evicted", instance=name, model=name, size_bytes=size)
+                self.metrics.evictions.labels(name).inc()
+                self.notes.stopped(name, "evict", size)
+            else:  # its idle timer, or a client's unload (Ollama's keep_alive 0)
+                reason = "unload" if why is StopWhy.UNLOAD else "idle_timeout"
+                log.info(
+                    "instance.idle_stopped", instance=name, model=name, size_bytes=size,
+                    reason=reason,
+                )  # fmt: skip
+                self.metrics.idle_stops.labels(name).inc()
+                self.notes.stopped(name, reason, size)
+            await self.sup.command(name, Stop(idle=True))
+            timeout = facts.spec.knobs.stop_timeout + 5
+            return await self.sup.wait_for(name, *DOWN, timeout=timeout)
+        finally:
+            slot.end_stop()
+            self.slots.poke()
+
+    def stop_soon(self, slot: Slot) -> None:
+        """Run the stop claimed on `slot` in the background."""
+        self._spawn(self.stop_claimed(slot), f"stop-{slot.name}")
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run `coro` in the background, watched: a failure is logged, and `close()`
+        cancels what is still running."""
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        exc = None if task.cancelled() else task.exception()
+        # A load's refusal reaches its waiters through the task; anything else is a bug.
+        if exc is not None and not isinstance(exc, GatewayError):
+            log.error("gateway.task_failed", task=task.get_name(), exc_info=exc)
+
+    async def close(self) -> None:
+        """Cancel loads and stops under way (shutdown)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)

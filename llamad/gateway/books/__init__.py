@@ -1,0 +1,1 @@
+"""What the gateway counts: activity, usage, metrics and the live event bus."""

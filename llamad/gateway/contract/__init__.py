@@ -1,0 +1,1 @@
+"""What every room codes against: the gateway port, callers, API families and their error shapes."""

@@ -1,0 +1,1 @@
+"""The fleet's peers and the models they serve."""

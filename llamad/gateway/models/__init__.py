@@ -1,0 +1,1 @@
+"""Names to instances: the router, the supervisor's view, listings, downloads."""

@@ -1,0 +1,1 @@
+"""Sending requests upstream and relaying their answers."""
