@@ -57,7 +57,9 @@ class Loads:
         if slot.load is None:
             if wait := slot.refused(time.monotonic()):
                 raise LoadFailed(slot.name, slot.refusal, wait)
-            slot.load = self._spawn(self.load(slot.name, slot), f"load-{slot.name}")
+            task = self._spawn(self.load(slot.name, slot), f"load-{slot.name}")
+            slot.load_began(task)
+            return task
         return slot.load
 
     def abandon(self, slot: Slot) -> None:
@@ -74,10 +76,10 @@ class Loads:
         log.info("gateway.load_requested", model=name, waiting=slot.waiting)
         self.notes.load_requested(name, slot.waiting)
         try:
-            slot.deciding = True
+            slot.deciding_room(True)
             async with self._room:
                 await self._make_room(name)
-                slot.deciding = False
+                slot.deciding_room(False)
                 await self.sup.command(name, Start())
             facts = self.sup.facts(name)
             timeout = (facts.spec.knobs.start_timeout if facts else 0) + 5
@@ -110,8 +112,7 @@ class Loads:
             self.metrics.loads.labels(name, "cancelled").inc()
             raise
         finally:
-            slot.deciding = False
-            slot.load = None
+            slot.load_ended()
             self.slots.poke()
 
     async def _make_room(self, name: str) -> None:

@@ -39,8 +39,8 @@ class AdmissionError(Exception):
 
 @dataclass(eq=False)
 class Slot:
-    """What the gateway tracks for one model. Only the methods below change the counts
-    and claims; `load`, `deciding` and `measured` belong to the loads and the ticker."""
+    """What the gateway tracks for one model. Only the methods below change its fields;
+    the loads call those of a load, the ticker sets `measured`."""
 
     name: str
     in_flight: int = 0
@@ -69,6 +69,19 @@ class Slot:
     def busy(self) -> bool:
         """Requests in flight or waiting, or a load under way: nothing may stop it."""
         return bool(self.in_flight or self.waiting or self.load)
+
+    # Its load (the loads' own) ---------------------------------------------------------
+
+    def load_began(self, task: asyncio.Task[None]) -> None:
+        self.load = task
+
+    def deciding_room(self, deciding: bool) -> None:
+        """While the load decides on room it may be cancelled (nobody waits any more);
+        once it has its room, cancelling would waste an eviction's work."""
+        self.deciding = deciding
+
+    def load_ended(self) -> None:
+        self.load, self.deciding = None, False
 
     # Requests ------------------------------------------------------------------------
 
