@@ -85,23 +85,26 @@ class FileWatch:
         while not stop.is_set():
             session = asyncio.Event()
             self._rewatch.clear()
-            ender = asyncio.create_task(_first_of(stop, self._rewatch, then=session))
-            try:
-                async for _ in watchfiles.awatch(
-                    *self._dirs(),
-                    watch_filter=lambda _change, path: Path(path) in self._files,
-                    debounce=DEBOUNCE_MS,
-                    # The Rust side wakes every `step` ms to check stop_event: a save's
-                    # reload stays quick at little cost when idle.
-                    step=50,
-                    stop_event=session,
-                    recursive=False,
-                    rust_timeout=5000,
-                    yield_on_timeout=True,
-                ):
-                    await on_wake()
-            finally:
-                ender.cancel()
+            async with asyncio.TaskGroup() as group:
+                # Ends the session (awatch's stop_event) on `stop` or a rewatch; awaited
+                # on the way out, whatever ended the session.
+                ender = group.create_task(_first_of(stop, self._rewatch, then=session))
+                try:
+                    async for _ in watchfiles.awatch(
+                        *self._dirs(),
+                        watch_filter=lambda _change, path: Path(path) in self._files,
+                        debounce=DEBOUNCE_MS,
+                        # The Rust side wakes every `step` ms to check stop_event: a save's
+                        # reload stays quick at little cost when idle.
+                        step=50,
+                        stop_event=session,
+                        recursive=False,
+                        rust_timeout=5000,
+                        yield_on_timeout=True,
+                    ):
+                        await on_wake()
+                finally:
+                    ender.cancel()
 
 
 async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
