@@ -39,10 +39,12 @@ def _say(text: str) -> str:
 
 def stand_in_server(path: Path, real: Path, listing: str) -> Path:
     """A llama-server at `path` that answers `--list-devices` with `listing` and runs the
-    real one (`real`) for everything else."""
+    real one (`real`) for everything else. The devices exist only in the listing, so the
+    settings that name them are dropped before the real (CPU) server runs."""
     return _script(
         path,
         f'if [ "$1" = "--list-devices" ]; then {_say(listing)}; exit 0; fi\n'
+        "unset LLAMA_ARG_DEVICE LLAMA_ARG_SPLIT_MODE LLAMA_ARG_MAIN_GPU LLAMA_ARG_TENSOR_SPLIT\n"
         f'exec {shlex.quote(str(real))} "$@"\n',
     )
 

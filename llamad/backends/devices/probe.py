@@ -58,10 +58,12 @@ async def run(argv: list[str], timeout: float) -> str:
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
         raise ToolFailed(f"{argv[0]} did not answer within {timeout:g}s") from None
+    finally:
+        if proc.returncode is None:  # timed out, or the caller was cancelled: no orphan
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
     if proc.returncode != 0:
         raise ToolFailed(f"{argv[0]} exited with {proc.returncode}")
     return out.decode(errors="replace")
