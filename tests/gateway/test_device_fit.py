@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 
+from llamad.backends.devices.probe import Machine
 from llamad.backends.devices.readings import Device
+from llamad.backends.tool import ServerCommand
+from llamad.gateway.devices.book import DeviceBook
 from llamad.gateway.devices.fit import Holding, plan_devices, refusal
-from llamad.gateway.devices.placement import RAM, offload_shares
-from llamad.gateway.devices.split import split
+from llamad.gateway.devices.placement import RAM, offload_shares, split
 from llamad.gateway.room import Loaded, plan
 
 G = 1024**3
@@ -110,3 +115,42 @@ def test_refusal_says_what_would_fit() -> None:
     assert refusal("m", {"CUDA0": 30 * G, RAM: 0}, [], BUDGETS) is not None
     assert refusal("m", {"CUDA0": 30 * G, RAM: 0}, [], {RAM: None}) is None  # budget off
     assert refusal("m", {RAM: 90 * G}, [], BUDGETS) is None  # RAM: room.plan's rule
+
+
+def test_a_budget_is_free_memory_plus_ours_at_the_reading() -> None:
+
+    readings = iter([Device("CUDA0", "RTX 4090", 24 * G, free * G) for free in (8, 4)])
+    listed = Machine((Device("CUDA0", "RTX 4090", 24 * G, 20 * G),))
+    lists: list[ServerCommand] = []
+
+    async def discover(server: ServerCommand) -> Machine:
+        lists.append(server)
+        return listed
+
+    async def refresh(machine: Machine) -> Machine:
+        return Machine((next(readings),))
+
+    async def run() -> list[int]:
+        book = DeviceBook(lambda: ServerCommand(Path("llama-server")), discover, refresh)
+        await book.refresh(lambda m: {})  # not listed yet: nothing to read, nothing waits
+        assert book.devices == ()
+        budgets = []
+        await book.discover(lambda m: {"CUDA0": 0})
+        budgets.append(book.budget(book.devices[0]))  # 20 free, none ours
+        await book.discover(lambda m: {"CUDA0": 0})  # once only
+        await book.refresh(lambda m: {"CUDA0": 12 * G})  # ours took 12 of it
+        budgets.append(book.budget(book.devices[0]))
+        await book.refresh(lambda m: {"CUDA0": 12 * G})  # something else took 4 more
+        budgets.append(book.budget(book.devices[0]))
+        return budgets
+
+    budgets = asyncio.run(run())
+    assert len(lists) == 1
+    assert budgets == [18 * G, 18 * G, 16 * G - int(16 * G * 0.1)]
+
+
+def test_no_llama_server_means_ram_alone() -> None:
+
+    book = DeviceBook(lambda: None)
+    asyncio.run(book.discover(lambda m: {}))
+    assert book.devices == ()

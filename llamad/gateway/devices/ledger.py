@@ -12,8 +12,7 @@ from llamad.backends.spec import InstanceSpec
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway import memory
 from llamad.gateway.devices.book import DeviceBook
-from llamad.gateway.devices.placement import RAM, offload_shares
-from llamad.gateway.devices.split import split
+from llamad.gateway.devices.placement import RAM, offload_shares, split
 from llamad.gateway.slots import Slots
 from llamad.gateway.view import SupervisorView
 

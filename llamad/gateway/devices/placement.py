@@ -3,12 +3,13 @@
 llama-server offloads every layer by default (`-ngl auto`), splits layers across all its
 devices (`-sm layer`) in proportion to `-ts` or to the devices' memory, keeps to `-dev`'s
 list when set (`none`: no offload), and with `-sm none` uses one GPU (`-mg`). What is not
-offloaded stays in RAM. A pure function: the settings and the devices in, shares out.
+offloaded stays in RAM. Pure functions: the shares from the settings, then the bytes on
+each device from the estimate and what was measured.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from llamad.backends.devices.readings import Device
 
@@ -30,6 +31,33 @@ def offload_shares(
     weights = _split(settings.get("LLAMA_ARG_TENSOR_SPLIT", ""), chosen)
     whole = sum(weights) or 1.0
     return {d.name: offloaded * w / whole for d, w in zip(chosen, weights, strict=True)}
+
+
+def split(
+    estimate: int | None,
+    shares: Mapping[str, float],
+    unified: Collection[str] = (),
+    ram_measured: int | None = None,
+    gpu_measured: int | None = None,
+) -> dict[str, int]:
+    """Bytes by device (`RAM` included) for a model `estimate` bytes big whose `shares`
+    go to devices. A measurement replaces the estimate on the devices it covers: RAM's
+    for RAM, the vendor's for the offloaded part (shared out as the placement says).
+    What a unified device (Metal) holds is RAM too."""
+    whole = estimate or 0
+    offloaded = sum(shares.values())
+    out: dict[str, int] = {}
+    for name, share in shares.items():
+        if gpu_measured is not None and offloaded > 0:
+            out[name] = int(gpu_measured * share / offloaded)
+        else:
+            out[name] = int(whole * share)
+    if ram_measured is not None:
+        out[RAM] = int(ram_measured)
+    else:
+        ram = whole - sum(int(whole * s) for s in shares.values())
+        out[RAM] = ram + sum(out[n] for n in shares if n in unified)
+    return out
 
 
 def _chosen(value: str, devices: Sequence[Device]) -> list[Device]:
