@@ -40,6 +40,7 @@ class InstanceSpec:
     idle_timeout: float = 600.0  # an on-demand instance stops this long after its last request
     aliases: tuple[str, ...] = ()  # more model names the gateway routes here
     max_body: int | None = None  # bytes of request body the gateway admits; None: its own
+    memory_estimate: int | None = None  # bytes the config says it needs; None: estimate it
     prompt: PromptDefaults | None = None  # a store's system and stop for each request
     # The instance's own executable (its table's `llama_server`); None: its kind's, from
     # `[daemon]`. Its build is part of `launch`: a new one restarts the instance.

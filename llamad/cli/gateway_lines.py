@@ -1,5 +1,5 @@
 """The gateway's part of `llamactl status`: a row per routable model, the memory budget
-and the loads under way."""
+(RAM's, then each device's) and the loads under way."""
 
 from __future__ import annotations
 
@@ -51,7 +51,22 @@ def gateway_lines(doc: dict[str, Any]) -> list[str]:
         for inst in doc.get("instances") or []
         if (p := (inst.get("gateway") or {}).get("load_progress"))
     ]
-    return ["", f"gateway on {gw.get('listen')}: {memory}{limit}", *grid(rows, 2), *loading]
+    devices = [device_line(d) for d in gw.get("devices") or []]
+    head = f"gateway on {gw.get('listen')}: {memory}{limit}"
+    return ["", head, *devices, *grid(rows, 2), *loading]
+
+
+def device_line(d: dict[str, Any]) -> str:
+    """`CUDA0 (NVIDIA GeForce RTX 4090): budget 21G, used 12G, left 8.9G: a 12G, c 2G`."""
+    budget = d.get("budget_bytes")
+    room = (
+        "no budget"
+        if budget is None
+        else f"budget {size(budget)}, used {size(d.get('used_bytes'))}, "
+        f"left {size(d.get('left_bytes'))}"
+    )
+    models = ", ".join(f"{n} {size(b)}" for n, b in (d.get("models") or {}).items()) or "none"
+    return f"  {d.get('name')} ({d.get('description')}): {room}; models: {models}"
 
 
 def progress(p: dict[str, Any]) -> str:

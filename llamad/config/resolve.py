@@ -19,7 +19,7 @@ from llamad.backends.spec import InstanceSpec
 from llamad.backends.tool import Tool
 from llamad.common.hosts import same_address
 from llamad.common.paths import anchored
-from llamad.config.gateway_table import body_size
+from llamad.config.gateway_table import body_size, byte_size
 from llamad.config.messages import describe
 from llamad.config.schema import ConfigFile, InstanceTable, SuperviseSettings
 from llamad.config.tomlpos import where_is
@@ -140,6 +140,7 @@ class Resolver:
             idle_timeout=table.idle_timeout,
             aliases=tuple(table.aliases),
             max_body=body_size(table.max_body) if table.max_body else None,
+            memory_estimate=byte_size(table.memory_estimate) if table.memory_estimate else None,
             prompt=merged(self.stores.get(name), table.system, table.stop),
             tool=own,
         )

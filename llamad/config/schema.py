@@ -31,7 +31,7 @@ from pydantic_settings import (
 
 from llamad.backends.registry import DEFAULT_KIND
 from llamad.config.fleet_tables import RemoteSettings
-from llamad.config.gateway_table import GatewaySettings, body_size
+from llamad.config.gateway_table import GatewaySettings, body_size, byte_size
 from llamad.config.library_table import LibrarySettings
 from llamad.config.tomlpos import where_is
 from llamad.fleet.table import Fleet, parse_fleet
@@ -108,6 +108,7 @@ class InstanceTable(BaseModel):
     idle_timeout: NonNegativeFloat = 600.0
     aliases: list[str] = []
     max_body: str | None = None  # the gateway's [gateway] max_body, for this model
+    memory_estimate: str | None = None  # what the model needs, over llamad's own estimate
     # Request defaults the gateway adds where a request sets none (over a store's own).
     system: str | None = None
     stop: list[Annotated[str, Field(min_length=1)]] | None = None
@@ -117,6 +118,13 @@ class InstanceTable(BaseModel):
     def _max_body(cls, value: str | None) -> str | None:
         if value is not None:
             body_size(value)
+        return value
+
+    @field_validator("memory_estimate")
+    @classmethod
+    def _memory_estimate(cls, value: str | None) -> str | None:
+        if value is not None and byte_size(value) is None:
+            raise ValueError(f'must be a size like "12GiB" (got {value!r})')
         return value
 
 

@@ -15,6 +15,7 @@ from llamad.config.gateway_table import GatewayConfig
 from llamad.daemon.guard import ServiceGuard
 from llamad.gateway.access.limits import GatewayLimits, gateway_shape
 from llamad.gateway.access.table import Route
+from llamad.gateway.admission.devices.book import DeviceBook
 from llamad.gateway.app import build_app
 from llamad.gateway.books.metrics import GatewayMetrics
 from llamad.gateway.core import Gateway
@@ -69,8 +70,11 @@ def start_gateway(
     balancer = Balancer(lambda: settings().affinity_size)
     fleet = FleetModels(hosts.current, Router(state.supervisor).owns, me, balancer.id)
     pending = functools.partial(downloading, pulls) if pulls is not None else None
+    # The devices llama-server can offload to, listed by the daemon's llama-server.
+    tool = state.resolved.llama_server
+    book = DeviceBook(lambda: None if tool is None else tool.command)
     gateway = Gateway(
-        state.supervisor, settings, GatewayMetrics(metrics.registry), fleet, pending, balancer
+        state.supervisor, settings, GatewayMetrics(metrics.registry), fleet, pending, balancer, book
     )
     link.connect(gateway)
     page = _page(gateway, state)

@@ -6,6 +6,7 @@ request resolves its model once, in `lease`, and carries the name on its `Upstre
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -16,6 +17,8 @@ import structlog
 
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.admission.crashes import Crashes
+from llamad.gateway.admission.devices.book import DeviceBook
+from llamad.gateway.admission.devices.ledger import Ledger
 from llamad.gateway.admission.drain import drain
 from llamad.gateway.admission.idle import IdleTimers
 from llamad.gateway.admission.loads import Loads
@@ -61,6 +64,7 @@ class Gateway:
         fleet: FleetModels | None = None,
         pending: Callable[[str], GatewayError | None] | None = None,
         balancer: Balancer | None = None,
+        devices: DeviceBook | None = None,
     ) -> None:
         self.settings = settings
         self.fleet = fleet
@@ -70,7 +74,9 @@ class Gateway:
         notes = BusNotes(self.bus, self.progress, lambda name: self.sched.size(name))
         self.metrics = metrics or GatewayMetrics()
         slots = Slots()
-        loads = Loads(supervisor, slots, settings, self.metrics, notes)
+        # Without a book the gateway counts RAM alone (no llama-server to list devices).
+        self.ledger = Ledger(supervisor, slots, settings, devices or DeviceBook(lambda: None))
+        loads = Loads(supervisor, slots, settings, self.metrics, notes, self.ledger)
         self.sched = Scheduler(supervisor, settings, slots, loads)
         self.crashes = Crashes(supervisor, settings)
         self.idle = IdleTimers(self.sched)
@@ -109,7 +115,9 @@ class Gateway:
             self.key_totals,
             self.balancer,
             self.busy,
+            self.ledger,
         )
+        self.metrics.watch_devices(self.status_doc.devices)
 
     def _pid_of(self, name: str) -> int | None:
         facts = self.router.sup.facts(name)
@@ -125,8 +133,11 @@ class Gateway:
         return drain(self.sched, removed, changed)
 
     async def run(self) -> None:
-        """The idle ticker; cancel to stop, then `close()`."""
-        await self.idle.run()
+        """The idle ticker, and the devices' listing beside it (a slow one holds no idle
+        stop back); cancel to stop, then `close()`."""
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self.ledger.discover(self.sched.loads.running))
+            await self.idle.run()
 
     async def close(self) -> None:
         """Cancel loads and stops under way; end the live streams."""

@@ -9,6 +9,8 @@ from typing import Any
 from llamad.backends.registry import backend_for
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.admission import memory
+from llamad.gateway.admission.devices.ledger import Ledger
+from llamad.gateway.admission.devices.placement import RAM
 from llamad.gateway.admission.loads import LIVE
 from llamad.gateway.admission.scheduler import Scheduler
 from llamad.gateway.books.activity import Activity
@@ -32,10 +34,11 @@ class StatusDoc:
         key_totals: KeyTotals,
         balancer: Balancer,
         busy: ServerBusy,
+        ledger: Ledger,
     ) -> None:
         self.settings, self.router, self.sched, self.views = settings, router, sched, views
         self.activity, self.key_totals, self.balancer = activity, key_totals, balancer
-        self.busy = busy
+        self.busy, self.ledger = busy, ledger
 
     def of(self, name: str) -> dict[str, Any]:
         """The `gateway` object of an instance in the status document."""
@@ -55,6 +58,7 @@ class StatusDoc:
             "relayed": {s: n for (i, s), n in self.balancer.relayed.items() if i == name},
             "estimate_bytes": memory.estimate(facts.spec) if facts else None,
             "footprint_bytes": slot.measured,
+            "devices": self.ledger.on(name) if facts else {},
             "load_progress": self.views.load_progress(name),
             **model_rates(self.activity).get(name, {}),
         }
@@ -68,14 +72,16 @@ class StatusDoc:
             return None
         return {"processing": reading.processing, "slots": reading.slots, "age_s": round(age, 2)}
 
+    def devices(self) -> list[dict[str, Any]]:
+        """Each GPU's budget, use and models (`gateway.devices`; empty: RAM alone)."""
+        return self.ledger.devices_doc(f.name for f in self.router.routable() if f.state in LIVE)
+
     def daemon(self) -> dict[str, Any]:
         """The daemon-wide `gateway` object: where it listens and the memory budget."""
         cfg = self.settings()
         live = [f for f in self.router.routable() if f.state in LIVE]
         used = sum(self.sched.size(f.name) or 0 for f in live)
-        budget = cfg.memory_budget
-        if budget == "auto":
-            budget = memory.auto_budget(self.sched.slot(f.name).measured for f in live)
+        budget = self.ledger.budgets(f.name for f in live)[RAM]
         return {
             "listen": f"{cfg.host}:{cfg.port}",
             "max_loaded": cfg.max_loaded,
@@ -83,5 +89,6 @@ class StatusDoc:
             "budget_bytes": budget,
             "used_bytes": used,
             "left_bytes": None if budget is None else budget - used,
+            "devices": self.devices(),
             "keys": self.key_totals.to_dict(),
         }

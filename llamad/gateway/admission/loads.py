@@ -18,13 +18,14 @@ from typing import Any
 import structlog
 
 from llamad.config.gateway_table import GatewayConfig
-from llamad.gateway.admission import memory
+from llamad.gateway.admission.devices.fit import Holding, plan_devices, refusal
+from llamad.gateway.admission.devices.ledger import Ledger
 from llamad.gateway.admission.notes import Notes
-from llamad.gateway.admission.room import Loaded, plan
+from llamad.gateway.admission.room import Loaded
 from llamad.gateway.admission.rules import Slot, StopWhy
 from llamad.gateway.admission.slots import Slots
 from llamad.gateway.books.metrics import GatewayMetrics
-from llamad.gateway.contract.port import GatewayError, LoadFailed
+from llamad.gateway.contract.port import GatewayError, LoadFailed, NoRoom
 from llamad.gateway.models.supervisor_view import SupervisorView
 from llamad.lifecycle.states import Start, State, Stop
 
@@ -45,9 +46,10 @@ class Loads:
         settings: Callable[[], GatewayConfig],
         metrics: GatewayMetrics,
         notes: Notes,
+        ledger: Ledger,
     ) -> None:
         self.sup, self.slots, self.settings = supervisor, slots, settings
-        self.metrics, self.notes = metrics, notes
+        self.metrics, self.notes, self.ledger = metrics, notes, ledger
         self._room = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -118,8 +120,15 @@ class Loads:
     async def _make_room(self, name: str) -> None:
         cfg = self.settings()
         while True:
+            await self.ledger.refresh(self.running)
             loaded = self._loaded(exclude=name)
-            victims = plan(self.size(name) or 0, loaded, cfg.max_loaded, self._budget(loaded))
+            held = [Holding(m, self.ledger.on(m.name)) for m in loaded]
+            need, budgets = self.ledger.on(name), self.ledger.budgets(m.name for m in loaded)
+            if line := refusal(name, need, held, budgets):
+                log.warning("gateway.no_room", model=name, reason=line)
+                self.metrics.loads.labels(name, "no_room").inc()
+                raise NoRoom(name, line)
+            victims = plan_devices(need, held, cfg.max_loaded, budgets)
             if victims == []:
                 return
             # Claimed in the same step as the plan: none of them can take a request now.
@@ -146,19 +155,14 @@ class Loads:
             out.append(Loaded(n, self.size(n) or 0, facts.spec.on_demand, held, slot.last_used))
         return out
 
-    def _budget(self, loaded: list[Loaded]) -> int | None:
-        budget = self.settings().memory_budget
-        if budget != "auto":
-            return budget
-        return memory.auto_budget(self.slots.slot(m.name).measured for m in loaded)
+    def running(self) -> list[str]:
+        """The models whose process runs now (what holds device memory)."""
+        facts = (self.sup.facts(n) for n in self.sup.names())
+        return [f.name for f in facts if f is not None and f.state is State.RUNNING]
 
     def size(self, name: str) -> int | None:
         """The measured footprint of `name` once it has run, else its estimate."""
-        facts = self.sup.facts(name)
-        measured = self.slots.slot(name).measured
-        if measured is not None or facts is None:
-            return measured
-        return memory.estimate(facts.spec)
+        return self.ledger.size(name)
 
     async def stop_claimed(self, slot: Slot) -> bool:
         """Carry out the stop claimed on `slot` (to IDLE) and wait until the model is down;

@@ -2,9 +2,10 @@
 
 Before a model has run, its need is estimated as Ollama does: the GGUF file plus its KV
 cache, read from the header (layers x KV heads x key/value lengths x context x the
-cache type's bytes). Once it has run, its measured footprint (USS) replaces the guess.
+cache type's bytes), unless the config states it (`memory_estimate`). Once it has run,
+its measured footprint (USS) replaces the guess in RAM.
 
-The `auto` budget is RAM only: what a model holds in a discrete GPU's VRAM is not counted.
+The `auto` budget here is RAM's; the GPUs' budgets and shares are in `gateway/admission/devices/`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ MARGIN_MAX = 2 * 1024**3
 
 def estimate(spec: InstanceSpec) -> int | None:
     """Bytes `spec` should need once loaded; None when its model is not a local file."""
+    if spec.memory_estimate is not None:
+        return spec.memory_estimate
     if spec.model is None:
         return None
     known = backend_for(spec.kind).memory_estimate(spec)

@@ -8,6 +8,7 @@ scheduler when scraped, so nothing has to be kept in step.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -19,6 +20,7 @@ _LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 
 _LOADS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 Counts = Callable[[], dict[str, tuple[int, int]]]  # model -> (in flight, queued)
+Devices = Callable[[], list[dict[str, Any]]]  # the status document's gateway.devices
 
 
 class GatewayMetrics:
@@ -74,6 +76,10 @@ class GatewayMetrics:
         """Serve the in-flight and queued gauges from `counts` at scrape time."""
         self.registry.register(_Gauges(counts))
 
+    def watch_devices(self, devices: Devices) -> None:
+        """Serve each device's budget and use from `devices` at scrape time."""
+        self.registry.register(_DeviceGauges(devices))
+
 
 class _Gauges(Collector):
     def __init__(self, counts: Counts) -> None:
@@ -91,3 +97,26 @@ class _Gauges(Collector):
             queued.add_metric([model], n_queued)
         yield flying
         yield queued
+
+
+class _DeviceGauges(Collector):
+    def __init__(self, devices: Devices) -> None:
+        self._devices = devices
+
+    def collect(self) -> Iterator[Metric]:
+        budget = GaugeMetricFamily(
+            "llamad_gateway_device_budget_bytes",
+            "What each GPU (or Metal's working set) gives models.",
+            labels=["device"],
+        )
+        used = GaugeMetricFamily(
+            "llamad_gateway_device_used_bytes",
+            "What the gateway's models hold on each GPU.",
+            labels=["device"],
+        )
+        for d in self._devices():
+            if d["budget_bytes"] is not None:
+                budget.add_metric([d["name"]], d["budget_bytes"])
+            used.add_metric([d["name"]], d["used_bytes"])
+        yield budget
+        yield used

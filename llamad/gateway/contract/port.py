@@ -108,13 +108,26 @@ class LoadFailed(GatewayError):
     message, for clients, holds them without file paths)."""
 
     code = "load_failed"
-    retry_after = 5.0
+    retry_after: float | None = 5.0
 
     def __init__(self, name: str, reason: str, retry_after: float | None = None) -> None:
         super().__init__(f"model {name!r} failed to load: {without_paths(reason)}")
         self.reason = reason
         if retry_after is not None:
             self.retry_after = retry_after
+
+
+class NoRoom(LoadFailed):
+    """No device can ever hold the model: a device it needs has less room than it takes
+    even with every model that may be evicted gone. Waiting would not help."""
+
+    status = 507
+    code = "insufficient_memory"
+    retry_after = None
+
+    def __init__(self, name: str, line: str) -> None:
+        GatewayError.__init__(self, line)
+        self.reason = line
 
 
 class Removed(GatewayError):

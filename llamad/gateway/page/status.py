@@ -24,13 +24,19 @@ def status(gateway: Gateway, caller: Caller) -> dict[str, Any]:
             entry["llamad"]["host"] = view.host
         models.append(entry)
     doc = gateway.status()
-    if caller.scoped:  # a limited key sees its own usage
+    if caller.scoped:  # a limited key sees its own usage, and its own models on devices
         doc["keys"] = {k: v for k, v in doc["keys"].items() if k == caller.name}
+        doc["devices"] = [_visible(d, caller) for d in doc.get("devices", [])]
     out: dict[str, Any] = {"gateway": doc, "models": models}
     if gateway.fleet is not None and gateway.settings().fleet:
         seen = sorted(gateway.fleet.seen.values(), key=_name)
         out["fleet"] = [_peer(p, caller) for p in seen]
     return out
+
+
+def _visible(device: dict[str, Any], caller: Caller) -> dict[str, Any]:
+    models = {n: b for n, b in device["models"].items() if caller.may_use(n)}
+    return {**device, "models": models}
 
 
 def _name(entry: PeerModels) -> str:

@@ -101,23 +101,38 @@ function renderModels(models) {
   }
 }
 
-function renderMemory(gw, models) {
-  const bar = $("#memory");
+function fillBar(bar, held, total) {
   bar.replaceChildren();
-  const budget = gw.budget_bytes;
-  const live = models.filter((m) => m.gateway && ["starting", "running", "stopping"].includes(m.llamad.state));
-  const total = budget || live.reduce((a, m) => a + (m.gateway.footprint_bytes || m.gateway.estimate_bytes || 0), 0) || 1;
-  for (const m of live) {
-    const bytes = m.gateway.footprint_bytes || m.gateway.estimate_bytes || 0;
-    const part = el("span", m.id + " " + size(bytes));
-    part.style.width = Math.max(0.5, (100 * bytes) / total) + "%";
-    part.style.background = colour(m.id);
-    part.title = m.id + ": " + size(bytes);
+  for (const [name, bytes] of held) {
+    const part = el("span", name + " " + size(bytes));
+    part.style.width = Math.max(0.5, (100 * bytes) / (total || 1)) + "%";
+    part.style.background = colour(name);
+    part.title = name + ": " + size(bytes);
     bar.append(part);
   }
+}
+
+function renderMemory(gw, models) {
+  const budget = gw.budget_bytes;
+  const live = models.filter((m) => m.gateway && ["starting", "running", "stopping"].includes(m.llamad.state));
+  const held = live.map((m) => [m.id, m.gateway.footprint_bytes || m.gateway.estimate_bytes || 0]);
+  fillBar($("#memory"), held, budget || held.reduce((a, h) => a + h[1], 0));
   $("#memory-text").textContent = budget === null || budget === undefined
     ? "no memory budget; models hold " + size(gw.used_bytes)
     : "budget " + size(budget) + " (" + gw.memory_budget + "), used " + size(gw.used_bytes) + ", left " + size(gw.left_bytes);
+  // Each GPU (or Metal's working set) beside RAM: its own budget and the models on it.
+  const devices = $("#devices");
+  devices.replaceChildren();
+  for (const d of gw.devices || []) {
+    const bar = el("div", null, "bar");
+    bar.setAttribute("aria-label", d.name + " memory");
+    const held = Object.entries(d.models || {});
+    fillBar(bar, held, d.budget_bytes || d.used_bytes);
+    const text = d.budget_bytes === null || d.budget_bytes === undefined
+      ? "no budget; models hold " + size(d.used_bytes)
+      : "budget " + size(d.budget_bytes) + ", used " + size(d.used_bytes) + ", left " + size(d.left_bytes);
+    devices.append(el("h3", d.name + " (" + d.description + ")"), bar, el("p", text, "muted"));
+  }
 }
 
 function renderFleet(peers) {
