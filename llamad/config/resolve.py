@@ -21,6 +21,7 @@ from llamad.common.hosts import same_address
 from llamad.common.paths import anchored
 from llamad.config.gateway_table import body_size
 from llamad.config.messages import describe
+from llamad.config.prompt_cache import instance_cache
 from llamad.config.schema import ConfigFile, InstanceTable, SuperviseSettings
 from llamad.config.tomlpos import where_is
 from llamad.lifecycle.states import Knobs
@@ -142,6 +143,7 @@ class Resolver:
             max_body=body_size(table.max_body) if table.max_body else None,
             prompt=merged(self.stores.get(name), table.system, table.stop),
             tool=own,
+            prompt_cache=instance_cache(self.cfg, self.path.parent, name, table),
         )
         spec = backend.resolve(base, keys, ctx, problem)
         if len(self.problems) > before or knobs is None:
