@@ -173,9 +173,12 @@ def floor_specs(ctx: Context, instances: dict[str, dict[str, object]]) -> list[L
         work / "llamad.toml", instances, {"state_dir": work / "state", "socket": sock / "s"}
     )
     base = daemon_env(ctx)
+    specs = list(load(path).instances.values())
+    for s in specs:  # llamad makes the prompt cache's directory before it launches
+        if s.prompt_cache is not None:
+            s.prompt_cache.mkdir(parents=True, exist_ok=True)
     return [
-        Launch(s.port, tuple(s.args), child_env(base, dict(s.settings), dict(s.env)))
-        for s in load(path).instances.values()
+        Launch(s.port, tuple(s.args), child_env(base, dict(s.settings), dict(s.env))) for s in specs
     ]
 
 

@@ -65,6 +65,8 @@ def instance_doc(
         "error": rec.error,
         "rss_bytes": rss,
         "cpu_percent": cpu,
+        # Whether the prompt cache outlives the process, and why not when it does not.
+        "prompt_cache": {"kept": spec.prompt_cache is not None, "note": spec.cache_note},
     }
     if spec.tool is not None:  # its own executable; the others' is `daemon.backends`
         doc["command"] = str(spec.tool.command)

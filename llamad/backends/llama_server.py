@@ -15,6 +15,7 @@ from llamad.backends import rpc
 from llamad.backends.base import ProbeFn, Problem, ResolveContext
 from llamad.backends.catalog import Catalog, render
 from llamad.backends.catalog_cache import load_catalog
+from llamad.backends.llama_cache import keep_cache
 from llamad.backends.llama_command import find_llama_server
 from llamad.backends.llama_serving import ALIAS_ENV, llama_serving
 from llamad.backends.probes import Prober, server_url
@@ -99,7 +100,7 @@ class LlamaServer:
         for key, _ in base.env:
             if key.startswith("LLAMA_"):
                 problem(("env", key), "set llama-server options as instance keys, not in env")
-        return dataclasses.replace(
+        spec = dataclasses.replace(
             base,
             host=host,
             port=port,
@@ -110,6 +111,7 @@ class LlamaServer:
             workers=workers,
             remote_workers=remote,
         )
+        return keep_cache(spec, catalog)
 
     def command(
         self, spec: InstanceSpec, tool: Tool, remote: Mapping[str, str]

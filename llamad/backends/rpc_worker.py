@@ -43,7 +43,12 @@ class RpcWorker:
         """host, port and the ggml-rpc-server flags from the worker table's keys."""
         host, port, argv = rpc.worker_args(keys, ctx.tools[self.kind].details, problem)
         return dataclasses.replace(
-            base, host=host, port=port, args=(*argv, *base.args), watch_model=False
+            base,
+            host=host,
+            port=port,
+            args=(*argv, *base.args),
+            watch_model=False,
+            prompt_cache=None,
         )
 
     def command(

@@ -45,6 +45,10 @@ class InstanceSpec:
     # The instance's own executable (its table's `llama_server`); None: its kind's, from
     # `[daemon]`. Its build is part of `launch`: a new one restarts the instance.
     tool: Tool | None = None
+    # Where the prompt cache is kept across processes (slot save files), None when it is
+    # not; `cache_note` says why not when the user did not turn it off.
+    prompt_cache: Path | None = None
+    cache_note: str | None = None
 
     @property
     def launch(self) -> tuple[object, ...]:

@@ -29,7 +29,7 @@ def models(args: argparse.Namespace) -> int:
     for m in doc["models"]:
         loaded = "yes" if m["loaded"] else ("-" if m["problem"] else "no")
         rows.append(
-            (m["name"], m["source"], _size(m["size_bytes"]), m["quantization"] or "-", loaded)
+            (m["name"], m["source"], size_text(m["size_bytes"]), m["quantization"] or "-", loaded)
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -74,7 +74,7 @@ def rm(args: argparse.Namespace) -> int:
     """`llamactl rm NAME`: delete a model llamad pulled (unloaded first); 1 when refused."""
     path = f"/v1/library/{quote(args.name, safe='')}"
     doc = client_for(args, timeout=RM_TIMEOUT_S).call("DELETE", path)
-    print(f"deleted {doc['model']} ({_size(doc['freed_bytes'])} freed)")
+    print(f"deleted {doc['model']} ({size_text(doc['freed_bytes'])} freed)")
     return 0
 
 
@@ -95,10 +95,10 @@ class _Shown:
             if self.tty:
                 filled = pct * 30 // 100
                 bar = "#" * filled + "." * (30 - filled)
-                self.out.write(f"\r{status} {bar} {pct:3d}% {_size(done)}/{_size(total)}")
+                self.out.write(f"\r{status} {bar} {pct:3d}% {size_text(done)}/{size_text(total)}")
                 self.bar = True
             elif status != self.last_status or pct // 25 != self.last_quarter:
-                self.out.write(f"{status}: {pct}% of {_size(total)}\n")
+                self.out.write(f"{status}: {pct}% of {size_text(total)}\n")
             self.last_quarter = pct // 25
         elif status != self.last_status:
             self.end()
@@ -112,7 +112,8 @@ class _Shown:
             self.bar = False
 
 
-def _size(n: Any) -> str:
+def size_text(n: Any) -> str:
+    """A byte count as llamactl prints it: \"12.4 MB\"."""
     value = float(n or 0)
     for unit in ("B", "KB", "MB", "GB"):
         if value < 1000 or unit == "GB":

@@ -80,6 +80,12 @@ def _library(name: str) -> Any:
     return run
 
 
+def _cache(args: argparse.Namespace) -> int:
+    from llamad.cli.cache import cache  # only for this command
+
+    return cache(args)
+
+
 def build_parser(service: bool) -> argparse.ArgumentParser:
     """The llamactl parser; `service` pulls in llamad.service's sub-commands (may raise)."""
     parser = argparse.ArgumentParser(prog="llamactl", description=DESCRIPTION, epilog=exits.EPILOG)
@@ -130,6 +136,10 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
     text = "delete a model llamad pulled (unloaded first); never another program's files"
     p = add("rm", _library("rm"), text)
     p.add_argument("name", metavar="NAME")
+    text = "list the saved prompt caches per model; `cache clear [MODEL]` removes them"
+    p = add("cache", _cache, text)
+    p.add_argument("words", nargs="*", metavar="clear [MODEL]")
+    p.add_argument("--json", action="store_true", help="print the listing as JSON")
     add("validate", commands.validate, "check a config file; needs no running llamad", config_only)
     add("version", commands.version, "print llamactl's version, and llamad's if it is running")
     _fleet(sub, common)

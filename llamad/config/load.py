@@ -5,7 +5,7 @@ executable and every instance resolved by its backend (resolve.py).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from llamad.backends.base import Backend
@@ -23,6 +23,7 @@ from llamad.config.library_links import link_configured
 from llamad.config.library_specs import check_defaults, library_specs, settings_of
 from llamad.config.library_specs import find as find_library
 from llamad.config.model_names import replica_warnings
+from llamad.config.prompt_cache import cache_max, cache_root
 from llamad.config.readfile import read_partial
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.config.resolve import Resolver
@@ -46,6 +47,8 @@ class Daemon:
     log_level: str
     reexport_metrics: bool = False
     remote: Remote | None = None  # fleet: the control API on TCP, when configured
+    cache_dir: Path = Path()  # the prompt cache's root (one directory per instance)
+    cache_max: int | None = None  # bytes; None: min(10 GiB, 10% of free space)
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,12 @@ def resolve(
         log_level=d.log_level,
         reexport_metrics=d.reexport_metrics,
         remote=resolve_remote(d.remote, path, text, problems),  # fleet
+        cache_dir=cache_root(cfg, base),
     )
+    try:
+        daemon = replace(daemon, cache_max=cache_max(d.cache_max))
+    except ValueError as exc:
+        problems.append(f"{where_is(path, text, ('daemon', 'cache_max'))}: daemon.cache_max: {exc}")
     if len(os.fsencode(daemon.socket)) > MAX_SOCKET_PATH:
         problems.append(
             f"{where_is(path, text, ('daemon', 'socket'))}: daemon.socket: path is longer than "

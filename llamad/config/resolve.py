@@ -21,6 +21,7 @@ from llamad.common.hosts import same_address
 from llamad.common.paths import anchored
 from llamad.config.gateway_table import body_size, byte_size
 from llamad.config.messages import describe
+from llamad.config.prompt_cache import instance_cache
 from llamad.config.schema import ConfigFile, InstanceTable, SuperviseSettings
 from llamad.config.tomlpos import where_is
 from llamad.lifecycle.states import Knobs
@@ -143,6 +144,7 @@ class Resolver:
             memory_estimate=byte_size(table.memory_estimate) if table.memory_estimate else None,
             prompt=merged(self.stores.get(name), table.system, table.stop),
             tool=own,
+            prompt_cache=instance_cache(self.cfg, self.path.parent, name, table),
         )
         spec = backend.resolve(base, keys, ctx, problem)
         if len(self.problems) > before or knobs is None:

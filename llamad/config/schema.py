@@ -67,6 +67,10 @@ class DaemonSettings(BaseModel):
     log_level: str = Field(default="info", pattern="^(debug|info|warning|error)$")
     reexport_metrics: bool = False
     remote: RemoteSettings | None = None  # fleet: the control API on TCP
+    # The prompt cache kept across processes: on for every instance unless turned off.
+    prompt_cache: bool = True
+    cache_dir: str | None = None
+    cache_max: str | None = None  # a size, e.g. "10GiB"; default bounded by free space
 
 
 # Durations are finite: `inf` would hang a stop and break the service files' timeouts.
@@ -106,6 +110,7 @@ class InstanceTable(BaseModel):
     supervise: dict[str, Any] = {}
     on_demand: bool = False
     idle_timeout: NonNegativeFloat = 600.0
+    prompt_cache: bool | None = None  # None: the daemon's
     aliases: list[str] = []
     max_body: str | None = None  # the gateway's [gateway] max_body, for this model
     memory_estimate: str | None = None  # what the model needs, over llamad's own estimate

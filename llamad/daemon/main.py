@@ -37,6 +37,7 @@ from llamad.supervise.hooks import ProbeFeed
 from llamad.supervise.orphans import ChildRegistry
 from llamad.supervise.process import bind_error
 from llamad.supervise.runtime import Runtime
+from llamad.supervise.slot_cache import SlotCache
 from llamad.supervise.supervisor import Supervisor
 
 if TYPE_CHECKING:  # the gateway's modules load only when one is configured
@@ -80,6 +81,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
         log_backups=d.log_backups,
         registry=registry,
         remote=RemoteWorkers(resolved.peers),
+        cache=SlotCache(prober.client, d.cache_dir, d.cache_max),
     )
     probes = ProbeFeed()
     gateway: GatewayLink[Gateway] = GatewayLink()  # built later, only with [gateway]

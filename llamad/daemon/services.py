@@ -13,6 +13,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from llamad.api.app import create_app
+from llamad.api.cache import cache_routes
 from llamad.api.controller import DaemonController
 from llamad.api.library import library_routes
 from llamad.api.metrics import Metrics
@@ -57,7 +58,11 @@ async def start(
     # `rm` unloads a model through the gateway before its files go.
     unload = functools.partial(unload_for_removal, link, state)
     pulls = Pulls(lambda: state.resolved.library, reloader.reload, unload)
-    app = create_app(controller, shutdown=stop, extra_routes=library_routes(state, pulls))
+    app = create_app(
+        controller,
+        shutdown=stop,
+        extra_routes=[*library_routes(state, pulls), *cache_routes(state)],
+    )
     bound = asyncio.Event()
     # Without its control socket the daemon cannot be managed: that failure ends it.
     control = guard.start(

@@ -131,9 +131,13 @@ class Instance:
     async def _handle(self, event: Event) -> None:
         loop = asyncio.get_running_loop()
         before = self.record
+        if self.runtime.cache is not None:
+            await self.runtime.cache.before(self.spec, before, event)
         self.record, actions = step(
             before, event, loop.time(), self.spec.knobs, random.uniform(-1.0, 1.0)
         )
+        if self.runtime.cache is not None:
+            await self.runtime.cache.after(self.spec, before, self.record)
         if self.record.state is not before.state:
             log.info(
                 "instance.state_changed",

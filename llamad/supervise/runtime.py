@@ -22,6 +22,7 @@ from llamad.lifecycle.states import Knobs
 from llamad.supervise.childlog import ChildLog
 from llamad.supervise.orphans import ChildRegistry
 from llamad.supervise.process import Child, ExitInfo, port_problem
+from llamad.supervise.slot_cache import SlotCache
 
 events = structlog.get_logger("llamad.instance")
 
@@ -38,6 +39,8 @@ class Runtime:
     registry: ChildRegistry | None = None
     # Workers on fleet peers.
     remote: RemoteWorkers = field(default_factory=RemoteWorkers)
+    # The prompt cache kept across processes; None: no instance keeps one.
+    cache: SlotCache | None = None
 
     def reconfigure(self, tools: dict[str, Tool], peers: dict[str, Peer]) -> None:
         """A reload's executables and fleet peers: the next launches and looks use them."""
@@ -64,6 +67,8 @@ class Runtime:
         if tool is None:
             return f"no {spec.kind} executable: the config's [daemon] section names none"
         found = {name: w.address for name, w in (remote or {}).items()}
+        if self.cache is not None:
+            spec = self.cache.launchable(spec)
         argv, settings = backend_for(spec.kind).command(spec, tool, found)
         marker = self.registry.env() if self.registry is not None else {}
         env = child_env(os.environ, settings, dict(spec.env), marker)

@@ -50,6 +50,9 @@ def test_only_mlx_needs_no_llama_server(tmp_path: Path, tiny_mlx_model: Path) ->
         *("--max-tokens", "64"),
     ]
     assert Path(env["HF_HUB_CACHE"]).is_dir()
+    # mlx_lm.server's prompt cache lives and dies with its process: status says so.
+    assert spec.prompt_cache is None
+    assert spec.cache_note == "mlx_lm.server keeps no prompt cache across processes"
 
 
 def test_options_come_from_the_installed_help(tmp_path: Path) -> None:

@@ -9,10 +9,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from helpers import write_config
+from helpers import free_port, write_config
 
 from llamad.config.load import check, load
-from llamad.config.schema import DaemonSettings, SuperviseSettings
+from llamad.config.schema import ConfigError, DaemonSettings, SuperviseSettings
 
 EXAMPLE = Path(__file__).parents[2] / "etc" / "llamad.example.toml"
 
@@ -259,3 +259,16 @@ def test_relative_paths_resolve_against_the_config_files_directory(
     assert resolved.daemon.state_dir == conf / "state"
     assert resolved.daemon.socket == conf / "state" / "llamad.sock"
     assert resolved.daemon.log_dir == conf / "../logs"
+
+
+def test_cache_max_must_be_a_size(tmp_path: Path, tiny_model: Path) -> None:
+    """A `cache_max` that is no size is one clear line."""
+    cfg = write_config(
+        tmp_path / "llamad.toml",
+        {"m": {"model": tiny_model, "port": free_port()}},
+        daemon={"state_dir": str(tmp_path / "state"), "cache_max": "lots"},
+    )
+    with pytest.raises(ConfigError) as err:
+        load(cfg)
+    assert len(err.value.lines) == 1
+    assert "daemon.cache_max: must be a size" in err.value.lines[0]

@@ -87,7 +87,8 @@ def test_ollama_params_become_settings(tmp_path: Path, models: Path) -> None:
     spec = r.instances["tinyllama:1b"]
     assert dict(spec.settings)["LLAMA_ARG_CTX_SIZE"] == "2048"
     # Options llama-server has only as flags (no env name) go on the command line.
-    assert spec.args == ("--typical", "0.9", "--keep", "4")
+    assert spec.args[:4] == ("--typical", "0.9", "--keep", "4")
+    assert spec.args[4:] == ("--slot-save-path", str(spec.prompt_cache))  # the prompt cache
 
 
 def test_bad_library_keys_are_config_errors(tmp_path: Path, models: Path) -> None:

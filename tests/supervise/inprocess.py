@@ -20,6 +20,7 @@ from llamad.config.load import Resolved, load
 from llamad.lifecycle.states import State
 from llamad.supervise.instance import Instance
 from llamad.supervise.runtime import Runtime
+from llamad.supervise.slot_cache import SlotCache
 from llamad.supervise.supervisor import Drain, Supervisor
 
 FAST = {
@@ -70,7 +71,9 @@ async def supervising(cfg: Path, draining: Drain | None = None) -> AsyncIterator
     `draining` stands in for the gateway's drain."""
     resolved = load(cfg)
     prober = Prober()
-    runtime = Runtime(tools=resolved.tools, prober=prober, log_dir=resolved.daemon.log_dir)
+    d = resolved.daemon
+    cache = SlotCache(prober.client, d.cache_dir, d.cache_max)
+    runtime = Runtime(tools=resolved.tools, prober=prober, log_dir=d.log_dir, cache=cache)
     drain = {} if draining is None else {"draining": draining}
     observe = lambda n, h: sup.probes.append((n, h))  # noqa: E731
     sup = Sup(Supervisor(runtime, observe_probe=observe, **drain), resolved)

@@ -29,6 +29,7 @@ from llamad.lifecycle.states import Knobs
 KIND = "mlx"
 _NO_KEY = "mlx_lm.server has no API key: remove it and bind the server to loopback"
 _REMOTE = "mlx_lm.server has no API key; set allow_remote = true only on a private network"
+_NO_CACHE = "mlx_lm.server keeps no prompt cache across processes"
 
 
 class Mlx:
@@ -86,6 +87,8 @@ class Mlx:
             model=directory,
             settings=tuple(sorted(settings.items())),
             args=(*argv, *base.args),
+            prompt_cache=None,
+            cache_note=None if base.prompt_cache is None else _NO_CACHE,
         )
 
     def command(

@@ -1,0 +1,37 @@
+"""The prompt cache on the control API: `GET /v1/cache` (every saved slot per model, its
+size and age) and `DELETE /v1/cache[/NAME]` (all of them, or one model's)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from llamad.supervise import slot_files
+from llamad.supervise.daemon_state import DaemonState
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def cache_routes(state: DaemonState) -> list[tuple[str, Endpoint, list[str]]]:
+    """The prompt cache's control routes, over the directory the daemon's config names."""
+
+    async def listing(request: Request) -> Response:
+        root = state.resolved.daemon.cache_dir
+        now = time.time()
+        saved = [s.to_dict(now) for s in slot_files.everything(root)]
+        held = sum(s["bytes"] for s in saved)
+        return JSONResponse({"dir": str(root), "bytes": held, "saved": saved})
+
+    async def clear(request: Request) -> Response:
+        model = request.path_params.get("name")
+        gone = slot_files.clear(state.resolved.daemon.cache_dir, model)
+        return JSONResponse({"removed": len(gone), "freed_bytes": sum(s.bytes for s in gone)})
+
+    return [
+        ("/v1/cache", listing, ["GET"]),
+        ("/v1/cache", clear, ["DELETE"]),
+        ("/v1/cache/{name:path}", clear, ["DELETE"]),
+    ]

@@ -1,0 +1,91 @@
+"""How a llama-server instance keeps its prompt cache across processes: the launch it
+needs (`--slot-save-path`, the full-size sliding-window cache), or why it cannot."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from llamad.backends.catalog import Catalog
+from llamad.backends.gguf_meta import read_gguf_meta
+from llamad.backends.spec import InstanceSpec
+
+SAVE_FLAG = "--slot-save-path"
+SWA_FULL = "LLAMA_ARG_SWA_FULL"
+_TRUE = ("on", "enabled", "true", "1")
+
+
+def sliding_window(model: Path | None) -> int | None:
+    """The GGUF's `<arch>.attention.sliding_window`, or None (none, or unreadable)."""
+    if model is None:
+        return None
+    try:
+        meta = read_gguf_meta(model)
+    except (OSError, ValueError):
+        return None
+    value = meta.scalars.get(f"{meta.architecture}.attention.sliding_window")
+    if isinstance(value, list):
+        value = max(value, default=0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def keep_cache(spec: InstanceSpec, catalog: Catalog) -> InstanceSpec:
+    """`spec` launched so its slots can be saved and restored, or with the cache off and
+    `cache_note` saying why. A spec with the cache turned off is returned unchanged."""
+    if spec.prompt_cache is None:
+        return spec
+    if catalog.flag(SAVE_FLAG) is None:
+        return _without(spec, "this llama-server has no --slot-save-path")
+    if any(a.split("=", 1)[0] == SAVE_FLAG for a in spec.args):
+        return _without(spec, "args set --slot-save-path: llamad leaves those files alone")
+    settings = dict(spec.settings)
+    if sliding_window(spec.model) is not None:
+        # A restored sliding-window slot is evaluated again in full unless the whole
+        # window cache is kept (measured on Gemma 3): that costs memory, counted in the
+        # estimate, which reserves the full context for every layer already.
+        if catalog.lookup(SWA_FULL) is None:
+            return _without(spec, "sliding-window model and this llama-server has no --swa-full")
+        settings[SWA_FULL] = "true"
+    args = (*spec.args, SAVE_FLAG, str(spec.prompt_cache))
+    return dataclasses.replace(spec, settings=tuple(sorted(settings.items())), args=args)
+
+
+def swa_full(spec: InstanceSpec) -> bool:
+    """Whether the instance runs with the full-size sliding-window cache."""
+    return dict(spec.settings).get(SWA_FULL, "") in _TRUE
+
+
+def _without(spec: InstanceSpec, why: str) -> InstanceSpec:
+    return dataclasses.replace(spec, prompt_cache=None, cache_note=why)
+
+
+def dropped(spec: InstanceSpec, why: str) -> InstanceSpec:
+    """`spec` launched without its save directory (which cannot be made): the server
+    would not start with it."""
+    args = list(spec.args)
+    if spec.prompt_cache is not None and args[-2:] == [SAVE_FLAG, str(spec.prompt_cache)]:
+        args = args[:-2]
+    return dataclasses.replace(_without(spec, why), args=tuple(args))
+
+
+def cache_fit(spec: InstanceSpec, props: dict[str, Any]) -> dict[str, Any]:
+    """What a saved slot fits: a file saved under any other is refused, never loaded.
+    `props` is the running server's `GET /props`."""
+    settings = dict(spec.settings)
+    model: dict[str, Any] = {"path": str(spec.model)}
+    if spec.model is not None:
+        try:
+            st = spec.model.stat()
+            model |= {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        except OSError:
+            pass
+    generation = props.get("default_generation_settings")
+    return {
+        "model": model,
+        "cache_type_k": settings.get("LLAMA_ARG_CACHE_TYPE_K", "f16"),
+        "cache_type_v": settings.get("LLAMA_ARG_CACHE_TYPE_V", "f16"),
+        "n_ctx": generation.get("n_ctx") if isinstance(generation, dict) else None,
+        "build": props.get("build_info"),
+        "swa_full": swa_full(spec),
+    }

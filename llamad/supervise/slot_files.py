@@ -1,0 +1,156 @@
+"""The prompt cache on disk: one directory per instance, a slot's file (`slot-N.bin`, as
+llama-server wrote it) beside its sidecar (`slot-N.json`: what it fits, when, how big).
+
+The sidecar's mtime is the file's last use: the least recently used go first when the
+cache outgrows its bound."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+GIB = 1024**3
+# Below this much free space nothing is saved: a cache never fills the disk.
+MIN_FREE = 512 * 1024**2
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One saved slot."""
+
+    instance: str
+    slot: int
+    data: Path
+    bytes: int
+    tokens: int
+    used: float  # wall time of the last save or restore
+    fit: dict[str, Any]
+
+    def to_dict(self, now: float) -> dict[str, Any]:
+        """As `llamactl cache` lists it."""
+        return {
+            "model": self.instance,
+            "slot": self.slot,
+            "bytes": self.bytes,
+            "tokens": self.tokens,
+            "age_s": round(max(0.0, now - self.used), 1),
+        }
+
+
+def data_name(slot: int) -> str:
+    """The bare file name llama-server saves slot `slot` under."""
+    return f"slot-{slot}.bin"
+
+
+def sidecar(directory: Path, slot: int) -> Path:
+    return directory / f"slot-{slot}.json"
+
+
+def record(directory: Path, slot: int, fit: dict[str, Any], tokens: int, size: int) -> None:
+    """Write the sidecar of a slot just saved."""
+    body = {"fit": fit, "tokens": tokens, "bytes": size, "saved_at": time.time()}
+    final = sidecar(directory, slot)
+    tmp = final.with_suffix(".tmp")
+    tmp.write_text(json.dumps(body, indent=1), encoding="utf-8")
+    os.replace(tmp, final)
+
+
+def touch(item: Saved) -> None:
+    """Mark `item` used now (LRU)."""
+    with contextlib.suppress(OSError):
+        os.utime(sidecar(item.data.parent, item.slot))
+
+
+def remove(directory: Path, slot: int) -> None:
+    """Remove a slot's file and sidecar; what is already gone is fine."""
+    for path in (directory / data_name(slot), sidecar(directory, slot)):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def saved(directory: Path) -> list[Saved]:
+    """The slots saved in one instance's directory; a file without a readable sidecar
+    (a save cut short) is removed."""
+    out: list[Saved] = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return out
+    for name in names:
+        if not (name.startswith("slot-") and name.endswith(".bin")):
+            continue
+        slot_text = name[len("slot-") : -len(".bin")]
+        if not slot_text.isdigit():
+            continue
+        slot, data = int(slot_text), directory / name
+        try:
+            side = sidecar(directory, slot)
+            body = json.loads(side.read_text(encoding="utf-8"))
+            used, size = side.stat().st_mtime, data.stat().st_size
+            fit = body["fit"]
+            tokens = int(body.get("tokens", 0))
+        except (OSError, ValueError, KeyError, TypeError):
+            remove(directory, slot)
+            continue
+        out.append(Saved(unquote(directory.name), slot, data, size, tokens, used, fit))
+    return out
+
+
+def everything(root: Path) -> list[Saved]:
+    """Every saved slot under the cache's root, per instance directory."""
+    try:
+        dirs = sorted(p for p in root.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    return [item for d in dirs for item in saved(d)]
+
+
+def no_room(directory: Path) -> str | None:
+    """Make `directory` if need be; why a save cannot go there now, or None."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(directory).free
+    except OSError as exc:
+        return f"cannot use {directory}: {exc.strerror}"
+    return "disk full" if free < MIN_FREE else None
+
+
+def limit(root: Path, configured: int | None, held: int) -> int:
+    """`cache_max`, else min(10 GiB, 10% of the space free plus what the cache holds)."""
+    if configured is not None:
+        return configured
+    try:
+        free = shutil.disk_usage(root).free
+    except OSError:
+        free = 0
+    return min(10 * GIB, (free + held) // 10)
+
+
+def prune(root: Path, configured: int | None) -> list[Saved]:
+    """Remove the least recently used files until the cache fits its bound; returns them."""
+    items = sorted(everything(root), key=lambda s: s.used)
+    held = sum(s.bytes for s in items)
+    bound = limit(root, configured, held)
+    gone: list[Saved] = []
+    for item in items:
+        if held <= bound:
+            break
+        remove(item.data.parent, item.slot)
+        held -= item.bytes
+        gone.append(item)
+    return gone
+
+
+def clear(root: Path, instance: str | None = None) -> list[Saved]:
+    """Remove every saved slot, or those of `instance`; returns what was removed."""
+    gone = [s for s in everything(root) if instance is None or s.instance == instance]
+    for item in gone:
+        remove(item.data.parent, item.slot)
+    return gone

@@ -1,0 +1,125 @@
+"""The prompt cache across processes, on the real llama-server and the tiny model: slots
+saved before a planned stop, restored before the next process is routed to, and files
+that do not fit (or do not load) refused and removed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+from helpers import free_port
+from inprocess import config, events, supervising
+from structlog.testing import capture_logs
+
+from llamad.lifecycle.states import State
+from llamad.supervise.steps import start, stop
+
+PROMPT = "abc def ghi jkl mno pqr stu vwx yz " * 4
+
+
+def _tiny(tiny_model: Path, port: int, **keys: Any) -> dict[str, dict[str, Any]]:
+    return {"m": {"model": tiny_model, "port": port, "ctx_size": 512, "n_parallel": 1, **keys}}
+
+
+async def _complete(port: int) -> dict[str, Any]:
+    async with httpx.AsyncClient() as client:
+        reply = await client.post(
+            f"http://127.0.0.1:{port}/completion",
+            json={"prompt": PROMPT, "n_predict": 2, "temperature": 0},
+            timeout=30,
+        )
+    answer: dict[str, Any] = reply.json()
+    return answer
+
+
+async def test_saved_before_a_stop_and_restored_before_routing(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    """A stop saves the slot with its sidecar; the next process gets it back while still
+    starting, and the same prompt then evaluates almost nothing."""
+    port = free_port()
+    with capture_logs() as logs:
+        async with supervising(config(tmp_path, _tiny(tiny_model, port))) as sup:
+            inst = await sup.state("m", State.RUNNING)
+            first = await _complete(port)
+            assert first["timings"]["prompt_n"] > 20
+            await stop(inst)
+            directory = inst.spec.prompt_cache
+            assert directory is not None
+            assert (directory / "slot-0.bin").is_file()
+            fit = json.loads((directory / "slot-0.json").read_text())["fit"]
+            assert fit["n_ctx"] == 512
+            assert fit["build"]
+            await start(inst)
+            await sup.state("m", State.RUNNING)
+            again = await _complete(port)
+    assert again["timings"]["prompt_n"] <= 2, again["timings"]
+    saved = events(logs, "cache.saved", instance="m", slot=0)
+    restored = events(logs, "cache.restored", instance="m", slot=0)
+    assert saved
+    assert saved[0]["bytes"] > 0
+    assert saved[0]["tokens"] > 20
+    assert restored
+    assert restored[0]["tokens"] == saved[0]["tokens"]
+
+
+async def test_a_file_that_does_not_fit_or_load_is_removed(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    """A sidecar from another build is refused unloaded; a file llama-server cannot load
+    is removed; neither keeps the instance from running."""
+    port = free_port()
+    with capture_logs() as logs:
+        async with supervising(config(tmp_path, _tiny(tiny_model, port))) as sup:
+            inst = await sup.state("m", State.RUNNING)
+            await _complete(port)
+            await stop(inst)
+            directory = inst.spec.prompt_cache
+            assert directory is not None
+            side = directory / "slot-0.json"
+            body = json.loads(side.read_text())
+            side.write_text(json.dumps({**body, "fit": {**body["fit"], "build": "b0-other"}}))
+            await start(inst)
+            await sup.state("m", State.RUNNING)
+            assert not (directory / "slot-0.bin").exists()
+            # Now one that fits on paper but holds garbage.
+            await _complete(port)
+            await stop(inst)
+            (directory / "slot-0.bin").write_bytes(b"not a slot" * 10)
+            await start(inst)
+            await sup.state("m", State.RUNNING)
+            assert not (directory / "slot-0.bin").exists()
+    refused = events(logs, "cache.refused", instance="m", op="restore")
+    assert "build" in refused[0]["reason"]
+    assert refused[1]["reason"].startswith("HTTP")
+    assert not events(logs, "cache.restored")
+
+
+async def test_a_failing_save_never_holds_up_the_stop(tmp_path: Path, tiny_model: Path) -> None:
+    """The cache directory cannot be made (a file is in the way): the stop goes on."""
+    port = free_port()
+    blocker = tmp_path / "blocked"
+    blocker.write_text("")
+    cfg = config(tmp_path, _tiny(tiny_model, port))
+    text = cfg.read_text().replace("[daemon]\n", f'[daemon]\ncache_dir = "{blocker}/x"\n', 1)
+    cfg.write_text(text)
+    with capture_logs() as logs:
+        async with supervising(cfg) as sup:
+            inst = await sup.state("m", State.RUNNING)
+            await _complete(port)
+            await stop(inst)
+            assert inst.record.state is State.STOPPED
+    assert events(logs, "cache.refused", instance="m", op="save")
+
+
+async def test_turned_off_per_instance(tmp_path: Path, tiny_model: Path) -> None:
+    """`prompt_cache = false`: no save path given, nothing saved, status says it."""
+    port = free_port()
+    cfg = config(tmp_path, _tiny(tiny_model, port, prompt_cache=False))
+    async with supervising(cfg) as sup:
+        inst = await sup.state("m", State.RUNNING)
+        assert inst.spec.prompt_cache is None
+        assert inst.spec.cache_note is None
+        assert "--slot-save-path" not in inst.spec.args
