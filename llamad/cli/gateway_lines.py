@@ -4,6 +4,7 @@ and the loads under way."""
 from __future__ import annotations
 
 from llamad.cli.cells import duration, grid, size
+from llamad.cli.set_lines import set_lines
 
 # Importing typing slows llamactl's start; annotations are never evaluated at run time.
 TYPE_CHECKING = False
@@ -51,7 +52,8 @@ def gateway_lines(doc: dict[str, Any]) -> list[str]:
         for inst in doc.get("instances") or []
         if (p := (inst.get("gateway") or {}).get("load_progress"))
     ]
-    return ["", f"gateway on {gw.get('listen')}: {memory}{limit}", *grid(rows, 2), *loading]
+    head = f"gateway on {gw.get('listen')}: {memory}{limit}"
+    return ["", head, *grid(rows, 2), *set_lines(doc), *loading]
 
 
 def progress(p: dict[str, Any]) -> str:

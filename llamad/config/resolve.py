@@ -138,6 +138,7 @@ class Resolver:
             kind=backend.kind,
             on_demand=table.on_demand,
             idle_timeout=table.idle_timeout,
+            pinned=table.evict == "never",
             aliases=tuple(table.aliases),
             max_body=body_size(table.max_body) if table.max_body else None,
             prompt=merged(self.stores.get(name), table.system, table.stop),

@@ -11,7 +11,7 @@ import tomllib
 from collections.abc import Iterable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -106,6 +106,7 @@ class InstanceTable(BaseModel):
     supervise: dict[str, Any] = {}
     on_demand: bool = False
     idle_timeout: NonNegativeFloat = 600.0
+    evict: Literal["auto", "never"] = "auto"  # "never": pinned once loaded
     aliases: list[str] = []
     max_body: str | None = None  # the gateway's [gateway] max_body, for this model
     # Request defaults the gateway adds where a request sets none (over a store's own).

@@ -12,6 +12,7 @@ from llamad.gateway import memory
 from llamad.gateway.activity import Activity
 from llamad.gateway.activity_stats import KeyTotals, model_rates
 from llamad.gateway.loads import LIVE
+from llamad.gateway.model_sets import ModelSets
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.gateway.replicas.server_busy import STALE_S, ServerBusy
 from llamad.gateway.router import Router
@@ -32,10 +33,11 @@ class StatusDoc:
         key_totals: KeyTotals,
         balancer: Balancer,
         busy: ServerBusy,
+        sets: ModelSets,
     ) -> None:
         self.settings, self.router, self.sched, self.views = settings, router, sched, views
         self.activity, self.key_totals, self.balancer = activity, key_totals, balancer
-        self.busy = busy
+        self.busy, self.sets = busy, sets
 
     def of(self, name: str) -> dict[str, Any]:
         """The `gateway` object of an instance in the status document."""
@@ -56,6 +58,7 @@ class StatusDoc:
             "estimate_bytes": memory.estimate(facts.spec) if facts else None,
             "footprint_bytes": slot.measured,
             "load_progress": self.views.load_progress(name),
+            **self.sets.status_of(name),
             **model_rates(self.activity).get(name, {}),
         }
 
@@ -84,4 +87,5 @@ class StatusDoc:
             "used_bytes": used,
             "left_bytes": None if budget is None else budget - used,
             "keys": self.key_totals.to_dict(),
+            **self.sets.status(),
         }
