@@ -25,8 +25,9 @@ from llamad.gateway.model_sets import ModelSets
 from llamad.gateway.notes import Notes
 from llamad.gateway.port import GatewayError, LoadFailed
 from llamad.gateway.room import Loaded
-from llamad.gateway.room_rules import NoRoomAlong, arrange
+from llamad.gateway.room_rules import arrange
 from llamad.gateway.slots import Slots
+from llamad.gateway.together import Together
 from llamad.gateway.view import SupervisorView
 from llamad.lifecycle.states import Start, State, Stop
 
@@ -50,7 +51,7 @@ class Loads:
         sets: ModelSets,
     ) -> None:
         self.sup, self.slots, self.settings = supervisor, slots, settings
-        self.sets = sets
+        self.sets, self.together = sets, Together(supervisor, slots, sets, LIVE)
         self.metrics, self.notes = metrics, notes
         self._room = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -62,16 +63,9 @@ class Loads:
             if wait := slot.refused(time.monotonic()):
                 raise LoadFailed(slot.name, slot.refusal, wait)
             slot.load = self._spawn(self.load(slot.name, slot), f"load-{slot.name}")
-            for name in self.sets.companions(slot.name):  # a group loads as one
-                self._load_along(self.slots.slot(name))
+            for s in self.together.to_load(slot.name):  # a group loads as one
+                s.load = self._spawn(self.load(s.name, s), f"load-{s.name}")
         return slot.load
-
-    def _load_along(self, slot: Slot) -> None:
-        facts = self.sup.facts(slot.name)
-        if facts is None or facts.state in LIVE or slot.load is not None:
-            return
-        if not slot.refused(time.monotonic()):
-            slot.load = self._spawn(self.load(slot.name, slot), f"load-{slot.name}")
 
     def abandon(self, slot: Slot) -> None:
         """Nobody waits for `slot` any more: a load still deciding on room is cancelled,
@@ -131,8 +125,9 @@ class Loads:
         cfg = self.settings()
         while True:
             loaded = self._loaded(exclude=name)
-            budget = self._budget(loaded)
-            victims = arrange(name, self.size(name) or 0, loaded, cfg.max_loaded, budget, self.sets)
+            need, budget = self.size(name) or 0, self._budget(loaded)
+            waiting = self.slots.slot(name).waiting
+            victims = arrange(name, need, loaded, cfg.max_loaded, budget, self.sets, waiting)
             if victims == []:
                 return
             # Claimed in the same step as the plan: none of them can take a request now.
@@ -142,9 +137,6 @@ class Loads:
             if victims is None or len(claimed) < len(victims):
                 for slot in claimed:
                     slot.end_stop()
-                if not self.slots.slot(name).waiting:  # a group's companion: no waiting
-                    log.info("gateway.load_skipped", model=name, reason="no room now")
-                    raise NoRoomAlong(name)
                 await self.slots.changed()  # a busy model must finish first
                 continue
             # Whatever the stops achieved, the next round plans from what is loaded then.
@@ -203,16 +195,8 @@ class Loads:
         finally:
             slot.end_stop()
             self.slots.poke()
-            down = self.sup.facts(name)
-            if why is not None and (down is None or down.state in DOWN):
-                self._stop_along(name, why)
-
-    def _stop_along(self, name: str, why: StopWhy) -> None:
-        """A group unloads as one: its idle models follow one that stopped."""
-        for other in self.sets.companions(name):
-            facts, slot = self.sup.facts(other), self.slots.slot(other)
-            if facts is not None and facts.state in LIVE and slot.claim_stop(why):
-                self.stop_soon(slot)
+            for other in self.together.to_stop(name, why) if why else []:  # a group, as one
+                self.stop_soon(other)
 
     def stop_soon(self, slot: Slot) -> None:
         """Run the stop claimed on `slot` in the background."""

@@ -11,9 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+import structlog
+
 from llamad.gateway.model_sets import ModelSets
 from llamad.gateway.port import GatewayError
 from llamad.gateway.room import Loaded, plan
+
+log = structlog.get_logger("llamad.gateway")
 
 
 class Pinned(GatewayError):
@@ -39,9 +43,11 @@ def arrange(
     max_loaded: int,
     budget: int | None,
     sets: ModelSets,
+    waiting: int = 1,
 ) -> list[str] | None:
     """The models to stop so `name` fits (as `plan`: None means wait for a busy one).
-    Raises Pinned when a pinned model is in the way."""
+    Raises Pinned when a pinned model is in the way, and NoRoomAlong rather than wait
+    when no request `waiting` for it (a group's model loading along)."""
     rivals = set(sets.rivals(name))
     for model in loaded:
         if model.name in rivals and sets.pinned(model.name):
@@ -64,9 +70,18 @@ def arrange(
                 f'model {name!r} cannot load: pinned model {in_way[0]!r} (evict = "never") '
                 "holds the room it needs"
             )
+        _unless_alone(name, waiting)
         return None
     if any(m.busy for m in going):
+        _unless_alone(name, waiting)
         return None  # a rival finishes its requests first
     idle = {m.name for m in rest if not m.busy}
     along = [c for v in victims for c in sets.companions(v) if c in idle and c not in keep]
     return list(dict.fromkeys([*(m.name for m in going), *victims, *along]))
+
+
+def _unless_alone(name: str, waiting: int) -> None:
+    """Waiting for room is for a load requests wait for; one nobody waits for ends."""
+    if not waiting:
+        log.info("gateway.load_skipped", model=name, reason="no room now")
+        raise NoRoomAlong(name)
