@@ -34,6 +34,7 @@ from llamad.config.model_sets import (
     MembersSettings,
     ModelSet,
     check_choosers,
+    check_overlap,
     check_pins,
     resolve_sets,
 )
@@ -176,6 +177,7 @@ def resolve_gateway(
     groups = resolve_sets("groups", settings.groups, specs, owner, problem)
     check_pins(groups, specs, problem)
     exclusive = resolve_sets("exclusive", settings.exclusive, specs, owner, problem)
+    check_overlap(groups, exclusive, problem)
     names = resolve_sets("names", settings.names, specs, owner, problem)
     check_choosers(names, owner, problem)
     # A key may be scoped to a name that chooses: the name, not its models.

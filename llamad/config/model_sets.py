@@ -93,6 +93,21 @@ def check_pins(
             )
 
 
+def check_overlap(
+    groups: tuple[ModelSet, ...], exclusive: tuple[ModelSet, ...], problem: Problem
+) -> None:
+    """Two models of one group load together, so they cannot exclude each other."""
+    for group in groups:
+        for rivals in exclusive:
+            both = [m for m in group.models if m in rivals.models]
+            if len(both) > 1:
+                problem(
+                    ("gateway", "exclusive", rivals.name, "models"),
+                    f"instances.{both[0]} and instances.{both[1]} are both in "
+                    f"gateway.groups.{group.name}, which loads them together",
+                )
+
+
 def check_choosers(
     names: tuple[ModelSet, ...], owner: Mapping[str, frozenset[str]], problem: Problem
 ) -> None:

@@ -79,9 +79,9 @@ def test_sets_resolve_to_instances(tmp_path: Path, tiny_model: Path) -> None:
             "llamad.toml:6: gateway.groups.pair.models: ['a'] holds one model",
         ),
         (
-            ('models = ["a", "b"]', 'models = ["a", "c"]'),
+            ('models = ["a", "b"]', 'models = ["b", "c"]'),
             'llamad.toml:6: gateway.groups.pair.models: instances.c has evict = "never" '
-            "and instances.a does not",
+            "and instances.b does not",
         ),
         (
             ("[gateway.names.chat]", "[gateway.names.b]"),
@@ -91,8 +91,13 @@ def test_sets_resolve_to_instances(tmp_path: Path, tiny_model: Path) -> None:
             ('models = ["c", "a-alias", "always"]', "models = []"),
             "llamad.toml:12: gateway.names.chat.models: ",
         ),
+        (
+            ('models = ["a", "c"]', 'models = ["a", "b"]'),
+            "llamad.toml:9: gateway.exclusive.big.models: instances.a and instances.b are both "
+            "in gateway.groups.pair",
+        ),
     ],
-    ids=["unknown", "always-on", "one model", "half pinned", "name taken", "empty"],
+    ids=["unknown", "always-on", "one model", "half pinned", "name taken", "empty", "overlap"],
 )
 def test_set_errors_are_one_line(
     tmp_path: Path, tiny_model: Path, change: tuple[str, str], expected: str
