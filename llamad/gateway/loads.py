@@ -62,9 +62,14 @@ class Loads:
         if slot.load is None:
             if wait := slot.refused(time.monotonic()):
                 raise LoadFailed(slot.name, slot.refusal, wait)
-            slot.load = self._spawn(self.load(slot.name, slot), f"load-{slot.name}")
-            for s in self.together.to_load(slot.name):  # a group loads as one
-                s.load = self._spawn(self.load(s.name, s), f"load-{s.name}")
+            task = self._begin(slot)
+            for other in self.together.to_load(slot.name):  # a group loads as one
+                self._begin(other)
+            return task
+        return slot.load
+
+    def _begin(self, slot: Slot) -> asyncio.Task[None]:
+        slot.load = self._spawn(self.load(slot.name, slot), f"load-{slot.name}")
         return slot.load
 
     def abandon(self, slot: Slot) -> None:
