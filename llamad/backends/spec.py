@@ -38,6 +38,7 @@ class InstanceSpec:
     # The gateway's: supervise-only, so none of them is part of `launch`.
     on_demand: bool = False  # started by the first request, not at boot
     idle_timeout: float = 600.0  # an on-demand instance stops this long after its last request
+    pinned: bool = False  # `evict = "never"`: never stopped for another model, nor idle
     aliases: tuple[str, ...] = ()  # more model names the gateway routes here
     max_body: int | None = None  # bytes of request body the gateway admits; None: its own
     memory_estimate: int | None = None  # bytes the config says it needs; None: estimate it

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from llamad.cli.cells import duration, grid, size
+from llamad.cli.set_lines import set_lines
 
 # Importing typing slows llamactl's start; annotations are never evaluated at run time.
 TYPE_CHECKING = False
@@ -53,7 +54,7 @@ def gateway_lines(doc: dict[str, Any]) -> list[str]:
     ]
     devices = [device_line(d) for d in gw.get("devices") or []]
     head = f"gateway on {gw.get('listen')}: {memory}{limit}"
-    return ["", head, *devices, *grid(rows, 2), *loading]
+    return ["", head, *devices, *grid(rows, 2), *set_lines(doc), *loading]
 
 
 def device_line(d: dict[str, Any]) -> str:

@@ -30,6 +30,14 @@ from llamad.config.fleet_tables import split_listen
 from llamad.config.gateway_access import host_entry, origin_entry
 from llamad.config.gateway_keys import KeySettings, NamedKey, resolve_keys
 from llamad.config.model_names import check_names, owners
+from llamad.config.model_sets import (
+    MembersSettings,
+    ModelSet,
+    check_choosers,
+    check_overlap,
+    check_pins,
+    resolve_sets,
+)
 
 Budget = int | Literal["auto"] | None  # bytes, "auto" (free memory, measured live), None: off
 
@@ -87,6 +95,9 @@ class GatewaySettings(BaseModel):
     allow_keyless_remote: bool = False  # a listen beyond loopback without api_key_file
 
     list_aliases: bool = True  # aliases as entries of their own in /v1/models and /api/tags
+    groups: dict[str, MembersSettings] = {}  # [gateway.groups.NAME]: loaded together
+    exclusive: dict[str, MembersSettings] = {}  # [gateway.exclusive.NAME]: one at a time
+    names: dict[str, MembersSettings] = {}  # [gateway.names.NAME]: the first loaded
 
     @field_validator("allowed_origins")
     @classmethod
@@ -142,6 +153,9 @@ class GatewayConfig:
     allowed_origins: frozenset[str] = frozenset()  # lower case, no trailing slash
     allowed_hosts: frozenset[str] = frozenset()  # lower case, no port
     list_aliases: bool = True
+    groups: tuple[ModelSet, ...] = ()
+    exclusive: tuple[ModelSet, ...] = ()
+    names: tuple[ModelSet, ...] = ()
 
 
 Problem = Callable[[tuple[str, ...], str], None]
@@ -159,7 +173,16 @@ def resolve_gateway(
     for spec in specs.values():
         if spec.port == port and same_address(spec.host, host):
             problem(("gateway", "listen"), f"port {port} is already used by instances.{spec.name}")
-    keys = resolve_keys(settings.api_key_file, settings.keys, owners(specs), problem)
+    owner = owners(specs)
+    groups = resolve_sets("groups", settings.groups, specs, owner, problem)
+    check_pins(groups, specs, problem)
+    exclusive = resolve_sets("exclusive", settings.exclusive, specs, owner, problem)
+    check_overlap(groups, exclusive, problem)
+    names = resolve_sets("names", settings.names, specs, owner, problem)
+    check_choosers(names, owner, problem)
+    # A key may be scoped to a name that chooses: the name, not its models.
+    owner |= {n.name: frozenset([n.name]) for n in names}
+    keys = resolve_keys(settings.api_key_file, settings.keys, owner, problem)
     if not keys and not is_loopback(host) and not settings.allow_keyless_remote:
         problem(
             ("gateway", "listen"),
@@ -191,4 +214,7 @@ def resolve_gateway(
         allowed_origins=frozenset(settings.allowed_origins),
         allowed_hosts=frozenset(settings.allowed_hosts),
         list_aliases=settings.list_aliases,
+        groups=groups,
+        exclusive=exclusive,
+        names=names,
     )

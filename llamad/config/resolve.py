@@ -139,6 +139,7 @@ class Resolver:
             kind=backend.kind,
             on_demand=table.on_demand,
             idle_timeout=table.idle_timeout,
+            pinned=table.evict == "never",
             aliases=tuple(table.aliases),
             max_body=body_size(table.max_body) if table.max_body else None,
             memory_estimate=byte_size(table.memory_estimate) if table.memory_estimate else None,

@@ -11,7 +11,7 @@ import tomllib
 from collections.abc import Iterable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -111,6 +111,7 @@ class InstanceTable(BaseModel):
     on_demand: bool = False
     idle_timeout: NonNegativeFloat = 600.0
     prompt_cache: bool | None = None  # None: the daemon's
+    evict: Literal["auto", "never"] = "auto"  # "never": pinned once loaded
     aliases: list[str] = []
     max_body: str | None = None  # the gateway's [gateway] max_body, for this model
     memory_estimate: str | None = None  # what the model needs, over llamad's own estimate

@@ -34,9 +34,11 @@ from llamad.gateway.books.activity_stats import KeyTotals
 from llamad.gateway.books.bus import EventBus
 from llamad.gateway.books.metrics import GatewayMetrics
 from llamad.gateway.catalog import Views
+from llamad.gateway.choosers import Choosers
 from llamad.gateway.contract.caller import Caller
 from llamad.gateway.contract.port import GatewayError, ModelView, UnknownModel, Upstream
 from llamad.gateway.fleet.models import FleetModels
+from llamad.gateway.models.model_sets import ModelSets
 from llamad.gateway.models.router import Router
 from llamad.gateway.models.supervisor_view import SupervisorView
 from llamad.gateway.relay.upstreams import Upstreams
@@ -76,7 +78,8 @@ class Gateway:
         slots = Slots()
         # Without a book the gateway counts RAM alone (no llama-server to list devices).
         self.ledger = Ledger(supervisor, slots, settings, devices or DeviceBook(lambda: None))
-        loads = Loads(supervisor, slots, settings, self.metrics, notes, self.ledger)
+        self.sets = ModelSets(supervisor, settings)
+        loads = Loads(supervisor, slots, settings, self.metrics, notes, self.ledger, self.sets)
         self.sched = Scheduler(supervisor, settings, slots, loads)
         self.crashes = Crashes(supervisor, settings)
         self.idle = IdleTimers(self.sched)
@@ -87,6 +90,7 @@ class Gateway:
         self.balancer = balancer or Balancer(lambda: settings().affinity_size)
         self.remote = FleetLease(fleet, settings, self.router, pending, self.balancer.id)
         self.views = Views(self.router, self.sched, self.idle, self.progress, self._fleet)
+        self.choosers = Choosers(self.router, self.views, self.sets)
         # What each local replica's server says it runs, past the gateway too.
         self.busy = ServerBusy(self.router.routable, lambda name: self.sched.slot(name).in_flight)
         self.replicas = ReplicaLeases(
@@ -116,6 +120,7 @@ class Gateway:
             self.balancer,
             self.busy,
             self.ledger,
+            self.sets,
         )
         self.metrics.watch_devices(self.status_doc.devices)
 
@@ -153,11 +158,14 @@ class Gateway:
     def models(self, caller: Caller) -> list[ModelView]:
         """Every routable model `caller` may use, never waiting on a load: this host's,
         then the fleet's that no local name shadows."""
-        return [v for v in self.views.all() if caller.may_use_all(v.instances or (v.name,))]
+        found = [*self.views.all(), *self.choosers.all()]
+        return [v for v in found if caller.may_use_all(v.instances or (v.name,))]
 
     def find(self, name: str) -> ModelView | None:
         """The model named `name` (instance name or alias), or None; an alias several
         instances share is one model (`Views.shared`)."""
+        if chosen := self.choosers.view(name):
+            return chosen
         if found := self.router.sharing(name):
             return self.views.shared(self.router.spelling(name), found)
         facts = self.router.find(name)
@@ -167,7 +175,10 @@ class Gateway:
 
     def instances(self, name: str) -> tuple[str, ...] | None:
         """The instances (or the fleet peer's model) `name` means, as `find` resolves it,
-        without making its view: what a key's list is checked against."""
+        without making its view: what a key's list is checked against (a name that
+        chooses is itself)."""
+        if (chooser := self.choosers.named(name)) is not None:
+            return (chooser,)
         if found := self.router.sharing(name):
             return tuple(f.name for f in found)
         if (facts := self.router.find(name)) is not None:
@@ -180,10 +191,11 @@ class Gateway:
         """Load `name` if needed and count it in flight while the context is open; a
         model only a `[fleet]` peer serves goes to that peer's gateway. Whether the
         caller may use `name` was decided at the door (`access/door.py`)."""
-        facts = self.router.find(name)
         tally = current_tally()
         if tally is not None:
             tally.model = name
+        name = self.choosers.resolve(name)  # a name that chooses: its choice now
+        facts = self.router.find(name)
         hints = current_hints()
         if self.replicas.several(name, peers=not hints.relayed):
             name = self.router.spelling(name)  # `Q` for `q`: one queue and balance per model
@@ -229,6 +241,7 @@ class Gateway:
     async def unload(self, name: str) -> None:
         """Stop `name` (to IDLE) now, or once its requests in flight have ended; an
         alias several instances share stops every one of them."""
+        name = self.choosers.resolve(name)
         found: list[Facts | None] = [*self.router.sharing(name)] or [self.router.find(name)]
         for facts in found:
             if facts is None:
@@ -238,6 +251,7 @@ class Gateway:
     def running(self, name: str) -> Upstream | None:
         """Where this host's model serves now, unleased (`GatewayPort.running`): the
         first replica that serves, for an alias several instances share."""
+        name = self.choosers.resolve(name)
         found: list[Facts | None] = [*self.router.sharing(name)] or [self.router.find(name)]
         facts = next((f for f in found if f is not None and f.state is State.RUNNING), None)
         return None if facts is None else self.upstreams.of(facts)

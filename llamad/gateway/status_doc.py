@@ -16,6 +16,7 @@ from llamad.gateway.admission.scheduler import Scheduler
 from llamad.gateway.books.activity import Activity
 from llamad.gateway.books.activity_stats import KeyTotals, model_rates
 from llamad.gateway.catalog import Views
+from llamad.gateway.models.model_sets import ModelSets
 from llamad.gateway.models.router import Router
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.gateway.replicas.server_busy import STALE_S, ServerBusy
@@ -35,10 +36,11 @@ class StatusDoc:
         balancer: Balancer,
         busy: ServerBusy,
         ledger: Ledger,
+        sets: ModelSets,
     ) -> None:
         self.settings, self.router, self.sched, self.views = settings, router, sched, views
         self.activity, self.key_totals, self.balancer = activity, key_totals, balancer
-        self.busy, self.ledger = busy, ledger
+        self.busy, self.ledger, self.sets = busy, ledger, sets
 
     def of(self, name: str) -> dict[str, Any]:
         """The `gateway` object of an instance in the status document."""
@@ -60,6 +62,7 @@ class StatusDoc:
             "footprint_bytes": slot.measured,
             "devices": self.ledger.on(name) if facts else {},
             "load_progress": self.views.load_progress(name),
+            **self.sets.status_of(name),
             **model_rates(self.activity).get(name, {}),
         }
 
@@ -91,4 +94,5 @@ class StatusDoc:
             "left_bytes": None if budget is None else budget - used,
             "devices": self.devices(),
             "keys": self.key_totals.to_dict(),
+            **self.sets.status(),
         }

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -22,10 +23,13 @@ from llamad.gateway.admission.devices.fit import Holding, plan_devices, refusal
 from llamad.gateway.admission.devices.ledger import Ledger
 from llamad.gateway.admission.notes import Notes
 from llamad.gateway.admission.room import Loaded
+from llamad.gateway.admission.room_rules import arrange
 from llamad.gateway.admission.rules import Slot, StopWhy
 from llamad.gateway.admission.slots import Slots
+from llamad.gateway.admission.together import Together
 from llamad.gateway.books.metrics import GatewayMetrics
 from llamad.gateway.contract.port import GatewayError, LoadFailed, NoRoom
+from llamad.gateway.models.model_sets import ModelSets
 from llamad.gateway.models.supervisor_view import SupervisorView
 from llamad.lifecycle.states import Start, State, Stop
 
@@ -47,8 +51,10 @@ class Loads:
         metrics: GatewayMetrics,
         notes: Notes,
         ledger: Ledger,
+        sets: ModelSets,
     ) -> None:
         self.sup, self.slots, self.settings = supervisor, slots, settings
+        self.sets, self.together = sets, Together(supervisor, slots, sets, LIVE)
         self.metrics, self.notes, self.ledger = metrics, notes, ledger
         self._room = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -59,10 +65,16 @@ class Loads:
         if slot.load is None:
             if wait := slot.refused(time.monotonic()):
                 raise LoadFailed(slot.name, slot.refusal, wait)
-            task = self._spawn(self.load(slot.name, slot), f"load-{slot.name}")
-            slot.load_began(task)
+            task = self._begin(slot)
+            for other in self.together.to_load(slot.name):  # a group loads as one
+                self._begin(other)
             return task
         return slot.load
+
+    def _begin(self, slot: Slot) -> asyncio.Task[None]:
+        task = self._spawn(self.load(slot.name, slot), f"load-{slot.name}")
+        slot.load_began(task)
+        return task
 
     def abandon(self, slot: Slot) -> None:
         """Nobody waits for `slot` any more: a load still deciding on room is cancelled,
@@ -122,13 +134,16 @@ class Loads:
         while True:
             await self.ledger.refresh(self.running)
             loaded = self._loaded(exclude=name)
-            held = [Holding(m, self.ledger.on(m.name)) for m in loaded]
+            holdings = {m.name: self.ledger.on(m.name) for m in loaded}
+            held = [Holding(m, holdings[m.name]) for m in loaded]
             need, budgets = self.ledger.on(name), self.ledger.budgets(m.name for m in loaded)
             if line := refusal(name, need, held, budgets):
                 log.warning("gateway.no_room", model=name, reason=line)
                 self.metrics.loads.labels(name, "no_room").inc()
                 raise NoRoom(name, line)
-            victims = plan_devices(need, held, cfg.max_loaded, budgets)
+            planner = functools.partial(_plan_among, need, holdings, cfg.max_loaded, budgets)
+            waiting = self.slots.slot(name).waiting
+            victims = arrange(name, loaded, self.sets, planner, waiting)
             if victims == []:
                 return
             # Claimed in the same step as the plan: none of them can take a request now.
@@ -191,6 +206,8 @@ class Loads:
         finally:
             slot.end_stop()
             self.slots.poke()
+            for other in self.together.to_stop(name, why) if why else []:  # a group, as one
+                self.stop_soon(other)
 
     def stop_soon(self, slot: Slot) -> None:
         """Run the stop claimed on `slot` in the background."""
@@ -218,3 +235,14 @@ class Loads:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _plan_among(
+    need: Mapping[str, int],
+    holdings: Mapping[str, Mapping[str, int]],
+    max_loaded: int,
+    budgets: Mapping[str, int | None],
+    models: Sequence[Loaded],
+) -> list[str] | None:
+    """`plan_devices` among `models` (those pins, groups and sets leave to choose from)."""
+    return plan_devices(need, [Holding(m, holdings[m.name]) for m in models], max_loaded, budgets)

@@ -141,7 +141,9 @@ class Scheduler:
     def timeout(self, name: str) -> float | None:
         """Seconds `name` stays loaded after its last request; None: for ever."""
         facts = self.sup.facts(name)
-        if facts is None or not facts.spec.on_demand:
+        # A pinned model stays until a person or a client unloads it (its prompt cache
+        # is what it is pinned for).
+        if facts is None or not facts.spec.on_demand or facts.spec.pinned:
             return None
         return self.slot(name).timeout(facts.spec.idle_timeout or None, facts.pid)
 

@@ -17,6 +17,8 @@ def status(gateway: Gateway, caller: Caller) -> dict[str, Any]:
     for view in gateway.models(caller):
         if view.instances:  # an alias instances share: each shows on its own row
             continue
+        if gateway.choosers.named(view.name):  # a name that chooses: `names` tells it
+            continue
         entry = model_entry(view, gateway.created)
         if view.host is None:
             entry["gateway"] = gateway.status_of(view.name)

@@ -77,7 +77,7 @@ function renderModels(models) {
     tr.dataset.model = m.id;
     tr.append(el("td", m.id + (m.llamad.host ? " @" + m.llamad.host : "")));
     tr.append(el("td", stateText(m), "state " + m.llamad.state));
-    tr.append(el("td", m.llamad.on_demand ? "on demand" : "always on"));
+    tr.append(el("td", kind(m, g)));
     tr.append(el("td", (m.llamad.aliases || []).join(", ") || "-"));
     tr.append(el("td", memory(g, m)));
     tr.append(el("td", g.idle_left_s === null || g.idle_left_s === undefined ? "-" : secs(g.idle_left_s)));
@@ -99,6 +99,22 @@ function renderModels(models) {
     tr.append(actions);
     body.append(tr);
   }
+}
+
+// How the gateway loads and stops it: on demand or always on, pinned, its group and set.
+function kind(m, g) {
+  const parts = [m.llamad.on_demand ? "on demand" : "always on"];
+  if (g.pinned) parts.push("pinned");
+  if (g.group) parts.push("group " + g.group);
+  if (g.exclusive) parts.push("exclusive " + g.exclusive);
+  return parts.join(", ");
+}
+
+// Names that choose, and what each means now.
+function renderSets(gw) {
+  const names = Object.entries(gw.names || {});
+  $("#sets").textContent = names.map(([name, n]) =>
+    name + " \u2192 " + (n.now || "none") + " (of " + n.models.join(", ") + ")").join("; ");
 }
 
 function fillBar(bar, held, total) {
@@ -182,6 +198,7 @@ async function refresh() {
   const doc = await (await api("/ui/api/status")).json();
   $("#listen").textContent = "on " + doc.gateway.listen;
   renderModels(doc.models);
+  renderSets(doc.gateway);
   renderMemory(doc.gateway, doc.models);
   renderKeys(doc.gateway.keys);
   renderFleet(doc.fleet);
