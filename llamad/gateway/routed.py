@@ -9,6 +9,7 @@ import math
 from starlette.types import Send
 
 from llamad.gateway.activity import Tally
+from llamad.gateway.billing_header import stabilise
 from llamad.gateway.core import Gateway
 from llamad.gateway.families import gateway_shape
 from llamad.gateway.jsonmode import enforce
@@ -36,9 +37,10 @@ async def send_error(send: Send, exc: GatewayError, path: str = "/v1") -> None:
 
 
 def outgoing(upstream: Upstream, path: str, body: bytes) -> bytes:
-    """`body` as it goes to `upstream`: JSON mode in llama-server's form, the model's
-    prompt defaults where the request has none, and the backend's own changes."""
-    sent = enforce(path, body)
+    """`body` as it goes to `upstream`: JSON mode in llama-server's form, Claude Code's
+    billing block made stable, the model's prompt defaults where the request has none,
+    and the backend's own changes."""
+    sent = stabilise(path, enforce(path, body))
     if upstream.prompt is not None:
         sent = with_defaults(upstream.prompt, path, sent)
     return upstream.adapt(sent)

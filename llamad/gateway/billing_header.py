@@ -1,0 +1,59 @@
+"""Claude Code's billing block, made stable so a prefix cache can reuse its prompt.
+
+Claude Code opens `system` with a text block
+`x-anthropic-billing-header: cc_version=...; cc_entrypoint=...; cch=65abc;` whose `cch`
+changes on every request: the prompt differs from its first tokens on, and llama-server
+evaluates all of it again each turn. As llama.cpp's own Anthropic route does (PR
+#21793, not in every build llamad may run), the value becomes a constant here, so the
+block is the same on every request and the cache holds from the first token.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+MARK = "x-anthropic-billing-header:"
+STABLE = "fffff"
+_CCH = re.compile(r"(\bcch=)[0-9A-Fa-f]+")
+_ROUTES = ("/v1/messages", "/v1/messages/count_tokens")
+
+
+def stabilise(path: str, body: bytes) -> bytes:
+    """`body` with its billing block's `cch` made constant, on Anthropic's routes; any
+    other body (no billing block in it) is returned as it is, unparsed."""
+    if path not in _ROUTES or MARK.encode() not in body:
+        return body
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(doc, dict) or not _steady(doc):
+        return body
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _steady(doc: dict[str, Any]) -> bool:
+    """Make `doc`'s billing block stable in place; True if it changed."""
+    system = doc.get("system")
+    if isinstance(system, str):
+        fixed = _fixed(system)
+        doc["system"] = fixed
+        return fixed != system
+    if isinstance(system, list) and system and isinstance(system[0], dict):
+        first = system[0]
+        text = first.get("text")
+        if isinstance(text, str):
+            fixed = _fixed(text)
+            first["text"] = fixed
+            return fixed != text
+    return False
+
+
+def _fixed(text: str) -> str:
+    """`text` with `cch` made constant on its billing line, when it starts with one."""
+    if not text.startswith(MARK):
+        return text
+    line, sep, rest = text.partition("\n")
+    return _CCH.sub(rf"\g<1>{STABLE}", line) + sep + rest
