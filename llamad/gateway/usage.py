@@ -1,5 +1,9 @@
 """Token counts and speed read from what llama-server returns: `usage` and `timings`.
 
+A prompt's tokens are split in two: those taken from the prompt cache (`timings.cache_n`,
+OpenAI's `prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`)
+and those evaluated (`timings.prompt_n`), which is what a cache hit ratio is made of.
+
 The relay never parses what it passes on: it keeps its last two chunks, and once the
 answer has ended their JSON objects named `usage` and `timings` are read from there. A
 stream's last event carries both (`usage` with `stream_options.include_usage`), and a
@@ -27,25 +31,43 @@ class Usage:
     completion_tokens: int | None = None
     tokens_per_s: float | None = None
     prompt_ms: float | None = None  # time llama-server spent on the prompt
+    cached_tokens: int | None = None  # prompt tokens taken from the prompt cache
+    evaluated_tokens: int | None = None  # prompt tokens evaluated
 
 
 NONE = Usage()
 
 
 def from_fields(timings: Mapping[str, Any] | None, usage: Mapping[str, Any] | None) -> Usage:
-    """A Usage from llama-server's `timings` and OpenAI's `usage` objects (either may be
-    missing): `usage` counts first, then the timings' (whose prompt count leaves out what
-    came from the cache)."""
+    """A Usage from llama-server's `timings` and the `usage` object (OpenAI's or
+    Anthropic's; either may be missing): `usage` counts first, then the timings'."""
     t, u = timings or {}, usage or {}
+    cached, evaluated = _split(t, u)
     prompt = _int(u.get("prompt_tokens"))
-    if prompt is None and _int(t.get("prompt_n")) is not None:
-        prompt = (_int(t.get("prompt_n")) or 0) + (_int(t.get("cache_n")) or 0)
+    if prompt is None and evaluated is not None:
+        prompt = evaluated + (cached or 0)
     completion = _int(u.get("completion_tokens"))
     if completion is None:
+        completion = _int(u.get("output_tokens"))
+    if completion is None:
         completion = _int(t.get("predicted_n"))
-    return Usage(
-        prompt, completion, _float(t.get("predicted_per_second")), _float(t.get("prompt_ms"))
-    )
+    speed, prompt_ms = _float(t.get("predicted_per_second")), _float(t.get("prompt_ms"))
+    return Usage(prompt, completion, speed, prompt_ms, cached, evaluated)
+
+
+def _split(t: Mapping[str, Any], u: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """The prompt's (cached, evaluated) tokens: the timings' own counts when there are
+    timings, else what OpenAI's or Anthropic's usage says."""
+    if _int(t.get("prompt_n")) is not None:
+        return _int(t.get("cache_n")), _int(t.get("prompt_n"))
+    if _int(u.get("input_tokens")) is not None:  # Anthropic's: input is what was evaluated
+        return _int(u.get("cache_read_input_tokens")), _int(u.get("input_tokens"))
+    details = u.get("prompt_tokens_details")
+    cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else None
+    prompt = _int(u.get("prompt_tokens"))
+    if cached is None or prompt is None:
+        return cached, None
+    return cached, max(0, prompt - cached)
 
 
 def from_chunks(prev: bytes, last: bytes) -> Usage:

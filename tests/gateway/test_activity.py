@@ -45,6 +45,10 @@ def test_activity_matches_the_usage_llama_server_returned(tiny_model: Path) -> N
         assert streamed["prompt_tokens"] == usage["prompt_tokens"]
         assert streamed["completion_tokens"] == usage["completion_tokens"] == 5
         assert streamed["tokens_per_s"] == round(timings["predicted_per_second"], 2)
+        # The same prompt twice: the stream's was taken from the cache but for its last token.
+        for r, t in ((whole, doc["timings"]), (streamed, timings)):
+            assert (r["prompt_cached"], r["prompt_evaluated"]) == (t["cache_n"], t["prompt_n"])
+        assert streamed["prompt_cached"] > 0
         for r in (streamed, whole):
             assert r["model"] == r["instance"] == "tiny"
             assert r["status"] == 200
@@ -59,6 +63,10 @@ def test_activity_matches_the_usage_llama_server_returned(tiny_model: Path) -> N
         assert 'llamad_gateway_tokens_per_second_count{model="tiny"} 2.0' in text
         assert 'llamad_gateway_ttft_seconds_count{model="tiny"} 2.0' in text
         assert 'llamad_gateway_key_tokens_total{key="-",kind="completion",model="tiny"} 9.0' in text
+        for source in ("cached", "evaluated"):
+            n = float(whole[f"prompt_{source}"] + streamed[f"prompt_{source}"])
+            series = f'llamad_gateway_prompt_tokens_total{{model="tiny",source="{source}"}}'
+            assert f"{series} {n}" in text
 
 
 def _metrics(gw: Any) -> str:

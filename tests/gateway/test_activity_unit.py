@@ -81,6 +81,34 @@ def test_key_totals_and_rates() -> None:
     rates = model_rates(activity, now=1030)
     assert rates["m"]["requests_per_min"] == 3
     assert rates["m"]["tokens_per_s"] == 1011.0
+    assert rates["m"]["cache_hit_ratio"] is None  # no request said what it had cached
+    hit = _record(1003)
+    hit.usage = from_tail(FINAL)
+    activity.add(hit.record(1.0))
+    assert model_rates(activity, now=1030)["m"]["cache_hit_ratio"] == round(52 / 53, 4)
+
+
+@pytest.mark.parametrize(
+    ("timings", "usage", "expected"),
+    [
+        # llama-server's own counts win: the prompt is the evaluated and the cached.
+        ({"cache_n": 52, "prompt_n": 1}, None, (53, 52, 1)),
+        ({"cache_n": 52, "prompt_n": 1}, {"prompt_tokens": 53}, (53, 52, 1)),
+        # OpenAI's usage alone.
+        (None, {"prompt_tokens": 53, "prompt_tokens_details": {"cached_tokens": 50}}, (53, 50, 3)),
+        (None, {"prompt_tokens": 53}, (53, None, None)),
+        # Anthropic's: input_tokens is what was evaluated, beside what was read from cache.
+        (None, {"input_tokens": 5, "cache_read_input_tokens": 67}, (72, 67, 5)),
+        (None, {"output_tokens": 5}, (None, None, None)),  # a stream's last event
+    ],
+)
+def test_the_prompt_is_split_into_cached_and_evaluated(
+    timings: dict[str, int] | None,
+    usage: dict[str, object] | None,
+    expected: tuple[int | None, int | None, int | None],
+) -> None:
+    u = from_fields(timings, usage)
+    assert (u.prompt_tokens, u.cached_tokens, u.evaluated_tokens) == expected
 
 
 async def test_a_slow_subscriber_is_dropped_and_never_blocks() -> None:
