@@ -35,25 +35,22 @@ def stabilise(path: str, body: bytes) -> bytes:
 
 
 def _steady(doc: dict[str, Any]) -> bool:
-    """Make `doc`'s billing block stable in place; True if it changed."""
+    """Make `doc`'s billing block stable in place; True if it changed. As llama-server
+    does, any system text block may be it, if it starts with the header."""
     system = doc.get("system")
     if isinstance(system, str):
         fixed = _fixed(system)
         doc["system"] = fixed
         return fixed != system
-    if isinstance(system, list) and system and isinstance(system[0], dict):
-        first = system[0]
-        text = first.get("text")
-        if isinstance(text, str):
-            fixed = _fixed(text)
-            first["text"] = fixed
-            return fixed != text
-    return False
+    changed = False
+    for block in system if isinstance(system, list) else ():
+        text = block.get("text") if isinstance(block, dict) else None
+        if isinstance(text, str) and (fixed := _fixed(text)) != text:
+            block["text"] = fixed
+            changed = True
+    return changed
 
 
 def _fixed(text: str) -> str:
-    """`text` with `cch` made constant on its billing line, when it starts with one."""
-    if not text.startswith(MARK):
-        return text
-    line, sep, rest = text.partition("\n")
-    return _CCH.sub(rf"\g<1>{STABLE}", line) + sep + rest
+    """`text` with the header's `cch` made constant, when it starts with the header."""
+    return _CCH.sub(rf"\g<1>{STABLE}", text, count=1) if text.startswith(MARK) else text
