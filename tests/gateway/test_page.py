@@ -272,11 +272,13 @@ def test_the_log_tail_is_redacted_as_llamactl_logs_is(
 
 
 def test_done_when_a_person_opens_the_demos_page(tmp_path: Path) -> None:
-    """The issue's "done when", on `llamad --demo` itself: the three models, tiny-lazy
-    loaded with a click, a chat with it, and the request with its tokens per second."""
+    """The issue's "done when", on `llamad --demo` itself: the tiny models and the real
+    one (the test extra installs it), tiny-lazy loaded with a click, a chat with it, and
+    the request with its tokens per second."""
     with demo(tmp_path / "demo.stderr"), browser() as driver:
         driver.get(BASE + "/ui")
-        wait_for(lambda: len(_rows(driver, "models")) == 3, 10, "the demo's three models")
+        wait_for(lambda: len(_rows(driver, "models")) == 4, 10, "the demo's four models")
+        assert _rows(driver, "models")[0][0] == "gemma"  # first: the playground's default
         assert _state(driver, "tiny-lazy") == "stopped"
         _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="load"]')
         wait_for(lambda: _state(driver, "tiny-lazy") == "running", 20, "tiny-lazy loaded")
