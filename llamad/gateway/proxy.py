@@ -25,7 +25,7 @@ from llamad.gateway.pooled import Sending
 from llamad.gateway.port import GatewayError, Upstream
 from llamad.gateway.resend import from_leased
 from llamad.gateway.upstream_errors import refit
-from llamad.gateway.usage import from_chunks
+from llamad.gateway.usage import HEAD_BYTES, from_chunks
 
 # Hop-by-hop headers, our own framing, and the client's credentials: its key for the
 # gateway, and its cookies (a browser sends those of every app on this host name), which
@@ -126,14 +126,17 @@ class Relay:
                 raise NotAnswered(f"the answer broke off: {exc}", sent=True) from exc
         await send({"type": "http.response.start", "status": answer.status, "headers": out})
         first_byte(answer.status)
-        # Only the last two chunks are kept (no copy, no parsing on the way): usage and
-        # timings end the answer, and are read from them once it is over.
-        prev = last = b""
+        # Only the last two chunks are kept (no copy, no parsing on the way), and the
+        # answer's first HEAD_BYTES: usage and timings end the answer (an Anthropic
+        # stream's prompt counts start it), and are read from them once it is over.
+        head = prev = last = b""
         ended = False
         try:
             async for chunk in answer.chunks():
                 if not last and tally is not None:
                     tally.ttft = now()
+                if len(head) < HEAD_BYTES:
+                    head += chunk[: HEAD_BYTES - len(head)]
                 # The whole answer is in: its last chunk ends the response, in one send.
                 ended = answer.complete
                 if rename is not None:
@@ -152,7 +155,7 @@ class Relay:
         if not ended:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         if tally is not None and last:
-            tally.usage = from_chunks(prev, last)
+            tally.usage = from_chunks(prev, last, head)
 
 
 async def _error(send: Send, path: str, answer: Answer, first_byte: Callable[[int], None]) -> None:

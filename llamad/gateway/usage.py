@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 _DECODER = json.JSONDecoder()
 # Enough for llama-server's last event (or a whole answer's `usage` and `timings`, which
 # end it), little enough that a long answer is not copied to find them.
 TAIL_BYTES = 8192
+# Enough for an Anthropic stream's first event, which says the prompt's counts.
+HEAD_BYTES = 2048
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,23 @@ def _split(t: Mapping[str, Any], u: Mapping[str, Any]) -> tuple[int | None, int 
     return cached, max(0, prompt - cached)
 
 
-def from_chunks(prev: bytes, last: bytes) -> Usage:
-    """The Usage in an answer's last two chunks, of which only the last TAIL_BYTES count."""
+def from_chunks(prev: bytes, last: bytes, head: bytes = b"") -> Usage:
+    """The Usage in an answer's last two chunks, of which only the last TAIL_BYTES count;
+    the prompt's counts from its `head` (first bytes) when the end has none: an Anthropic
+    stream says them in its first event (`message_start`) and only output_tokens last."""
     if len(last) >= TAIL_BYTES:
-        return from_tail(last[-TAIL_BYTES:])
-    return from_tail(prev[-(TAIL_BYTES - len(last)) :] + last)
+        usage = from_tail(last[-TAIL_BYTES:])
+    else:
+        usage = from_tail(prev[-(TAIL_BYTES - len(last)) :] + last)
+    if usage.prompt_tokens is not None or b'"usage"' not in head:
+        return usage
+    start = from_fields(None, _first_object(head.decode("utf-8", "replace")))
+    return replace(
+        usage,
+        prompt_tokens=start.prompt_tokens,
+        cached_tokens=start.cached_tokens,
+        evaluated_tokens=start.evaluated_tokens,
+    )
 
 
 def from_tail(tail: bytes) -> Usage:
@@ -85,8 +99,15 @@ def from_tail(tail: bytes) -> Usage:
     return from_fields(_last_object(text, '"timings"'), _last_object(text, '"usage"'))
 
 
+def _first_object(text: str) -> dict[str, Any] | None:
+    return _object_at(text, text.find('"usage"'), '"usage"')
+
+
 def _last_object(text: str, key: str) -> dict[str, Any] | None:
-    at = text.rfind(key)
+    return _object_at(text, text.rfind(key), key)
+
+
+def _object_at(text: str, at: int, key: str) -> dict[str, Any] | None:
     if at < 0:
         return None
     start = text.find("{", at + len(key))

@@ -69,6 +69,27 @@ def test_activity_matches_the_usage_llama_server_returned(tiny_model: Path) -> N
             assert f"{series} {n}" in text
 
 
+def test_an_anthropic_stream_records_its_prompt_from_its_first_event(tiny_model: Path) -> None:
+    body = {
+        "model": "tiny",
+        "max_tokens": 2,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    with gateway(tiny_model, {"tiny": TINY}) as gw:
+        for _ in range(2):  # the second reads its prompt from the cache
+            with httpx.stream("POST", f"{gw.base}/v1/messages", json=body, timeout=10) as r:
+                events = [json.loads(x[6:]) for x in r.iter_lines() if x.startswith("data: {")]
+        records = wait_for(lambda: len(_activity(gw.base)) >= 2 and _activity(gw.base), 5)
+    usage = events[0]["message"]["usage"]
+    r = records[0]
+    assert (r["prompt_cached"], r["prompt_evaluated"]) == (
+        usage["cache_read_input_tokens"], usage["input_tokens"],
+    )  # fmt: skip
+    assert r["prompt_cached"] > 0
+    assert r["completion_tokens"] == 2
+
+
 def _metrics(gw: Any) -> str:
     from llamad.client.http import Client
 

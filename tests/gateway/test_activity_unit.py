@@ -70,6 +70,23 @@ def test_usage_is_read_from_the_last_chunks_even_when_split() -> None:
     assert from_tail(b'{"text": "the word \\"usage\\": {"}').prompt_tokens is None
 
 
+def test_an_anthropic_stream_says_its_prompt_in_its_first_event() -> None:
+    start = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"content":[],'
+        b'"usage":{"cache_read_input_tokens":7,"input_tokens":5,"output_tokens":0}}}\n\n'
+    )
+    end = (
+        b'event: message_delta\ndata: {"type":"message_delta","delta":{},'
+        b'"usage":{"output_tokens":2}}\n\nevent: message_stop\ndata: {}\n\n'
+    )
+    for first, prev, last in ((start, b"", end), (start + end, b"", start + end)):
+        u = from_chunks(prev, last, first)
+        assert (u.prompt_tokens, u.cached_tokens, u.evaluated_tokens) == (12, 7, 5)
+        assert u.completion_tokens == 2
+    # An OpenAI stream's end says it all: its first chunk is never looked at.
+    assert from_chunks(b"", FINAL, start).cached_tokens == 52
+
+
 def test_key_totals_and_rates() -> None:
     totals = KeyTotals()
     activity = Activity(lambda: 100, [totals])
