@@ -1,4 +1,5 @@
-"""Claude Code's billing block, made stable so a prefix cache can reuse its prompt.
+"""Claude Code's billing block, made stable so a prefix cache (and replica affinity) can
+reuse its prompt.
 
 Claude Code opens `system` with a text block
 `x-anthropic-billing-header: cc_version=...; cc_entrypoint=...; cch=65abc;` whose `cch`
@@ -35,20 +36,28 @@ def stabilise(path: str, body: bytes) -> bytes:
 
 
 def _steady(doc: dict[str, Any]) -> bool:
-    """Make `doc`'s billing block stable in place; True if it changed. As llama-server
-    does, any system text block may be it, if it starts with the header."""
+    """Make `doc`'s billing block stable in place; True if it changed."""
     system = doc.get("system")
+    fixed = stable_system(system)
+    if fixed == system:
+        return False
+    doc["system"] = fixed
+    return True
+
+
+def stable_system(system: object) -> object:
+    """An Anthropic `system` (text or blocks) with its billing block stable: itself when
+    it has none. As llama-server does, any text block starting with the header is one."""
     if isinstance(system, str):
-        fixed = _fixed(system)
-        doc["system"] = fixed
-        return fixed != system
-    changed = False
-    for block in system if isinstance(system, list) else ():
-        text = block.get("text") if isinstance(block, dict) else None
-        if isinstance(text, str) and (fixed := _fixed(text)) != text:
-            block["text"] = fixed
-            changed = True
-    return changed
+        return _fixed(system)
+    if not isinstance(system, list):
+        return system
+    return [
+        {**b, "text": _fixed(b["text"])}
+        if isinstance(b, dict) and isinstance(b.get("text"), str)
+        else b
+        for b in system
+    ]
 
 
 def _fixed(text: str) -> str:

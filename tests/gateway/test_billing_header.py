@@ -19,6 +19,7 @@ from llamad.gateway.app import build_app
 from llamad.gateway.billing_header import stabilise
 from llamad.gateway.core import Gateway
 from llamad.gateway.pool import Pool
+from llamad.gateway.replicas.affinity import prefix_hashes
 from llamad.lifecycle.states import State
 
 pytestmark = pytest.mark.timeout(20)
@@ -71,6 +72,14 @@ def test_other_bodies_go_through_untouched(path: str, doc: dict[str, Any]) -> No
     assert stabilise("/v1/messages", b"{not json x-anthropic-billing-header:") == (
         b"{not json x-anthropic-billing-header:"
     )
+
+
+def test_replica_affinity_sees_one_conversation() -> None:
+    """Two turns of one Claude Code conversation prefer the replica that served it."""
+    turn = [{"role": "user", "content": "hi"}]
+    first, second = ({**blocks(cch), "messages": turn} for cch in ("65abc", "1f2e3"))
+    assert prefix_hashes(first) == prefix_hashes(second)
+    assert first["system"][0]["text"].endswith("cch=65abc;")  # the request is left as sent
 
 
 async def test_two_turns_differing_in_cch_reach_the_upstream_alike() -> None:
