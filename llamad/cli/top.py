@@ -32,6 +32,7 @@ COLUMNS = (
     "REQ/MIN",
     "TOK/S",
     "TTFT-P50",
+    "CACHED",
     "MEM",
     "IDLE-IN",
 )
@@ -64,6 +65,7 @@ def _row(inst: dict[str, Any]) -> list[str]:
     g = inst.get("gateway") or {}
     left = g.get("idle_left_s")
     ttft = g.get("ttft_p50_s")
+    hit = g.get("cache_hit_ratio")  # of the last minute's prompt tokens, from the cache
     return [
         str(inst.get("name")),
         _state(inst),
@@ -72,6 +74,7 @@ def _row(inst: dict[str, Any]) -> list[str]:
         str(g.get("requests_per_min", 0)),
         _num(g.get("tokens_per_s")),
         "-" if ttft is None else f"{ttft * 1000:.0f}ms",
+        "-" if hit is None else f"{hit:.0%}",
         size(g.get("footprint_bytes") or g.get("estimate_bytes")),
         "-" if left is None else duration(left),
     ]

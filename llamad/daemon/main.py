@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         except RuntimeError as exc:
             print(f"llamad: {exc}", file=sys.stderr)
             return EXIT_FATAL
-        print(what_to_try(), file=sys.stderr)
+        print(what_to_try(path), file=sys.stderr)
     else:
         path = args.config or paths.default_config()
     try:

@@ -12,6 +12,7 @@ from llamad.gateway.books.activity import Tally, now
 from llamad.gateway.contract.families import gateway_shape
 from llamad.gateway.contract.port import GatewayError, Upstream
 from llamad.gateway.core import Gateway
+from llamad.gateway.relay.billing_header import stabilise
 from llamad.gateway.relay.jsonmode import enforce
 from llamad.gateway.relay.prompt_defaults import with_defaults
 
@@ -35,9 +36,10 @@ async def send_error(send: Send, exc: GatewayError, path: str = "/v1") -> None:
 
 
 def outgoing(upstream: Upstream, path: str, body: bytes) -> bytes:
-    """`body` as it goes to `upstream`: JSON mode in llama-server's form, the model's
-    prompt defaults where the request has none, and the backend's own changes."""
-    sent = enforce(path, body)
+    """`body` as it goes to `upstream`: JSON mode in llama-server's form, Claude Code's
+    billing block made stable, the model's prompt defaults where the request has none,
+    and the backend's own changes."""
+    sent = stabilise(path, enforce(path, body))
     if upstream.prompt is not None:
         sent = with_defaults(upstream.prompt, path, sent)
     return upstream.adapt(sent)

@@ -45,6 +45,10 @@ def test_activity_matches_the_usage_llama_server_returned(tiny_model: Path) -> N
         assert streamed["prompt_tokens"] == usage["prompt_tokens"]
         assert streamed["completion_tokens"] == usage["completion_tokens"] == 5
         assert streamed["tokens_per_s"] == round(timings["predicted_per_second"], 2)
+        # The same prompt twice: the stream's was taken from the cache but for its last token.
+        for r, t in ((whole, doc["timings"]), (streamed, timings)):
+            assert (r["prompt_cached"], r["prompt_evaluated"]) == (t["cache_n"], t["prompt_n"])
+        assert streamed["prompt_cached"] > 0
         for r in (streamed, whole):
             assert r["model"] == r["instance"] == "tiny"
             assert r["status"] == 200
@@ -59,6 +63,31 @@ def test_activity_matches_the_usage_llama_server_returned(tiny_model: Path) -> N
         assert 'llamad_gateway_tokens_per_second_count{model="tiny"} 2.0' in text
         assert 'llamad_gateway_ttft_seconds_count{model="tiny"} 2.0' in text
         assert 'llamad_gateway_key_tokens_total{key="-",kind="completion",model="tiny"} 9.0' in text
+        for source in ("cached", "evaluated"):
+            n = float(whole[f"prompt_{source}"] + streamed[f"prompt_{source}"])
+            series = f'llamad_gateway_prompt_tokens_total{{model="tiny",source="{source}"}}'
+            assert f"{series} {n}" in text
+
+
+def test_an_anthropic_stream_records_its_prompt_from_its_first_event(tiny_model: Path) -> None:
+    body = {
+        "model": "tiny",
+        "max_tokens": 2,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    with gateway(tiny_model, {"tiny": TINY}) as gw:
+        for _ in range(2):  # the second reads its prompt from the cache
+            with httpx.stream("POST", f"{gw.base}/v1/messages", json=body, timeout=10) as r:
+                events = [json.loads(x[6:]) for x in r.iter_lines() if x.startswith("data: {")]
+        records = wait_for(lambda: len(_activity(gw.base)) >= 2 and _activity(gw.base), 5)
+    usage = events[0]["message"]["usage"]
+    r = records[0]
+    assert (r["prompt_cached"], r["prompt_evaluated"]) == (
+        usage["cache_read_input_tokens"], usage["input_tokens"],
+    )  # fmt: skip
+    assert r["prompt_cached"] > 0
+    assert r["completion_tokens"] == 2
 
 
 def _metrics(gw: Any) -> str:

@@ -70,6 +70,23 @@ def test_usage_is_read_from_the_last_chunks_even_when_split() -> None:
     assert from_tail(b'{"text": "the word \\"usage\\": {"}').prompt_tokens is None
 
 
+def test_an_anthropic_stream_says_its_prompt_in_its_first_event() -> None:
+    start = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"content":[],'
+        b'"usage":{"cache_read_input_tokens":7,"input_tokens":5,"output_tokens":0}}}\n\n'
+    )
+    end = (
+        b'event: message_delta\ndata: {"type":"message_delta","delta":{},'
+        b'"usage":{"output_tokens":2}}\n\nevent: message_stop\ndata: {}\n\n'
+    )
+    for first, prev, last in ((start, b"", end), (start + end, b"", start + end)):
+        u = from_chunks(prev, last, first)
+        assert (u.prompt_tokens, u.cached_tokens, u.evaluated_tokens) == (12, 7, 5)
+        assert u.completion_tokens == 2
+    # An OpenAI stream's end says it all: its first chunk is never looked at.
+    assert from_chunks(b"", FINAL, start).cached_tokens == 52
+
+
 def test_key_totals_and_rates() -> None:
     totals = KeyTotals()
     activity = Activity(lambda: 100, [totals])
@@ -81,6 +98,34 @@ def test_key_totals_and_rates() -> None:
     rates = model_rates(activity, now=1030)
     assert rates["m"]["requests_per_min"] == 3
     assert rates["m"]["tokens_per_s"] == 1011.0
+    assert rates["m"]["cache_hit_ratio"] is None  # no request said what it had cached
+    hit = _record(1003)
+    hit.usage = from_tail(FINAL)
+    activity.add(hit.record(1.0))
+    assert model_rates(activity, now=1030)["m"]["cache_hit_ratio"] == round(52 / 53, 4)
+
+
+@pytest.mark.parametrize(
+    ("timings", "usage", "expected"),
+    [
+        # llama-server's own counts win: the prompt is the evaluated and the cached.
+        ({"cache_n": 52, "prompt_n": 1}, None, (53, 52, 1)),
+        ({"cache_n": 52, "prompt_n": 1}, {"prompt_tokens": 53}, (53, 52, 1)),
+        # OpenAI's usage alone.
+        (None, {"prompt_tokens": 53, "prompt_tokens_details": {"cached_tokens": 50}}, (53, 50, 3)),
+        (None, {"prompt_tokens": 53}, (53, None, None)),
+        # Anthropic's: input_tokens is what was evaluated, beside what was read from cache.
+        (None, {"input_tokens": 5, "cache_read_input_tokens": 67}, (72, 67, 5)),
+        (None, {"output_tokens": 5}, (None, None, None)),  # a stream's last event
+    ],
+)
+def test_the_prompt_is_split_into_cached_and_evaluated(
+    timings: dict[str, int] | None,
+    usage: dict[str, object] | None,
+    expected: tuple[int | None, int | None, int | None],
+) -> None:
+    u = from_fields(timings, usage)
+    assert (u.prompt_tokens, u.cached_tokens, u.evaluated_tokens) == expected
 
 
 async def test_a_slow_subscriber_is_dropped_and_never_blocks() -> None:

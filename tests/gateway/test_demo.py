@@ -9,14 +9,25 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 from demo_helpers import BASE, demo, models
+from helpers import wait_for
 
 from llamad.daemon.demo import ON_DEMAND_PORT
 
 
+@pytest.mark.timeout(180)  # the real model's first answer, on a busy machine
 def test_demo_serves_the_gateway_and_llamactl_finds_it(tmp_path: Path) -> None:
     with demo(tmp_path / "demo.stderr"):
-        assert (models() or {})["tiny-lazy"] == "stopped"
+        listed = models() or {}
+        assert listed["tiny-lazy"] == "stopped"
+        # The test extra installs the real model's package: the demo serves it first.
+        assert next(iter(listed)) == "gemma"
+        wait_for(lambda: (models() or {})["gemma"] == "running", 60, "gemma running")
+        ask = {"role": "user", "content": "What is the capital of France?"}
+        words = {"model": "gemma", "messages": [ask], "max_tokens": 8, "temperature": 0}
+        said = httpx.post(f"{BASE}/v1/chat/completions", json=words, timeout=120).json()
+        assert "Paris" in said["choices"][0]["message"]["content"]
         body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
         reply = httpx.post(f"{BASE}/v1/chat/completions", json=body, timeout=30)
         assert reply.status_code == 200
@@ -29,7 +40,9 @@ def test_demo_serves_the_gateway_and_llamactl_finds_it(tmp_path: Path) -> None:
         assert status.returncode == 0, status.stdout + status.stderr
         assert "tiny-lazy" in status.stdout
         assert "gateway on 127.0.0.1:18080" in status.stdout
-    assert "curl 127.0.0.1:18080/v1/models" in (tmp_path / "demo.stderr").read_text()
+    printed = (tmp_path / "demo.stderr").read_text()
+    assert "curl 127.0.0.1:18080/v1/models" in printed
+    assert "gemma (gemma-3-270m, a real small model) on :18084" in printed
 
 
 def test_a_demo_port_in_use_is_named_and_nothing_starts() -> None:
@@ -46,5 +59,5 @@ def test_a_demo_port_in_use_is_named_and_nothing_starts() -> None:
     # Another developer's demo may hold an earlier port: then that one is named.
     (line,) = run.stderr.splitlines()
     assert re.fullmatch(
-        r"llamad: the demo's port 1808[0-3] is in use by pid \d+ \(.+\); stop that first", line
+        r"llamad: the demo's port 1808[0-4] is in use by pid \d+ \(.+\); stop that first", line
     )

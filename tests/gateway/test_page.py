@@ -100,6 +100,8 @@ def test_the_page_lists_models_shows_activity_acts_and_chats(
         assert cells[1] == "tiny"
         assert cells[3] == "200"
         assert cells[9].endswith("/ 4")
+        cached, evaluated = (int(n) for n in cells[10].split(" / "))  # of the prompt
+        assert cached + evaluated == int(cells[9].split(" / ")[0])
         for chart in ("speed", "ttft"):  # drawn by the vendored uPlot, a series per model
             wait_for(lambda c=chart: "tiny" in _legend(driver, c), 5, f"tiny in the {chart} chart")
 
@@ -270,11 +272,13 @@ def test_the_log_tail_is_redacted_as_llamactl_logs_is(
 
 
 def test_done_when_a_person_opens_the_demos_page(tmp_path: Path) -> None:
-    """The issue's "done when", on `llamad --demo` itself: the three models, tiny-lazy
-    loaded with a click, a chat with it, and the request with its tokens per second."""
+    """The issue's "done when", on `llamad --demo` itself: the tiny models and the real
+    one (the test extra installs it), tiny-lazy loaded with a click, a chat with it, and
+    the request with its tokens per second."""
     with demo(tmp_path / "demo.stderr"), browser() as driver:
         driver.get(BASE + "/ui")
-        wait_for(lambda: len(_rows(driver, "models")) == 3, 10, "the demo's three models")
+        wait_for(lambda: len(_rows(driver, "models")) == 4, 10, "the demo's four models")
+        assert _rows(driver, "models")[0][0] == "gemma"  # first: the playground's default
         assert _state(driver, "tiny-lazy") == "stopped"
         _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="load"]')
         wait_for(lambda: _state(driver, "tiny-lazy") == "running", 20, "tiny-lazy loaded")
@@ -284,7 +288,7 @@ def test_done_when_a_person_opens_the_demos_page(tmp_path: Path) -> None:
 
         def speed() -> str | None:
             rows = [r for r in _rows(driver, "activity") if r[1] == "tiny-lazy"]
-            return rows[0][10] if rows and rows[0][10] != "-" else None
+            return rows[0][11] if rows and rows[0][11] != "-" else None
 
         # The row comes when the answer ends: up to 256 tokens, slow on a loaded machine.
         wait_for(lambda: driver.find_element(By.ID, "play-send").is_enabled(), 60, "its end")

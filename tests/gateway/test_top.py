@@ -37,7 +37,7 @@ def test_render_shows_models_progress_memory_and_keys() -> None:
         "instances": [
             {"name": "a", "state": "running", "gateway": {"in_flight": 2, "queued": 1,
              "requests_per_min": 9, "tokens_per_s": 41.25, "ttft_p50_s": 0.12,
-             "footprint_bytes": 1024**3}},
+             "cache_hit_ratio": 0.875, "footprint_bytes": 1024**3}},
             {"name": "b", "state": "starting", "gateway": {"load_progress": {"elapsed_s": 1.0,
              "expected_s": 4.0, "fraction": 0.25, "basis": "this model"}}},
             {"name": "not-routed", "state": "running"},
@@ -48,7 +48,7 @@ def test_render_shows_models_progress_memory_and_keys() -> None:
     # A quarter of 30 cells used (7.5 of them), the rest blank.
     assert bar.startswith("memory [" + "█" * 7 + "▌" + " " * 22 + "] used 1.0G of 4.0G, left 3.0G")
     a = next(line for line in text.splitlines() if line.startswith("a "))
-    assert a.split() == ["a", "running", "2", "1", "9", "41.2", "120ms", "1.0G", "-"]
+    assert a.split() == ["a", "running", "2", "1", "9", "41.2", "120ms", "88%", "1.0G", "-"]
     assert any(line.split()[:3] == ["b", "loading", "25%"] for line in text.splitlines())
     assert "b: loading 25% (1.0s of ~4.0s, from this model)" in text
     assert "alice  3" in text

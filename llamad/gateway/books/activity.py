@@ -39,6 +39,8 @@ class Record:
     prompt_tokens: int | None
     completion_tokens: int | None
     tokens_per_s: float | None
+    prompt_cached: int | None  # of prompt_tokens, those taken from the prompt cache
+    prompt_evaluated: int | None  # of prompt_tokens, those evaluated
 
     @property
     def peer(self) -> bool:
@@ -98,6 +100,8 @@ class Tally:
             prompt_tokens=u.prompt_tokens,
             completion_tokens=u.completion_tokens,
             tokens_per_s=None if u.tokens_per_s is None else round(u.tokens_per_s, 2),
+            prompt_cached=u.cached_tokens,
+            prompt_evaluated=u.evaluated_tokens,
         )
 
 

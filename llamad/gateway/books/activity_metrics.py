@@ -1,4 +1,5 @@
-"""Prometheus series fed by activity records: speed and TTFT by model, usage by key name."""
+"""Prometheus series fed by activity records: speed, TTFT and prompt-cache use by model,
+usage by key name."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ class ActivityMetrics:
             ["model", "host", "instance"],
             registry=registry,
         )
+        self.prompt_tokens = PlainCounter(
+            "llamad_gateway_prompt_tokens",
+            "Prompt tokens by model and source: cached (from the prompt cache) or evaluated.",
+            ["model", "source"],
+            registry=registry,
+        )
         self.key_requests = PlainCounter(
             "llamad_gateway_key_requests",
             "Requests by key name and status.",
@@ -56,6 +63,10 @@ class ActivityMetrics:
             self.ttft.labels(model).observe(r.ttft_s)
         if r.instance is not None:
             self.replica_requests.labels(r.model, r.host or "local", r.instance).inc()
+        if r.prompt_cached is not None:
+            self.prompt_tokens.labels(model, "cached").inc(r.prompt_cached)
+        if r.prompt_evaluated is not None:
+            self.prompt_tokens.labels(model, "evaluated").inc(r.prompt_evaluated)
         key = r.key or "-"
         self.key_requests.labels(key, str(r.status)).inc()
         if r.prompt_tokens:

@@ -44,7 +44,7 @@ class KeyTotals:
 
 def model_rates(activity: Activity, now: float | None = None) -> dict[str, dict[str, Any]]:
     """Per instance, over the last minute: requests per minute, the median tokens per
-    second, and the median TTFT."""
+    second, the median TTFT, and the share of prompt tokens taken from the cache."""
     recent = activity.since((now or time.time()) - WINDOW_S)
     by_model: dict[str, list[Record]] = {}
     for r in recent:
@@ -59,7 +59,15 @@ def _rates(records: list[Record]) -> dict[str, Any]:
         "requests_per_min": len(records),
         "tokens_per_s": _median(speeds),
         "ttft_p50_s": _median(ttfts),
+        "cache_hit_ratio": _hit_ratio(records),
     }
+
+
+def _hit_ratio(records: list[Record]) -> float | None:
+    """Prompt tokens from the cache over all prompt tokens counted (None: none counted)."""
+    cached = sum(r.prompt_cached or 0 for r in records if r.prompt_evaluated is not None)
+    evaluated = sum(r.prompt_evaluated or 0 for r in records)
+    return round(cached / (cached + evaluated), 4) if cached + evaluated else None
 
 
 def _median(values: Iterable[float]) -> float | None:

@@ -15,7 +15,7 @@ from urllib.parse import quote
 from starlette.types import Scope, Send
 
 from llamad.gateway.books.activity import Tally, now
-from llamad.gateway.books.usage import from_chunks
+from llamad.gateway.books.usage import HEAD_BYTES, from_chunks
 from llamad.gateway.contract.families import family, gateway_shape
 from llamad.gateway.contract.port import GatewayError, Upstream
 from llamad.gateway.relay.answer import Answer
@@ -125,14 +125,17 @@ class Relay:
                 raise NotAnswered(f"the answer broke off: {exc}", sent=True) from exc
         await send({"type": "http.response.start", "status": answer.status, "headers": out})
         first_byte(answer.status)
-        # Only the last two chunks are kept (no copy, no parsing on the way): usage and
-        # timings end the answer, and are read from them once it is over.
-        prev = last = b""
+        # Only the last two chunks are kept (no copy, no parsing on the way), and the
+        # answer's first HEAD_BYTES: usage and timings end the answer (an Anthropic
+        # stream's prompt counts start it), and are read from them once it is over.
+        head = prev = last = b""
         ended = False
         try:
             async for chunk in answer.chunks():
                 if not last and tally is not None:
                     tally.ttft = now()
+                if len(head) < HEAD_BYTES:
+                    head += chunk[: HEAD_BYTES - len(head)]
                 # The whole answer is in: its last chunk ends the response, in one send.
                 ended = answer.complete
                 if rename is not None:
@@ -151,7 +154,7 @@ class Relay:
         if not ended:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         if tally is not None and last:
-            tally.usage = from_chunks(prev, last)
+            tally.usage = from_chunks(prev, last, head)
 
 
 async def _error(send: Send, path: str, answer: Answer, first_byte: Callable[[int], None]) -> None:

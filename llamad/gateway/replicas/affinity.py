@@ -16,6 +16,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from llamad.gateway.relay.billing_header import stable_system
+
 Key = tuple[str, str]  # a replica's (host, instance)
 
 BLOCK_CHARS = 256  # about 64 tokens of English at llm-d's four characters per token
@@ -27,7 +29,8 @@ def prefix_hashes(doc: object) -> tuple[bytes, ...]:
         return ()
     messages = doc.get("messages")
     if isinstance(messages, list):
-        return _chain(_render(m) for m in _through_last_user(messages, doc.get("system")))
+        system = stable_system(doc.get("system"))  # Claude Code's changes every request
+        return _chain(_render(m) for m in _through_last_user(messages, system))
     prompt = doc.get("prompt")
     if isinstance(prompt, str):
         return _chain(prompt[i : i + BLOCK_CHARS] for i in range(0, len(prompt), BLOCK_CHARS))

@@ -86,6 +86,7 @@ function renderModels(models) {
     tr.append(el("td", g.requests_per_min ?? "-"));
     tr.append(el("td", num(g.tokens_per_s, 1)));
     tr.append(el("td", g.ttft_p50_s === undefined ? "-" : secs(g.ttft_p50_s)));
+    tr.append(el("td", g.cache_hit_ratio == null ? "-" : Math.round(g.cache_hit_ratio * 100) + "%"));
     const actions = el("td");
     if (!m.llamad.host) {
       for (const verb of ["load", "unload", "restart"]) {
@@ -230,8 +231,10 @@ function activityRow(r) {
   tr.dataset.model = r.instance || r.model;
   const t = new Date(r.time * 1000).toLocaleTimeString();
   const tokens = (r.prompt_tokens ?? "-") + " / " + (r.completion_tokens ?? "-");
+  // Of the prompt: tokens taken from the cache, and those evaluated.
+  const cache = (r.prompt_cached ?? "-") + " / " + (r.prompt_evaluated ?? "-");
   const cells = [t, r.model + (r.peer ? " @" + r.host : ""), r.route, r.status, r.key || "-", r.client || "-",
-    secs(r.queue_s + r.load_s), secs(r.ttft_s), secs(r.duration_s), tokens, num(r.tokens_per_s, 1)];
+    secs(r.queue_s + r.load_s), secs(r.ttft_s), secs(r.duration_s), tokens, cache, num(r.tokens_per_s, 1)];
   cells.forEach((c, i) => tr.append(el("td", c, i === 3 && r.status >= 400 ? "err" : "")));
   return tr;
 }
