@@ -29,7 +29,6 @@ RECORDS: dict[str, set[str]] = {
     "gateway/admission/drain.py": {"slot"},
     "gateway/fleet/models.py": {"entry"},
     "gateway/admission/idle.py": {"self.sched.slot(name)"},
-    "gateway/admission/loads.py": {"slot"},
     "gateway/ollama/answer.py": {"tally"},
     "gateway/ollama/endpoint.py": {"tally"},
     "gateway/ollama/stream.py": {"piece"},
