@@ -41,6 +41,7 @@ from llamad.gateway.scheduler import Scheduler
 from llamad.gateway.slots import Slots
 from llamad.gateway.state_watch import StateWatch
 from llamad.gateway.status_doc import StatusDoc
+from llamad.gateway.tags import meant
 from llamad.gateway.upstreams import Upstreams
 from llamad.gateway.view import SupervisorView
 from llamad.gateway.views import Views
@@ -144,9 +145,16 @@ class Gateway:
         then the fleet's that no local name shadows."""
         return [v for v in self.views.all() if caller.may_use_all(v.instances or (v.name,))]
 
+    def meant(self, name: str) -> str:
+        """The name a request for `name` resolves by (`tags.meant`: `m:latest` is `m`)."""
+        return meant(name, lambda n: self._find(n) is not None)
+
     def find(self, name: str) -> ModelView | None:
-        """The model named `name` (instance name or alias), or None; an alias several
-        instances share is one model (`Views.shared`)."""
+        """The model named `name` (instance name or alias, `:latest` or not), or None; an
+        alias several instances share is one model (`Views.shared`)."""
+        return self._find(self.meant(name))
+
+    def _find(self, name: str) -> ModelView | None:
         if found := self.router.sharing(name):
             return self.views.shared(self.router.spelling(name), found)
         facts = self.router.find(name)
@@ -157,6 +165,7 @@ class Gateway:
     def instances(self, name: str) -> tuple[str, ...] | None:
         """The instances (or the fleet peer's model) `name` means, as `find` resolves it,
         without making its view: what a key's list is checked against."""
+        name = self.meant(name)
         if found := self.router.sharing(name):
             return tuple(f.name for f in found)
         if (facts := self.router.find(name)) is not None:
@@ -169,6 +178,7 @@ class Gateway:
         """Load `name` if needed and count it in flight while the context is open; a
         model only a `[fleet]` peer serves goes to that peer's gateway. Whether the
         caller may use `name` was decided at the door (`access/door.py`)."""
+        name = self.meant(name)
         facts = self.router.find(name)
         tally = current_tally()
         if tally is not None:
@@ -218,6 +228,7 @@ class Gateway:
     async def unload(self, name: str) -> None:
         """Stop `name` (to IDLE) now, or once its requests in flight have ended; an
         alias several instances share stops every one of them."""
+        name = self.meant(name)
         found: list[Facts | None] = [*self.router.sharing(name)] or [self.router.find(name)]
         for facts in found:
             if facts is None:
@@ -227,6 +238,7 @@ class Gateway:
     def running(self, name: str) -> Upstream | None:
         """Where this host's model serves now, unleased (`GatewayPort.running`): the
         first replica that serves, for an alias several instances share."""
+        name = self.meant(name)
         found: list[Facts | None] = [*self.router.sharing(name)] or [self.router.find(name)]
         facts = next((f for f in found if f is not None and f.state is State.RUNNING), None)
         return None if facts is None else self.upstreams.of(facts)

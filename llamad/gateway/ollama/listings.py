@@ -14,6 +14,7 @@ from llamad.gateway.access.call import Call
 from llamad.gateway.context import ContextSizes
 from llamad.gateway.ollama import metadata
 from llamad.gateway.ollama.port import GatewayPort, ModelView
+from llamad.gateway.tags import tagged
 
 # The Ollama version we claim: VS Code Copilot refuses anything below 0.6.4, and clients
 # turn on thinking and tool support by version.
@@ -49,7 +50,7 @@ class Listings:
         (never waits on a load)."""
         views = self.gateway.models(call.caller)
         metas = dict(zip((v.name for v in views), await metadata.headers(views), strict=True))
-        listed = listing.names(views, self.list_aliases(), metadata.tagged)
+        listed = listing.names(views, self.list_aliases(), tagged)
         models = [metadata.tag_entry(v, metas[v.name], n, a) for n, v, a in listed]
         return JSONResponse({"models": models})
 
