@@ -4,6 +4,7 @@ names on every route, `think` for a model that cannot think, `echo`, `n` > 1
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
@@ -11,7 +12,8 @@ import httpx
 import ollama
 import openai
 import pytest
-from gateway_helpers import TINY, gateway
+from client_helpers import THINKING
+from gateway_helpers import TINY, Gw, gateway
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -19,8 +21,10 @@ HI = [{"role": "user", "content": "hi"}]
 INSTANCES = {
     "tiny": {**TINY, "n_parallel": 2, "ctx_size": 512},
     "emb": {**TINY, "embeddings": True, "pooling": "mean", "on_demand": True},
+    "pair": {**TINY, "chat_template": THINKING, "on_demand": True},
 }
 ALICE = "alice-secret-0123456789"
+AUTH = {"Authorization": f"Bearer {ALICE}"}
 
 
 def _key(path: Path, secret: str) -> str:
@@ -29,36 +33,66 @@ def _key(path: Path, secret: str) -> str:
     return str(path)
 
 
-def test_tagged_names_resolve_on_every_route(tiny_model: Path, tmp_path: Path) -> None:
+@pytest.fixture
+def gw(tiny_model: Path, tmp_path: Path) -> Iterator[Gw]:
+    """The gateway, behind a key `alice` limited to its models by name."""
+    d = tmp_path
+    keys = {"alice": {"key_file": _key(d / "alice.key", ALICE), "models": list(INSTANCES)}}
+    main = _key(d / "main.key", "main-secret-0123456789")
+    with gateway(tiny_model, INSTANCES, api_key_file=main, keys=keys) as gw:
+        yield gw
+
+
+@pytest.fixture
+def oai(gw: Gw) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{gw.base}/v1", api_key=ALICE, max_retries=0, timeout=60) as c:
+        yield c
+
+
+def test_tagged_names_resolve_on_every_route(gw: Gw, oai: openai.OpenAI) -> None:
     """`tiny:latest`, as /api/tags lists it, works on the five OpenAI and Anthropic routes
     and Ollama's, for a key limited to `tiny`; each answer names the model as asked."""
-    keys = {"alice": {"key_file": _key(tmp_path / "alice.key", ALICE), "models": ["tiny", "emb"]}}
-    main = _key(tmp_path / "main.key", "main-secret-0123456789")
+    name = "tiny:latest"
     with (
-        gateway(tiny_model, INSTANCES, api_key_file=main, keys=keys) as gw,
-        openai.OpenAI(base_url=f"{gw.base}/v1", api_key=ALICE, max_retries=0, timeout=60) as c,
         anthropic.Anthropic(base_url=gw.base, api_key=ALICE, max_retries=0, timeout=60) as a,
-        ollama.Client(host=gw.base, headers={"Authorization": f"Bearer {ALICE}"}) as o,
+        ollama.Client(host=gw.base, headers=AUTH) as o,
     ):
-        name = "tiny:latest"
-        chat = c.chat.completions.create(model=name, messages=HI, max_tokens=2)  # type: ignore[arg-type]
+        chat = oai.chat.completions.create(model=name, messages=HI, max_tokens=2)  # type: ignore[arg-type]
         assert chat.model == name
-        done = c.completions.create(model=name, prompt="hi", max_tokens=2)
+        done = oai.completions.create(model=name, prompt="hi", max_tokens=2)
         assert done.model == name
-        answer = c.responses.create(model=name, input="hi", max_output_tokens=2)
+        answer = oai.responses.create(model=name, input="hi", max_output_tokens=2)
         assert answer.model == name
-        got = c.embeddings.create(model="emb:latest", input="a")
+        got = oai.embeddings.create(model="emb:latest", input="a")
         assert got.model == "emb:latest"
         assert len(got.data) == 1
         message = a.messages.create(model=name, max_tokens=2, messages=HI)  # type: ignore[arg-type]
         assert message.model == name
         assert o.chat(model=name, messages=HI, options={"num_predict": 2}).model == name
-        with pytest.raises(openai.NotFoundError):
-            c.chat.completions.create(model="nope:latest", messages=HI, max_tokens=1)  # type: ignore[arg-type]
-        refused = httpx.post(
-            f"{gw.base}/v1/chat/completions",
-            json={"model": "tiny:other", "messages": HI, "max_tokens": 1},
-            headers={"Authorization": f"Bearer {ALICE}"},
-            timeout=10,
-        )
-        assert refused.status_code == 404  # only the tag the listing shows
+    with pytest.raises(openai.NotFoundError):
+        oai.chat.completions.create(model="nope:latest", messages=HI, max_tokens=1)  # type: ignore[arg-type]
+    refused = httpx.post(
+        f"{gw.base}/v1/chat/completions",
+        json={"model": "tiny:other", "messages": HI, "max_tokens": 1},
+        headers=AUTH,
+        timeout=10,
+    )
+    assert refused.status_code == 404  # only the tag the listing shows
+
+
+def test_think_on_a_model_that_cannot_is_ollamas_400(gw: Gw) -> None:
+    """`think` for a model whose template cannot think: Ollama's 400, on chat and
+    generate; `think: false` and a model whose template thinks are served."""
+    with ollama.Client(host=gw.base, headers=AUTH, timeout=60) as o:
+        for call in (
+            lambda: o.chat(model="tiny:latest", messages=HI, think=True),
+            lambda: o.generate(model="tiny", prompt="hi", think="high"),
+        ):
+            with pytest.raises(ollama.ResponseError) as info:
+                call()
+            assert info.value.status_code == 400
+            assert info.value.error in ('"tiny:latest" does not support thinking',
+                                        '"tiny" does not support thinking')  # fmt: skip
+        opts = {"num_predict": 2}
+        assert o.chat(model="tiny", messages=HI, think=False, options=opts).done
+        assert o.chat(model="pair", messages=HI, think=True, options=opts).done
