@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from llamad.backends.binaries import find_binary
+from llamad.backends.builtin_template import template_file
 from llamad.daemon.tinymodel import write_tiny_model
 
 
@@ -46,8 +47,9 @@ def real_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def real_model_template() -> Path:
-    """A Jinja chat template (`chat_template_file`) under which `real_model` answers."""
-    return Path(__file__).parent / "gemma.jinja"
+    """A Jinja chat template (`chat_template_file`) under which `real_model` answers:
+    the built-in one llamad gives a Gemma GGUF that carries none."""
+    return template_file("gemma")
 
 
 @pytest.fixture(scope="session")
