@@ -4,8 +4,8 @@ generation to one call of them, and the call read back from the generated text.
 llama-server sends no grammar for `tool_choice: "required"` with a generic template and
 rejects the object form that names a function, and its /v1/messages ignores
 `tool_choice` altogether; so every forced call is constrained here, the same way for
-every template: the output is `{"name": NAME, "arguments": {...}}` under a schema built
-from the tools' parameters.
+every template: the output is the tool's arguments under its parameters' schema, or
+`{"name": NAME, "arguments": {...}}` when the call may be to any of several tools.
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ def _named(path: str, choice: Any) -> str | bool | None:
         return True
     if not isinstance(choice, dict):
         return None
-    kind = choice.get("type")
+    of_type = choice.get("type")
     if path == "/v1/messages":
-        if kind == "any":
+        if of_type == "any":
             return True
-        return choice.get("name") if kind == "tool" else None
-    if kind != "function":
+        return choice.get("name") if of_type == "tool" else None
+    if of_type != "function":
         return None
     if path == "/v1/responses":
         return choice.get("name")
@@ -75,7 +75,10 @@ def forced(path: str, doc: dict[str, Any]) -> list[Tool] | None:
 
 
 def schema(tools: list[Tool]) -> dict[str, Any]:
-    """One call of one of `tools`: the name first, then arguments under its schema."""
+    """The output that calls one of `tools`: one tool's arguments alone (its name is
+    known, and every token costs), else the name first, then arguments under its schema."""
+    if len(tools) == 1:
+        return tools[0].parameters
     calls = [
         {
             "type": "object",
@@ -84,7 +87,7 @@ def schema(tools: list[Tool]) -> dict[str, Any]:
         }
         for t in tools
     ]
-    return calls[0] if len(calls) == 1 else {"anyOf": calls}
+    return {"anyOf": calls}
 
 
 def parse(text: str, tools: list[Tool]) -> tuple[str, dict[str, Any]] | None:
@@ -95,6 +98,8 @@ def parse(text: str, tools: list[Tool]) -> tuple[str, dict[str, Any]] | None:
         return None
     if not isinstance(doc, dict):
         return None
+    if len(tools) == 1:
+        return tools[0].name, doc
     name, arguments = doc.get("name"), doc.get("arguments")
     if name not in {t.name for t in tools} or not isinstance(arguments, dict):
         return None

@@ -31,17 +31,17 @@ def _message(role: str, content: Any) -> list[dict[str, Any]]:
     for block in content:
         if not isinstance(block, dict):
             continue
-        kind = block.get("type")
-        if kind == "text":
+        of_type = block.get("type")
+        if of_type == "text":
             parts.append({"type": "text", "text": block.get("text", "")})
-        elif kind == "image" and isinstance(source := block.get("source"), dict):
+        elif of_type == "image" and isinstance(source := block.get("source"), dict):
             url = f"data:{source.get('media_type')};base64,{source.get('data')}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
-        elif kind == "tool_use":
+        elif of_type == "tool_use":
             arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
             function = {"name": block.get("name"), "arguments": arguments}
             calls.append({"id": block.get("id"), "type": "function", "function": function})
-        elif kind == "tool_result":
+        elif of_type == "tool_result":
             text = _text(block.get("content"))
             results.append(
                 {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text}

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llamad.gateway.shaping.forced import Tool, forced, schema
+from llamad.gateway.shaping.grammar import compact
 from llamad.gateway.shaping.messages_chat import chat_of_messages
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = (
@@ -57,10 +58,14 @@ def shape_of(path: str, doc: Any) -> Shape | None:
     one = {k: v for k, v in doc.items() if k not in _OWN}
     upstream_path = path
     if tools is not None:
-        constraint = {"type": "json_object", "schema": schema(tools)}
+        wanted = schema(tools)
         if path == MESSAGES:  # llama-server's /v1/messages takes no schema: sent as chat
             one, upstream_path = chat_of_messages(one), CHAT
-        one["response_format"] = constraint
+        grammar = compact(wanted) if upstream_path == CHAT else None
+        if grammar is not None:
+            one["grammar"] = grammar
+        else:
+            one["response_format"] = {"type": "json_object", "schema": wanted}
     bodies = [one]
     seed = one.get("seed")
     for i in range(1, n):  # each choice its own sample, also under a seed
