@@ -20,7 +20,6 @@ from llamad.gateway.shaping.answers import whole
 from llamad.gateway.shaping.plan import Shape
 from llamad.gateway.shaping.streams import events
 from llamad.gateway.upstream_errors import refit
-from llamad.gateway.usage import from_fields
 from llamad.supervise.facts import Facts
 
 Outgoing = Callable[[Upstream, str, bytes], bytes]
@@ -108,9 +107,6 @@ async def serve(
         await send({"type": "http.response.body", "body": body})
         return
     doc = whole(shape, answers, asked)
-    if tally is not None:
-        usage = doc.get("usage") if shape.path != "/v1/messages" else answers[0].get("usage")
-        tally.usage = from_fields(answers[0].get("timings"), usage)
     kind = b"text/event-stream" if shape.stream else b"application/json"
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
     first_byte(200)
