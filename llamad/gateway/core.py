@@ -41,6 +41,7 @@ from llamad.gateway.fleet.models import FleetModels
 from llamad.gateway.models.model_sets import ModelSets
 from llamad.gateway.models.router import Router
 from llamad.gateway.models.supervisor_view import SupervisorView
+from llamad.gateway.models.tags import meant
 from llamad.gateway.relay.upstreams import Upstreams
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.gateway.replicas.fleet_lease import FleetLease
@@ -161,9 +162,16 @@ class Gateway:
         found = [*self.views.all(), *self.choosers.all()]
         return [v for v in found if caller.may_use_all(v.instances or (v.name,))]
 
+    def meant(self, name: str) -> str:
+        """The name a request for `name` resolves by (`tags.meant`: `m:latest` is `m`)."""
+        return meant(name, lambda n: self._find(n) is not None)
+
     def find(self, name: str) -> ModelView | None:
-        """The model named `name` (instance name or alias), or None; an alias several
-        instances share is one model (`Views.shared`)."""
+        """The model named `name` (instance name, alias or a name that chooses; `:latest`
+        or not), or None; an alias several instances share is one model (`Views.shared`)."""
+        return self._find(self.meant(name))
+
+    def _find(self, name: str) -> ModelView | None:
         if chosen := self.choosers.view(name):
             return chosen
         if found := self.router.sharing(name):
@@ -177,6 +185,7 @@ class Gateway:
         """The instances (or the fleet peer's model) `name` means, as `find` resolves it,
         without making its view: what a key's list is checked against (a name that
         chooses is itself)."""
+        name = self.meant(name)
         if (chooser := self.choosers.named(name)) is not None:
             return (chooser,)
         if found := self.router.sharing(name):
@@ -191,6 +200,7 @@ class Gateway:
         """Load `name` if needed and count it in flight while the context is open; a
         model only a `[fleet]` peer serves goes to that peer's gateway. Whether the
         caller may use `name` was decided at the door (`access/door.py`)."""
+        name = self.meant(name)
         tally = current_tally()
         if tally is not None:
             tally.model = name
@@ -241,7 +251,7 @@ class Gateway:
     async def unload(self, name: str) -> None:
         """Stop `name` (to IDLE) now, or once its requests in flight have ended; an
         alias several instances share stops every one of them."""
-        name = self.choosers.resolve(name)
+        name = self.choosers.resolve(self.meant(name))
         found: list[Facts | None] = [*self.router.sharing(name)] or [self.router.find(name)]
         for facts in found:
             if facts is None:
@@ -251,7 +261,7 @@ class Gateway:
     def running(self, name: str) -> Upstream | None:
         """Where this host's model serves now, unleased (`GatewayPort.running`): the
         first replica that serves, for an alias several instances share."""
-        name = self.choosers.resolve(name)
+        name = self.choosers.resolve(self.meant(name))
         found: list[Facts | None] = [*self.router.sharing(name)] or [self.router.find(name)]
         facts = next((f for f in found if f is not None and f.state is State.RUNNING), None)
         return None if facts is None else self.upstreams.of(facts)

@@ -13,7 +13,7 @@ from helpers import Llamad, free_port, wait_for, write_config
 
 STATUS_KEYS = {
     "name", "state", "pid", "host", "port", "model", "restarts", "uptime_s", "health",
-    "last_exit", "error", "rss_bytes", "cpu_percent", "prompt_cache",
+    "last_exit", "error", "rss_bytes", "cpu_percent", "prompt_cache", "chat_template",
 }  # fmt: skip
 DAEMON_KEYS = {
     "pid", "version", "config_path", "config_error", "started_at", "uptime_s",

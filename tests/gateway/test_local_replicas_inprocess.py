@@ -209,10 +209,10 @@ async def test_each_replica_stops_when_idle_on_its_own() -> None:
 async def test_a_key_uses_the_alias_only_if_it_may_use_every_replica() -> None:
     _double, gw = setup()
     both = Caller("both", frozenset({"g0", "g1"}))
-    assert may_use(gw, both, "q", ollama=False)
+    assert may_use(gw, both, "q")
     assert [v.name for v in gw.models(both)] == ["g0", "g1", "q"]
     one = Caller("one", frozenset({"g0"}))
-    assert not may_use(gw, one, "q", ollama=False)
-    assert may_use(gw, one, "g0", ollama=False)
+    assert not may_use(gw, one, "q")
+    assert may_use(gw, one, "g0")
     assert [v.name for v in gw.models(one)] == ["g0"]
     await gw.close()

@@ -30,7 +30,6 @@ from llamad.gateway.access.scope import Models, may_use, not_for_scoped, unknown
 from llamad.gateway.access.table import Body, Need, Route, Table
 from llamad.gateway.books.activity import CURRENT, Tally, begin, now
 from llamad.gateway.contract.caller import ANYONE, Caller
-from llamad.gateway.contract.families import family
 from llamad.listener.limits import Refused
 
 _SCOPED = (Need.MODEL, Need.ACTION)
@@ -172,7 +171,7 @@ class Door:
             doc, model = decide(route, scope, params, body, self.limits)
         if route.need in _SCOPED and caller.scoped:
             path = scope["path"]
-            if not may_use(self.models, caller, model, family(path) == "ollama"):
+            if not may_use(self.models, caller, model):
                 raise unknown(self.models, caller, model, path)
         return Call(scope, receive, send, caller, params, body, doc, model, tally)
 

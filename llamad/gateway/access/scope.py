@@ -20,14 +20,12 @@ class Models(Protocol):
     def models(self, caller: Caller) -> list[ModelView]: ...
 
 
-def may_use(models: Models, caller: Caller, name: str, ollama: bool) -> bool:
+def may_use(models: Models, caller: Caller, name: str) -> bool:
     """`caller` may use the model `name` means: every instance behind it (an alias that
-    replicas share means them all); Ollama's names may end in `:latest`."""
+    replicas share means them all; `m:latest` means `m`, as `instances` resolves it)."""
     if not caller.scoped:
         return True
     found = models.instances(name)
-    if found is None and ollama and name.endswith(":latest"):
-        found = models.instances(name.removesuffix(":latest"))
     return found is not None and caller.may_use_all(found)
 
 

@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from llamad.backends.gguf_meta import GGUFMeta
 from llamad.gateway.access.call import Call
 from llamad.gateway.models import listing
+from llamad.gateway.models.tags import tagged
 from llamad.gateway.ollama import metadata
 from llamad.gateway.ollama.context import ContextSizes
 from llamad.gateway.ollama.port import GatewayPort, ModelView
@@ -49,7 +50,7 @@ class Listings:
         (never waits on a load)."""
         views = self.gateway.models(call.caller)
         metas = dict(zip((v.name for v in views), await metadata.headers(views), strict=True))
-        listed = listing.names(views, self.list_aliases(), metadata.tagged)
+        listed = listing.names(views, self.list_aliases(), tagged)
         models = [metadata.tag_entry(v, metas[v.name], n, a) for n, v, a in listed]
         return JSONResponse({"models": models})
 

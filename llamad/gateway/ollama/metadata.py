@@ -24,22 +24,17 @@ from llamad.backends.gguf_meta import (
     read_gguf_meta,
 )
 from llamad.gateway.admission.memory import weights
+from llamad.gateway.models.tags import tagged
 from llamad.gateway.ollama import capabilities
 from llamad.gateway.ollama.durations import NEVER, rfc3339
 from llamad.gateway.ollama.port import ModelView
 
 log = structlog.get_logger("llamad.gateway.ollama")
 
-LATEST = ":latest"
 LISTING_BUDGET = 3.0
 
 # Header reads that outlived a listing's budget; held here so they finish into the cache.
 _pending: set[asyncio.Task[GGUFMeta | None]] = set()
-
-
-def tagged(name: str) -> str:
-    """The name as Ollama clients expect it: with a tag (`:latest` when it has none)."""
-    return name if ":" in name else name + LATEST
 
 
 async def header(view: ModelView) -> GGUFMeta | None:

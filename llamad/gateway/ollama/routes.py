@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from llamad.gateway.access.call import Call
 from llamad.gateway.access.table import Body, Need, Route
 from llamad.gateway.books.activity import Activity
+from llamad.gateway.ollama import thinking
 from llamad.gateway.ollama.answer import (
     answer,
     chat_renderer,
@@ -80,6 +81,7 @@ class OllamaAPI:
         messages = field(body, "messages", list, [])
         keep_alive = parse_keep_alive(body.get("keep_alive"))
         view = self._resolve(name)
+        await thinking.check(view, body, name)
         render = chat_renderer(name)
         if not messages:
             return await load_only(self.gateway, view, keep_alive, render, leases)
@@ -103,6 +105,7 @@ class OllamaAPI:
         prompt = field(body, "prompt", str, "")
         keep_alive = parse_keep_alive(body.get("keep_alive"))
         view = self._resolve(name)
+        await thinking.check(view, body, name)
         render = generate_renderer(name)
         if not prompt and not field(body, "suffix", str):
             return await load_only(self.gateway, view, keep_alive, render, leases)

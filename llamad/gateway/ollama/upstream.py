@@ -27,10 +27,8 @@ from llamad.gateway.relay.upstream_pool import Pool, encode
 
 
 def resolve(gateway: GatewayPort, name: str) -> ModelView:
-    """The model for an Ollama name: the name itself, an alias, or either with `:latest`."""
+    """The model for an Ollama name (`gateway.find`: `:latest` or not), or a 404."""
     view = gateway.find(name)
-    if view is None and name.endswith(":latest"):
-        view = gateway.find(name.removesuffix(":latest"))
     if view is None:
         raise not_found(name)
     return view

@@ -27,6 +27,7 @@ from llamad.gateway.access.limits import GatewayLimits
 from llamad.gateway.access.table import Table
 from llamad.gateway.contract.caller import Caller
 from llamad.gateway.contract.port import LoadFailed, UnknownModel
+from llamad.gateway.models.tags import meant
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.relay.upstream_pool import Pool
 from llamad.listener.tcp import serve_tcp
@@ -122,6 +123,10 @@ class DoubleGateway:
         return None if view is None else (view.name,)
 
     def find(self, name: str) -> View | None:
+        name = meant(name, lambda n: self._find(n) is not None)
+        return self._find(name)
+
+    def _find(self, name: str) -> View | None:
         for slot in self.slots.values():
             if name == slot.view.name or name in slot.view.aliases:
                 return slot.view

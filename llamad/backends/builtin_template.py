@@ -1,0 +1,73 @@
+"""The chat template a GGUF without one runs with: its architecture's, shipped with
+llamad (`llamad/chat_templates/`), as llama-server's `--chat-template-file`.
+
+llama-server falls back to ChatML for a model that carries no template, and a Gemma
+then answers nonsense; its built-in names (`--chat-template gemma`) are no answer
+either: with Jinja on, the name is taken as a template's text. Many converted and
+quantized files carry none. The table's own template always wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from llamad.backends.gguf_meta import read_gguf_meta
+
+TEMPLATE_ENVS = ("LLAMA_ARG_CHAT_TEMPLATE", "LLAMA_ARG_CHAT_TEMPLATE_FILE")
+TEMPLATE_FLAGS = ("--chat-template", "--chat-template-file")
+# GGUF architectures and the template family their models are trained on. Plain
+# `llama` is left out: Llama 2, Llama 3 and Mistral share it, with different turns.
+_FAMILIES = {
+    "gemma": "gemma", "gemma2": "gemma", "gemma3": "gemma", "gemma3n": "gemma",
+    "qwen2": "chatml", "qwen2moe": "chatml", "qwen3": "chatml", "qwen3moe": "chatml",
+    "phi3": "phi3",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The template an instance runs with when it sets none: `file` a built-in one
+    (None: the GGUF's own, or none), `line` what status says of it."""
+
+    file: Path | None
+    line: str
+
+
+def template_file(family: str) -> Path:
+    """The shipped Jinja file of `family`."""
+    return Path(str(resources.files("llamad").joinpath(f"chat_templates/{family}.jinja")))
+
+
+def choose(model: Path | None) -> Choice | None:
+    """For an instance that sets no template: its GGUF's own (None), else its
+    architecture's built-in one, else a line saying it has none."""
+    if model is None or not model.is_file():
+        return None  # a hub model or one not downloaded yet: llama-server reads it
+    try:
+        meta = read_gguf_meta(model)
+    except (OSError, ValueError):
+        return None
+    if meta.chat_template:
+        return None
+    family = _FAMILIES.get(meta.architecture)
+    if family is None:
+        line = f"none: the model carries no chat template ({meta.architecture}); ChatML is used"
+        return Choice(None, line)
+    return Choice(template_file(family), f"built-in {family} (the model carries none)")
+
+
+def describe(settings: dict[str, str], args: tuple[str, ...], model: Path | None) -> str | None:
+    """One line on the template an instance runs with, for status (None: not known
+    before the model is on disk)."""
+    file = settings.get("LLAMA_ARG_CHAT_TEMPLATE_FILE")
+    if file and Path(file).parent == template_file("gemma").parent:
+        return f"built-in {Path(file).stem} (the model carries none)"
+    flags = {a.split("=", 1)[0].strip() for a in args}
+    if file or settings.get("LLAMA_ARG_CHAT_TEMPLATE") or flags & set(TEMPLATE_FLAGS):
+        return "the instance's own"
+    chosen = choose(model)
+    if chosen is not None:
+        return chosen.line
+    return "the model's own" if model is not None and model.is_file() else None

@@ -1,0 +1,82 @@
+"""Which requests the gateway shapes itself, and what it sends llama-server for them:
+one decision, made once per request from its path and body."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llamad.gateway.shaping.forced import Tool, forced, schema
+from llamad.gateway.shaping.grammar import compact
+from llamad.gateway.shaping.messages_chat import chat_of_messages
+
+CHAT, COMPLETIONS, RESPONSES, MESSAGES = (
+    "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
+)  # fmt: skip
+# Keys that ask for a stream or for several choices: the gateway does both itself.
+_OWN = ("stream", "stream_options", "n", "echo", "tools", "tool_choice")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A shaped request: the client's route, the body of one upstream request per choice
+    and where it goes, and what the answer gets."""
+
+    path: str
+    upstream_path: str
+    bodies: list[dict[str, Any]]
+    tools: list[Tool] | None = None
+    echo: str | None = None  # the prompt, prepended to each choice's text
+    stream: bool = False
+    include_usage: bool = False
+
+
+def _count(doc: dict[str, Any]) -> int:
+    n = doc.get("n", 1)
+    return n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 128 else 1
+
+
+def _echo(path: str, doc: dict[str, Any]) -> str | None:
+    if path != COMPLETIONS or doc.get("echo") is not True:
+        return None
+    prompt = doc.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1:
+        prompt = prompt[0]
+    return prompt if isinstance(prompt, str) else None  # token ids: not echoed
+
+
+def shape_of(path: str, doc: Any) -> Shape | None:
+    """The shape of a request that needs the gateway (a forced tool call, `n` > 1,
+    `echo`), or None for one relayed as it came."""
+    if path not in (CHAT, COMPLETIONS, RESPONSES, MESSAGES) or not isinstance(doc, dict):
+        return None
+    tools = forced(path, doc) if path != COMPLETIONS else None
+    n = _count(doc) if path in (CHAT, COMPLETIONS) else 1
+    echo = _echo(path, doc)
+    if tools is None and n == 1 and echo is None:
+        return None
+    one = {k: v for k, v in doc.items() if k not in _OWN}
+    upstream_path = path
+    if tools is not None:
+        wanted = schema(tools)
+        if path == MESSAGES:  # llama-server's /v1/messages takes no schema: sent as chat
+            one, upstream_path = chat_of_messages(one), CHAT
+        grammar = compact(wanted) if upstream_path == CHAT else None
+        if grammar is not None:
+            one["grammar"] = grammar
+        else:
+            one["response_format"] = {"type": "json_object", "schema": wanted}
+    bodies = [one]
+    seed = one.get("seed")
+    for i in range(1, n):  # each choice its own sample, also under a seed
+        bodies.append({**one, "seed": seed + i} if isinstance(seed, int) else dict(one))
+    options = doc.get("stream_options")
+    return Shape(
+        path=path,
+        upstream_path=upstream_path,
+        bodies=bodies,
+        tools=tools,
+        echo=echo,
+        stream=doc.get("stream") is True,
+        include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+    )
