@@ -19,9 +19,9 @@ def set_lines(doc: dict[str, Any]) -> list[str]:
         if (i.get("gateway") or {}).get("pinned")
     ]
     lines = [f"pinned: {', '.join(pinned)}"] if pinned else []
-    for kind in ("group", "exclusive"):
-        for name, models in (gw.get("groups" if kind == "group" else kind) or {}).items():
-            lines.append(f"{kind} {name}: {', '.join(models)}")
+    for label, section in (("group", "groups"), ("exclusive", "exclusive")):
+        for name, models in (gw.get(section) or {}).items():
+            lines.append(f"{label} {name}: {', '.join(models)}")
     for name, chooser in (gw.get("names") or {}).items():
         now = chooser.get("now") or "none"
         lines.append(f"name {name}: {', '.join(chooser.get('models') or [])} -> now {now}")

@@ -36,19 +36,19 @@ class ModelSet:
 
 
 def resolve_sets(
-    kind: str,
+    section: str,
     tables: Mapping[str, MembersSettings],
     specs: Mapping[str, InstanceSpec],
     owner: Mapping[str, frozenset[str]],
     problem: Problem,
 ) -> tuple[ModelSet, ...]:
-    """`[gateway.KIND.NAME]` tables (`groups`, `exclusive` or `names`) as sets; a name
+    """`[gateway.SECTION.NAME]` tables (`groups`, `exclusive` or `names`) as sets; a name
     that chooses may hold always-on instances, the others on-demand ones alone, each in
-    one set of its kind."""
+    one set of its section."""
     out: list[ModelSet] = []
-    taken: dict[str, str] = {}  # instance -> the set of this kind that holds it
+    taken: dict[str, str] = {}  # instance -> the set of this section that holds it
     for name, table in tables.items():
-        where = ("gateway", kind, name, "models")
+        where = ("gateway", section, name, "models")
         members: list[str] = []
         for model in table.models:
             found = owner.get(model, frozenset())
@@ -61,18 +61,18 @@ def resolve_sets(
             if instance in members:
                 problem(where, f"{model!r} is listed twice (as instances.{instance})")
                 continue
-            if kind != "names" and not specs[instance].on_demand:
+            if section != "names" and not specs[instance].on_demand:
                 problem(
                     where,
                     f"{model!r} is not on_demand: the gateway never loads nor stops "
                     "an always-on instance",
                 )
                 continue
-            if kind != "names" and (other := taken.setdefault(instance, name)) != name:
-                problem(where, f"{model!r} is already in gateway.{kind}.{other}")
+            if section != "names" and (other := taken.setdefault(instance, name)) != name:
+                problem(where, f"{model!r} is already in gateway.{section}.{other}")
                 continue
             members.append(instance)
-        if kind != "names" and len(table.models) < 2:
+        if section != "names" and len(table.models) < 2:
             problem(where, f"{table.models!r} holds one model: a set needs two or more")
         out.append(ModelSet(name, tuple(members)))
     return tuple(out)
