@@ -24,7 +24,7 @@ RECORDS: dict[str, set[str]] = {
     "gateway/access/door.py": {"tally"},
     "gateway/books/activity_stats.py": {"usage"},
     "gateway/app.py": {"tally"},
-    "gateway/core.py": {"tally"},
+    "gateway/leasing.py": {"tally"},
     "gateway/replicas/fleet_lease.py": {"tally"},
     "gateway/admission/drain.py": {"slot"},
     "gateway/fleet/models.py": {"entry"},
