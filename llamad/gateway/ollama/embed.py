@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
-from llamad.gateway.ollama.errors import OllamaError
+from starlette.responses import JSONResponse, Response
+
+from llamad.gateway.access.call import Call
+from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
+from llamad.gateway.ollama.errors import OllamaError, field
 from llamad.gateway.ollama.port import GatewayPort, ModelView
 from llamad.gateway.ollama.upstream import Exchange, read_all
 from llamad.gateway.relay.upstream_pool import Pool
@@ -57,3 +62,48 @@ def dimensions(value: object) -> dict[str, Any]:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return {"dimensions": value}
     raise OllamaError(400, "'dimensions' must be a positive integer")
+
+
+async def embed_answer(
+    gateway: GatewayPort,
+    pool: Pool,
+    resolve: Callable[[str], ModelView],
+    call: Call,
+    leases: AsyncExitStack,
+) -> Response:
+    """POST /api/embed {input: str | [str]} -> {embeddings: [[...]]}."""
+    body, name = call.doc, call.model
+    inputs = embed_inputs(body.get("input", ""))
+    extra = dimensions(body.get("dimensions"))
+    view = resolve(name)
+    keep_alive = parse_keep_alive(body.get("keep_alive"))
+    vectors, tokens, ex = await embeddings(gateway, pool, view, keep_alive, inputs, extra, leases)
+    timing = done_fields(
+        reason="stop",
+        timings=None,
+        usage={"prompt_tokens": tokens},
+        total_seconds=ex.elapsed(),
+        load_seconds=ex.load_seconds,
+    )
+    out: dict[str, Any] = {"model": name, "embeddings": vectors}
+    for key in ("total_duration", "load_duration", "prompt_eval_count"):
+        out[key] = timing[key]
+    return JSONResponse(out)
+
+
+async def legacy_answer(
+    gateway: GatewayPort,
+    pool: Pool,
+    resolve: Callable[[str], ModelView],
+    call: Call,
+    leases: AsyncExitStack,
+) -> Response:
+    """POST /api/embeddings {prompt} -> {embedding: [...]} (Ollama's older route)."""
+    body = call.doc
+    view = resolve(call.model)
+    prompt = field(body, "prompt", str, "")
+    keep_alive = parse_keep_alive(body.get("keep_alive"))
+    if not prompt:
+        return JSONResponse({"embedding": []})
+    vectors, _, _ = await embeddings(gateway, pool, view, keep_alive, [prompt], {}, leases)
+    return JSONResponse({"embedding": vectors[0]})

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from typing import Any
 
 import structlog
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from llamad.gateway.access.call import Call
 from llamad.gateway.access.table import Body, Need, Route
 from llamad.gateway.books.activity import Activity
 from llamad.gateway.ollama import thinking
 from llamad.gateway.ollama.answer import (
+    Render,
     answer,
     chat_renderer,
     generate_renderer,
@@ -21,14 +22,14 @@ from llamad.gateway.ollama.answer import (
     load_only,
 )
 from llamad.gateway.ollama.context import ContextSizes
-from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
-from llamad.gateway.ollama.embed import dimensions, embed_inputs, embeddings
+from llamad.gateway.ollama.durations import parse_keep_alive
+from llamad.gateway.ollama.embed import embed_answer, legacy_answer
 from llamad.gateway.ollama.endpoint import Endpoint, Handler, Recorded
 from llamad.gateway.ollama.errors import OllamaError, error_response, field
 from llamad.gateway.ollama.listings import Listings
 from llamad.gateway.ollama.port import GatewayPort, ModelView
 from llamad.gateway.ollama.pull import delete_endpoint, downloading, pull_endpoint
-from llamad.gateway.ollama.requests import chat_plan, generate_plan
+from llamad.gateway.ollama.requests import Plan, chat_plan, generate_plan
 from llamad.gateway.ollama.upstream import resolve
 from llamad.gateway.relay.upstream_pool import Pool
 from llamad.gateway.replicas.hints import HINTS, hints_of
@@ -75,39 +76,35 @@ class OllamaAPI:
 
     async def chat(self, call: Call, leases: AsyncExitStack) -> Response:
         """POST /api/chat."""
-        body, name = call.doc, call.model
-        HINTS.set(hints_of(call.scope["headers"], body))  # this request's task alone
-        stream = field(body, "stream", bool, True)
-        messages = field(body, "messages", list, [])
-        keep_alive = parse_keep_alive(body.get("keep_alive"))
-        view = self._resolve(name)
-        await thinking.check(view, body, name)
-        render = chat_renderer(name)
-        if not messages:
-            return await load_only(self.gateway, view, keep_alive, render, leases)
-        plan = chat_plan(body, view.name, messages)
-        return await answer(
-            gateway=self.gateway,
-            pool=self.pool,
-            leases=leases,
-            view=view,
-            keep_alive=keep_alive,
-            plan=plan,
-            render=render,
-            stream=stream,
-        )
+        messages = field(call.doc, "messages", list, [])
+        plan = functools.partial(chat_plan, call.doc, messages=messages)
+        return await self._turn(call, leases, chat_renderer, bool(messages), plan)
 
     async def generate(self, call: Call, leases: AsyncExitStack) -> Response:
         """POST /api/generate."""
+        prompt = field(call.doc, "prompt", str, "")
+        asked = bool(prompt or field(call.doc, "suffix", str))
+        plan = functools.partial(generate_plan, call.doc, prompt=prompt)
+        return await self._turn(call, leases, generate_renderer, asked, plan)
+
+    async def _turn(
+        self,
+        call: Call,
+        leases: AsyncExitStack,
+        renderer: Callable[[str], Render],
+        asked: bool,
+        plan: Callable[[str], Plan],
+    ) -> Response:
+        """A chat or generate turn; one that asks nothing only loads the model (Ollama's
+        preload), or unloads it with `keep_alive` 0."""
         body, name = call.doc, call.model
         HINTS.set(hints_of(call.scope["headers"], body))  # this request's task alone
         stream = field(body, "stream", bool, True)
-        prompt = field(body, "prompt", str, "")
         keep_alive = parse_keep_alive(body.get("keep_alive"))
         view = self._resolve(name)
         await thinking.check(view, body, name)
-        render = generate_renderer(name)
-        if not prompt and not field(body, "suffix", str):
+        render = renderer(name)
+        if not asked:
             return await load_only(self.gateway, view, keep_alive, render, leases)
         return await answer(
             gateway=self.gateway,
@@ -115,45 +112,18 @@ class OllamaAPI:
             leases=leases,
             view=view,
             keep_alive=keep_alive,
-            plan=generate_plan(body, view.name, prompt),
+            plan=plan(view.name),
             render=render,
             stream=stream,
         )
 
     async def embed(self, call: Call, leases: AsyncExitStack) -> Response:
         """POST /api/embed {input: str | [str]} -> {embeddings: [[...]]}."""
-        body, name = call.doc, call.model
-        inputs = embed_inputs(body.get("input", ""))
-        extra = dimensions(body.get("dimensions"))
-        view = self._resolve(name)
-        keep_alive = parse_keep_alive(body.get("keep_alive"))
-        vectors, tokens, ex = await embeddings(
-            self.gateway, self.pool, view, keep_alive, inputs, extra, leases
-        )
-        timing = done_fields(
-            reason="stop",
-            timings=None,
-            usage={"prompt_tokens": tokens},
-            total_seconds=ex.elapsed(),
-            load_seconds=ex.load_seconds,
-        )
-        out: dict[str, Any] = {"model": name, "embeddings": vectors}
-        for key in ("total_duration", "load_duration", "prompt_eval_count"):
-            out[key] = timing[key]
-        return JSONResponse(out)
+        return await embed_answer(self.gateway, self.pool, self._resolve, call, leases)
 
     async def embeddings_legacy(self, call: Call, leases: AsyncExitStack) -> Response:
         """POST /api/embeddings {prompt} -> {embedding: [...]} (Ollama's older route)."""
-        body = call.doc
-        view = self._resolve(call.model)
-        prompt = field(body, "prompt", str, "")
-        keep_alive = parse_keep_alive(body.get("keep_alive"))
-        if not prompt:
-            return JSONResponse({"embedding": []})
-        vectors, _, _ = await embeddings(
-            self.gateway, self.pool, view, keep_alive, [prompt], {}, leases
-        )
-        return JSONResponse({"embedding": vectors[0]})
+        return await legacy_answer(self.gateway, self.pool, self._resolve, call, leases)
 
     async def store(self, call: Call, leases: AsyncExitStack) -> Response:
         """pull, push, create, copy, delete, blobs: 501, never a pretended success."""
