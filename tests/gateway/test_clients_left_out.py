@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx
@@ -15,6 +16,7 @@ import openai
 import pytest
 from client_helpers import THINKING
 from gateway_helpers import TINY, Gw, gateway
+from helpers import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -189,3 +191,29 @@ def test_forced_tool_calls_on_every_family(gw: Gw, oai: openai.OpenAI) -> None:
             final = stream.get_final_message()
         assert final.stop_reason == "tool_use"
         assert final.content[0].type == "tool_use"
+
+
+def test_shaped_requests_have_their_token_counts_in_activity(gw: Gw, oai: openai.OpenAI) -> None:
+    """`n` (whole and streamed) and a forced call are recorded with their usage: the
+    choices' tokens summed, as the answer's own usage says."""
+    oai.chat.completions.create(model="tiny", messages=HI, max_tokens=3, n=2)  # type: ignore[arg-type]
+    list(oai.chat.completions.create(model="tiny", messages=HI, max_tokens=2, n=3, stream=True))  # type: ignore[arg-type]
+    forced = oai.chat.completions.create(
+        model="tiny",
+        messages=HI,
+        max_tokens=300,
+        tools=TOOLS,
+        tool_choice="required",  # type: ignore[arg-type]
+    )
+    main = {"Authorization": "Bearer main-secret-0123456789"}
+
+    def records() -> list[dict[str, Any]]:
+        got = httpx.get(f"{gw.base}/v1/activity?model=tiny", headers=main, timeout=5)
+        return list(got.json()["data"])
+
+    done = wait_for(lambda: len(records()) >= 3 and records(), 10)
+    by_completion = sorted(done, key=lambda r: r["time"])[-3:]
+    assert [r["completion_tokens"] for r in by_completion] == [
+        6, 6, forced.usage.completion_tokens,  # type: ignore[union-attr]
+    ]  # fmt: skip
+    assert all(r["prompt_tokens"] for r in by_completion)

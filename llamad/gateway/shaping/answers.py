@@ -8,6 +8,7 @@ import json
 import secrets
 from typing import Any
 
+from llamad.gateway.shaping.counts import summed
 from llamad.gateway.shaping.forced import Tool, parse
 from llamad.gateway.shaping.plan import CHAT, COMPLETIONS, MESSAGES, RESPONSES, Shape
 
@@ -16,15 +17,6 @@ _STOPS = {"length": "max_tokens", "tool_calls": "tool_use"}  # chat's -> Anthrop
 
 def _id(prefix: str) -> str:
     return prefix + secrets.token_hex(12)
-
-
-def _usage(answers: list[dict[str, Any]]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for a in answers:
-        for key, value in (a.get("usage") or {}).items():
-            if isinstance(value, int):
-                total[key] = total.get(key, 0) + value
-    return total
 
 
 def _call(text: Any, tools: list[Tool] | None) -> tuple[str, dict[str, Any]] | None:
@@ -46,7 +38,12 @@ def _chat_choice(choice: dict[str, Any], index: int, tools: list[Tool] | None) -
 def chat(shape: Shape, answers: list[dict[str, Any]], asked: str) -> dict[str, Any]:
     """A chat completion with a choice from each answer."""
     choices = [_chat_choice(a["choices"][0], i, shape.tools) for i, a in enumerate(answers)]
-    return {**answers[0], "model": asked, "choices": choices, "usage": _usage(answers)}
+    return {
+        **answers[0],
+        "model": asked,
+        "choices": choices,
+        "usage": summed(a.get("usage") for a in answers),
+    }
 
 
 def completion(shape: Shape, answers: list[dict[str, Any]], asked: str) -> dict[str, Any]:
@@ -57,7 +54,12 @@ def completion(shape: Shape, answers: list[dict[str, Any]], asked: str) -> dict[
         if shape.echo is not None:
             choice["text"] = shape.echo + (choice.get("text") or "")
         choices.append(choice)
-    return {**answers[0], "model": asked, "choices": choices, "usage": _usage(answers)}
+    return {
+        **answers[0],
+        "model": asked,
+        "choices": choices,
+        "usage": summed(a.get("usage") for a in answers),
+    }
 
 
 def _output_text(item: dict[str, Any]) -> str:

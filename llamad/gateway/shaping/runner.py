@@ -18,6 +18,7 @@ from llamad.gateway.relay.resend import answered, from_leased
 from llamad.gateway.relay.upstream_errors import refit
 from llamad.gateway.relay.upstream_pool import Pool, encode
 from llamad.gateway.shaping.answers import whole
+from llamad.gateway.shaping.counts import usage_of
 from llamad.gateway.shaping.plan import Shape
 from llamad.gateway.shaping.streams import events
 from llamad.supervise.facts import Facts
@@ -106,6 +107,8 @@ async def serve(
         first_byte(status)
         await send({"type": "http.response.body", "body": body})
         return
+    if tally is not None:
+        tally.usage = usage_of(answers)
     doc = whole(shape, answers, asked)
     kind = b"text/event-stream" if shape.stream else b"application/json"
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
