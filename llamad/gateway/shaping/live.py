@@ -79,23 +79,30 @@ async def stream(
             tally.ttft = now()
 
     started, failure = False, None
-    async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(run(c, b)) for c, b in zip(choices, shape.bodies, strict=True)]
-        left = len(tasks)
-        while left:
-            item = await queue.get()
-            if item is _DONE:
-                left -= 1
-            elif isinstance(item, Exception):
-                failure = item
-                for task in tasks:
-                    task.cancel()
-                break
-            else:
-                if not started:
-                    started = True
-                    await begin()
-                await send({"type": "http.response.body", "body": _data(item), "more_body": True})
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(run(c, b)) for c, b in zip(choices, shape.bodies, strict=True)
+            ]
+            left = len(tasks)
+            while left:
+                item = await queue.get()
+                if item is _DONE:
+                    left -= 1
+                elif isinstance(item, Exception):
+                    failure = item
+                    for task in tasks:
+                        task.cancel()
+                    break
+                else:
+                    if not started:
+                        started = True
+                        await begin()
+                    await send(
+                        {"type": "http.response.body", "body": _data(item), "more_body": True}
+                    )
+    except ExceptionGroup as errors:  # the client left mid-send, say: that failure alone
+        raise errors.exceptions[0] from None
     if failure is not None and not started:  # nothing sent: an error answer, as whole
         if isinstance(failure, Failed):
             await refuse(failure)
