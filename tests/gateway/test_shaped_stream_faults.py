@@ -83,3 +83,18 @@ async def test_an_error_before_anything_went_out_is_an_error_answer() -> None:
         sent = await _served(url)
     assert sent[0]["status"] == 400
     assert b"no" in sent[1]["body"]
+
+
+async def test_an_error_event_mid_stream_ends_the_stream_with_its_message() -> None:
+    error = b'data: {"error": {"code": 500, "message": "boom", "type": "server_error"}}\n\n'
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        events = CHUNK + error
+        writer.write(SSE + b"%x\r\n%s\r\n0\r\n\r\n" % (len(events), events))
+        await writer.drain()
+
+    async with upstream(handler) as (url, _):
+        sent = await _served(url)
+    last = b"".join(m.get("body", b"") for m in sent[1:]).rsplit(b"\n\n", 2)[-2]
+    assert b"stopped mid-stream: boom" in last

@@ -33,6 +33,24 @@ def incremental(shape: Shape) -> bool:
     return shape.stream and shape.path in (CHAT, COMPLETIONS)
 
 
+def _chunk(text: str) -> dict[str, Any]:
+    """One event's chunk; Failed for an error event (llama-server's mid-stream error)."""
+    doc = json.loads(text)
+    if not isinstance(doc, dict) or "error" in doc:
+        raise Failed(502, text.encode())
+    return doc
+
+
+def _said(failure: Exception) -> str:
+    """What a failure says: an upstream error's own message, when it has one."""
+    if not isinstance(failure, Failed):
+        return str(failure) or type(failure).__name__
+    try:
+        return str(json.loads(failure.raw)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return failure.raw.decode("utf-8", "replace")
+
+
 def _data(doc: Any) -> bytes:
     return b"data: " + json.dumps(doc, ensure_ascii=False).encode() + b"\n\n"
 
@@ -61,7 +79,7 @@ async def stream(
                 try:
                     async for line in answer.lines():
                         if line.startswith("data: {"):
-                            for chunk in choice.chunks(json.loads(line[6:])):
+                            for chunk in choice.chunks(_chunk(line[6:])):
                                 await queue.put(chunk)
                 finally:
                     answer.close()
@@ -113,7 +131,7 @@ async def stream(
     if tally is not None:
         tally.usage = usage_of([c.end for c in choices])
     if failure is not None:  # the client has chunks: an error event ends its stream
-        message = f"model {upstream.name!r} broke off: {failure}"
+        message = f"model {upstream.name!r} stopped mid-stream: {_said(failure)}"
         error = gateway_shape(shape.path, 502, "upstream_error", message)
         await send({"type": "http.response.body", "body": b"data: " + error + b"\n\n"})
         return
