@@ -1,7 +1,8 @@
 """The library on the control API: `GET /v1/library` (every model found, with its source,
-size, quantisation, whether it is loaded, and why not servable), `POST /v1/library/pull`
-(NDJSON progress, as Ollama's /api/pull streams it) and `DELETE /v1/library/NAME` (a
-model llamad pulled; NAME may hold `/`, as Hugging Face names do)."""
+size, quantisation, whether it is loaded, why not servable, and its chat template's line
+from status), `POST /v1/library/pull` (NDJSON progress, as Ollama's /api/pull streams
+it) and `DELETE /v1/library/NAME` (a model llamad pulled; NAME may hold `/`, as Hugging
+Face names do)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from llamad.api.errors import ControlError
+from llamad.backends.registry import template_line
 from llamad.library.progress import PullError
 from llamad.library.pulls import Pull, Pulls
 from llamad.library.refs import RefError
@@ -29,6 +31,10 @@ def library_routes(state: DaemonState, pulls: Pulls) -> list[tuple[str, Endpoint
         inst = state.supervisor.instances.get(instance or "")
         return inst is not None and inst.record.state is State.RUNNING
 
+    def template(instance: str | None) -> str | None:
+        inst = state.supervisor.instances.get(instance or "")
+        return template_line(inst.spec) if inst else None
+
     async def listing(request: Request) -> Response:
         lib = state.resolved.library
         if lib is None:
@@ -38,6 +44,7 @@ def library_routes(state: DaemonState, pulls: Pulls) -> list[tuple[str, Endpoint
             entry = m.to_dict(loaded(lib.served.get(m.name)))
             entry["instance"] = lib.served.get(m.name)
             entry["port"] = lib.ports.get(m.name)
+            entry["chat_template"] = template(lib.served.get(m.name))
             models.append(entry)
         places = [str(p) for p in lib.places]
         return JSONResponse(

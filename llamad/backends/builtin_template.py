@@ -24,6 +24,9 @@ _FAMILIES = {
     "qwen2": "chatml", "qwen2moe": "chatml", "qwen3": "chatml", "qwen3moe": "chatml",
     "phi3": "phi3",
 }  # fmt: skip
+# What status says of a template the instance's table sets, or the GGUF carries: nothing
+# the page or `llamactl models` need to point out.
+OWN_LINES = ("the instance's own", "the model's own")
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,14 @@ def describe(settings: dict[str, str], args: tuple[str, ...], model: Path | None
         return f"built-in {Path(file).stem} (the model carries none)"
     flags = {a.split("=", 1)[0].strip() for a in args}
     if file or settings.get("LLAMA_ARG_CHAT_TEMPLATE") or flags & set(TEMPLATE_FLAGS):
-        return "the instance's own"
+        return OWN_LINES[0]
     chosen = choose(model)
     if chosen is not None:
         return chosen.line
-    return "the model's own" if model is not None and model.is_file() else None
+    return OWN_LINES[1] if model is not None and model.is_file() else None
+
+
+def worth_saying(line: str | None) -> str | None:
+    """`line` when it tells of a template the model does not carry (a built-in one, or
+    none at all): the page and `llamactl models` show those, and no other."""
+    return line if line is not None and line not in OWN_LINES else None

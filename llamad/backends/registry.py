@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 
 from llamad.backends.base import Backend
+from llamad.backends.spec import InstanceSpec
 
 DEFAULT_KIND = "llama-server"  # an instance table without `kind`
 
@@ -65,3 +66,10 @@ def backend_for(kind: str) -> Backend:
 def kinds() -> tuple[str, ...]:
     """Every kind a config may name."""
     return tuple(BACKENDS)
+
+
+def template_line(spec: InstanceSpec) -> str | None:
+    """The line status gives of the chat template `spec` runs with (None: its kind or
+    status does not say)."""
+    line = backend_for(spec.kind).status_extras(spec).get("chat_template")
+    return line if isinstance(line, str) else None

@@ -34,11 +34,16 @@ def models(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    from llamad.backends.builtin_template import worth_saying
+
     for m in doc["models"]:
         if m["problem"]:
             print(f"{m['name']}: not servable: {m['problem']}")
-        elif m.get("note"):
+            continue
+        if m.get("note"):
             print(f"{m['name']}: {m['note']}")
+        if line := worth_saying(m.get("chat_template")):
+            print(f"{m['name']}: chat template: {line}")
     for note in doc["notes"]:
         print(f"note: {note}")
     return 0

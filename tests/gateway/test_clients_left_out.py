@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx
@@ -15,6 +16,7 @@ import openai
 import pytest
 from client_helpers import THINKING
 from gateway_helpers import TINY, Gw, gateway
+from helpers import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -189,3 +191,87 @@ def test_forced_tool_calls_on_every_family(gw: Gw, oai: openai.OpenAI) -> None:
             final = stream.get_final_message()
         assert final.stop_reason == "tool_use"
         assert final.content[0].type == "tool_use"
+
+
+def test_shaped_requests_have_their_token_counts_in_activity(gw: Gw, oai: openai.OpenAI) -> None:
+    """`n` (whole and streamed) and a forced call are recorded with their usage: the
+    choices' tokens summed, as the answer's own usage says."""
+    oai.chat.completions.create(model="tiny", messages=HI, max_tokens=3, n=2)  # type: ignore[arg-type]
+    list(oai.chat.completions.create(model="tiny", messages=HI, max_tokens=2, n=3, stream=True))  # type: ignore[arg-type]
+    forced = oai.chat.completions.create(
+        model="tiny",
+        messages=HI,
+        max_tokens=300,
+        tools=TOOLS,
+        tool_choice="required",  # type: ignore[arg-type]
+    )
+    main = {"Authorization": "Bearer main-secret-0123456789"}
+
+    def records() -> list[dict[str, Any]]:
+        got = httpx.get(f"{gw.base}/v1/activity?model=tiny", headers=main, timeout=5)
+        return list(got.json()["data"])
+
+    done = wait_for(lambda: len(records()) >= 3 and records(), 10)
+    by_completion = sorted(done, key=lambda r: r["time"])[-3:]
+    assert [r["completion_tokens"] for r in by_completion] == [
+        6, 6, forced.usage.completion_tokens,  # type: ignore[union-attr]
+    ]  # fmt: skip
+    assert all(r["prompt_tokens"] for r in by_completion)
+
+
+def _streamed(gw: Gw, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The data events of a streamed answer, as they came."""
+    out = []
+    with httpx.stream("POST", f"{gw.base}{path}", json=body, headers=AUTH, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                out.append(json.loads(line[6:]))
+    return out
+
+
+def test_shaped_streams_come_token_by_token(gw: Gw) -> None:
+    """`n` choices and a forced call stream as they are generated: each choice's text,
+    and the call's arguments, in many deltas, not one (the whole answer's)."""
+    chunks = _streamed(gw, "/v1/chat/completions", {
+        "model": "tiny", "messages": HI, "max_tokens": 6, "n": 2, "stream": True,
+    })  # fmt: skip
+    pieces: dict[int, list[str]] = {0: [], 1: []}
+    for chunk in chunks:
+        for c in chunk["choices"]:
+            if c["delta"].get("content"):
+                pieces[c["index"]].append(c["delta"]["content"])
+    assert [len(p) > 1 for p in pieces.values()] == [True, True], pieces
+    assert len({c["id"] for c in chunks}) == 1
+    for choice in ("required", {"type": "function", "function": {"name": "f"}}):
+        chunks = _streamed(gw, "/v1/chat/completions", {
+            "model": "tiny", "messages": HI, "max_tokens": 300, "stream": True,
+            "tools": TOOLS, "tool_choice": choice,
+        })  # fmt: skip
+        calls = [
+            t for ch in chunks for c in ch["choices"] for t in c["delta"].get("tool_calls") or []
+        ]
+        assert len(calls) > 1, calls  # the arguments as they come
+        assert calls[0]["function"]["name"] == "f" or choice == "required"
+        arguments = json.loads("".join(t["function"]["arguments"] for t in calls))
+        assert isinstance(arguments["ok"], bool)
+        assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_echo_with_logprobs_gives_the_prompt_tokens_null_logprobs(gw: Gw) -> None:
+    """llama-server gives no prompt logprobs: the echoed prompt's tokens lead each
+    choice's logprobs with a null logprob, the generated ones follow with theirs."""
+    body = {"model": "tiny", "prompt": "Once upon", "max_tokens": 2, "echo": True, "logprobs": 1}
+    reply = httpx.post(f"{gw.base}/v1/completions", json=body, headers=AUTH, timeout=60).json()
+    choice = reply["choices"][0]
+    entries = choice["logprobs"]["content"]
+    tokens = httpx.post(
+        f"{gw.base}/upstream/tiny/tokenize", json={"content": "Once upon"}, headers=AUTH, timeout=10
+    ).json()["tokens"]
+    assert [e["logprob"] for e in entries[: len(tokens)]] == [None] * len(tokens)
+    assert [e["id"] for e in entries[: len(tokens)]] == tokens
+    assert all(isinstance(e["logprob"], float) for e in entries[len(tokens) :])
+    assert "".join(e["token"] for e in entries) == choice["text"]
+    chunks = _streamed(gw, "/v1/completions", {**body, "stream": True})
+    first = chunks[0]["choices"][0]
+    assert first["text"] == "Once upon"
+    assert [e["logprob"] for e in first["logprobs"]["content"]] == [None] * len(tokens)

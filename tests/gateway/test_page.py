@@ -19,6 +19,8 @@ from fleet_helpers import a_routing_to_b
 from gateway_helpers import TINY, chat, fake_gateway, gateway
 from helpers import stand_in_binary, wait_for
 
+from llamad.daemon.tinymodel import write_tiny_model
+
 CHROMIUM = shutil.which("chromium")
 DRIVER = shutil.which("chromedriver")
 pytestmark = [
@@ -235,6 +237,27 @@ def test_the_fleet_section_shows_each_peers_models_and_when_one_is_away(
         wait_for(lambda: _rows(driver, "fleet")[0][2].startswith("away"), 20, "B away")
 
 
+def test_a_model_without_a_template_says_so_under_its_name(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """A GGUF with no chat template (and no built-in one for its architecture) has a
+    line under its name; one that carries its own has none."""
+    bare = write_tiny_model(tmp_path / "bare.gguf", chat_template=None)
+    models = {"tiny": TINY, "bare": {**TINY, "model": bare, "on_demand": True}}
+    with gateway(tiny_model, models) as gw, browser() as driver:
+        driver.get(gw.base + "/ui")
+        wait_for(lambda: len(_rows(driver, "models")) == 2, 10, "both models listed")
+        script = (
+            "return [...document.querySelectorAll('#models tr')]"
+            ".map(tr => [tr.dataset.model, tr.querySelector('td .template')?.textContent])"
+        )
+        notes = dict(driver.execute_script(script)[1:])
+        assert notes == {
+            "tiny": None,
+            "bare": "template: none: the model carries no chat template (llama); ChatML is used",
+        }
+
+
 def test_without_fleet_there_is_no_fleet_section(tiny_model: Path) -> None:
     with gateway(tiny_model, {"tiny": TINY}) as gw:
         assert "fleet" not in httpx.get(f"{gw.base}/ui/api/status", timeout=5).json()
@@ -278,7 +301,10 @@ def test_done_when_a_person_opens_the_demos_page(tmp_path: Path) -> None:
     with demo(tmp_path / "demo.stderr"), browser() as driver:
         driver.get(BASE + "/ui")
         wait_for(lambda: len(_rows(driver, "models")) == 4, 10, "the demo's four models")
-        assert _rows(driver, "models")[0][0] == "gemma"  # first: the playground's default
+        # First: the playground's default; its GGUF carries no template, and says so.
+        assert _rows(driver, "models")[0][0] == (
+            "gemmatemplate: built-in gemma (the model carries none)"
+        )
         assert _state(driver, "tiny-lazy") == "stopped"
         _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="load"]')
         wait_for(lambda: _state(driver, "tiny-lazy") == "running", 20, "tiny-lazy loaded")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from llamad.backends.builtin_template import worth_saying
+from llamad.backends.registry import template_line
 from llamad.gateway.contract.caller import Caller
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet.models import PeerModels
@@ -22,6 +24,7 @@ def status(gateway: Gateway, caller: Caller) -> dict[str, Any]:
         entry = model_entry(view, gateway.created)
         if view.host is None:
             entry["gateway"] = gateway.status_of(view.name)
+            entry["template_note"] = _template_note(gateway, view.name)
         else:  # a fleet peer's: no actions, no log here
             entry["llamad"]["host"] = view.host
         models.append(entry)
@@ -34,6 +37,12 @@ def status(gateway: Gateway, caller: Caller) -> dict[str, Any]:
         seen = sorted(gateway.fleet.seen.values(), key=_name)
         out["fleet"] = [_peer(p, caller) for p in seen]
     return out
+
+
+def _template_note(gateway: Gateway, name: str) -> str | None:
+    """What the page says of the model's chat template: only a built-in one, or none."""
+    facts = gateway.router.find(name)
+    return worth_saying(template_line(facts.spec)) if facts else None
 
 
 def _visible(device: dict[str, Any], caller: Caller) -> dict[str, Any]:

@@ -8,23 +8,16 @@ import json
 import secrets
 from typing import Any
 
+from llamad.gateway.shaping.counts import summed
 from llamad.gateway.shaping.forced import Tool, parse
 from llamad.gateway.shaping.plan import CHAT, COMPLETIONS, MESSAGES, RESPONSES, Shape
 
 _STOPS = {"length": "max_tokens", "tool_calls": "tool_use"}  # chat's -> Anthropic's
 
 
-def _id(prefix: str) -> str:
+def new_id(prefix: str) -> str:
+    """A fresh id for what the gateway makes up: a call, a message, an answer."""
     return prefix + secrets.token_hex(12)
-
-
-def _usage(answers: list[dict[str, Any]]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for a in answers:
-        for key, value in (a.get("usage") or {}).items():
-            if isinstance(value, int):
-                total[key] = total.get(key, 0) + value
-    return total
 
 
 def _call(text: Any, tools: list[Tool] | None) -> tuple[str, dict[str, Any]] | None:
@@ -37,7 +30,7 @@ def _chat_choice(choice: dict[str, Any], index: int, tools: list[Tool] | None) -
     if (call := _call(message.get("content"), tools)) is not None:
         name, arguments = call
         function = {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}
-        tool_call = {"id": _id("call_"), "type": "function", "function": function}
+        tool_call = {"id": new_id("call_"), "type": "function", "function": function}
         out["message"] = {"role": "assistant", "content": None, "tool_calls": [tool_call]}
         out["finish_reason"] = "tool_calls"
     return out
@@ -46,7 +39,12 @@ def _chat_choice(choice: dict[str, Any], index: int, tools: list[Tool] | None) -
 def chat(shape: Shape, answers: list[dict[str, Any]], asked: str) -> dict[str, Any]:
     """A chat completion with a choice from each answer."""
     choices = [_chat_choice(a["choices"][0], i, shape.tools) for i, a in enumerate(answers)]
-    return {**answers[0], "model": asked, "choices": choices, "usage": _usage(answers)}
+    return {
+        **answers[0],
+        "model": asked,
+        "choices": choices,
+        "usage": summed(a.get("usage") for a in answers),
+    }
 
 
 def completion(shape: Shape, answers: list[dict[str, Any]], asked: str) -> dict[str, Any]:
@@ -57,7 +55,12 @@ def completion(shape: Shape, answers: list[dict[str, Any]], asked: str) -> dict[
         if shape.echo is not None:
             choice["text"] = shape.echo + (choice.get("text") or "")
         choices.append(choice)
-    return {**answers[0], "model": asked, "choices": choices, "usage": _usage(answers)}
+    return {
+        **answers[0],
+        "model": asked,
+        "choices": choices,
+        "usage": summed(a.get("usage") for a in answers),
+    }
 
 
 def _output_text(item: dict[str, Any]) -> str:
@@ -77,7 +80,7 @@ def response(shape: Shape, answers: list[dict[str, Any]], asked: str) -> dict[st
             continue
         name, arguments = call
         items.append({
-            "type": "function_call", "id": _id("fc_"), "call_id": _id("call_"), "name": name,
+            "type": "function_call", "id": new_id("fc_"), "call_id": new_id("call_"), "name": name,
             "arguments": json.dumps(arguments, ensure_ascii=False), "status": "completed",
         })  # fmt: skip
     out["output"] = items
@@ -91,14 +94,14 @@ def message(shape: Shape, answers: list[dict[str, Any]], asked: str) -> dict[str
     content: list[dict[str, Any]] = []
     for call in said.get("tool_calls") or []:
         fn = call["function"]
-        block = {"type": "tool_use", "id": _id("toolu_"), "name": fn["name"]}
+        block = {"type": "tool_use", "id": new_id("toolu_"), "name": fn["name"]}
         content.append({**block, "input": json.loads(fn["arguments"])})
     if not content:
         content.append({"type": "text", "text": said.get("content") or ""})
     usage = answers[0].get("usage") or {}
     finish = choice.get("finish_reason") or "stop"
     return {
-        "id": _id("msg_"), "type": "message", "role": "assistant", "model": asked,
+        "id": new_id("msg_"), "type": "message", "role": "assistant", "model": asked,
         "content": content, "stop_reason": _STOPS.get(finish, "end_turn"), "stop_sequence": None,
         "usage": {
             "input_tokens": usage.get("prompt_tokens", 0),

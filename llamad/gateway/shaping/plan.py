@@ -9,6 +9,7 @@ from typing import Any
 from llamad.gateway.shaping.forced import Tool, forced, schema
 from llamad.gateway.shaping.grammar import compact
 from llamad.gateway.shaping.messages_chat import chat_of_messages
+from llamad.gateway.shaping.prompt_tokens import asked as logprobs_asked
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = (
     "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
@@ -27,6 +28,7 @@ class Shape:
     bodies: list[dict[str, Any]]
     tools: list[Tool] | None = None
     echo: str | None = None  # the prompt, prepended to each choice's text
+    prompt_logprobs: bool = False  # the echoed prompt's tokens lead each choice's logprobs
     stream: bool = False
     include_usage: bool = False
 
@@ -77,6 +79,7 @@ def shape_of(path: str, doc: Any) -> Shape | None:
         bodies=bodies,
         tools=tools,
         echo=echo,
+        prompt_logprobs=echo is not None and logprobs_asked(doc),
         stream=doc.get("stream") is True,
         include_usage=isinstance(options, dict) and options.get("include_usage") is True,
     )

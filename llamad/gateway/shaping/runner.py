@@ -1,6 +1,7 @@
-"""Serving a shaped request: its choices sent to llama-server whole (as many at once as
-the model has slots), the answer built in the client's shape and written whole or as
-its family's stream."""
+"""Serving a shaped request: a streamed chat or text completion passed on as it is
+generated (live.py); anything else from its choices' whole answers (as many at once as
+the model has slots), built in the client's shape and written whole or as its family's
+stream."""
 
 from __future__ import annotations
 
@@ -11,45 +12,29 @@ from typing import Any
 
 from starlette.types import Send
 
-from llamad.gateway.books.activity import Tally
+from llamad.gateway.books.activity import Tally, now
 from llamad.gateway.contract.port import GatewayPort, Upstream
-from llamad.gateway.relay.connection import Broken
-from llamad.gateway.relay.resend import answered, from_leased
+from llamad.gateway.relay.resend import answered
 from llamad.gateway.relay.upstream_errors import refit
-from llamad.gateway.relay.upstream_pool import Pool, encode
+from llamad.gateway.relay.upstream_pool import Pool
+from llamad.gateway.shaping import live
 from llamad.gateway.shaping.answers import whole
+from llamad.gateway.shaping.calls import Failed, Outgoing, one
+from llamad.gateway.shaping.counts import usage_of
 from llamad.gateway.shaping.plan import Shape
+from llamad.gateway.shaping.prompt_tokens import TOKENIZE, entries, tokenize_body, with_prompt
 from llamad.gateway.shaping.streams import events
 from llamad.supervise.facts import Facts
 
-Outgoing = Callable[[Upstream, str, bytes], bytes]
 
-
-class Failed(Exception):
-    """An upstream error answer, passed on as it came (refitted to the family)."""
-
-    def __init__(self, status: int, raw: bytes) -> None:
-        super().__init__(status)
-        self.status, self.raw = status, raw
-
-
-async def _one(pool: Pool, upstream: Upstream, path: str, data: bytes) -> dict[str, Any]:
-    headers = [(b"content-type", b"application/json"), *encode(upstream.headers)]
-    answer = from_leased(
-        upstream, await pool.request("POST", upstream.base_url, path, headers, data)
+async def _whole(
+    gateway: GatewayPort, pool: Pool, upstream: Upstream, path: str, body: dict[str, Any],
+    outgoing: Outgoing,
+) -> dict[str, Any]:  # fmt: skip
+    data = json.dumps(body, ensure_ascii=False).encode()
+    return await answered(
+        gateway, upstream, lambda up: one(pool, up, path, outgoing(up, path, data))
     )
-    try:
-        raw = await answer.aread()
-    except Broken as exc:
-        raise Failed(502, json.dumps({"error": {"message": f"broke off: {exc}"}}).encode()) from exc
-    finally:
-        answer.close()
-    if answer.status >= 400:
-        raise Failed(answer.status, raw)
-    doc = json.loads(raw)
-    if not isinstance(doc, dict):
-        raise Failed(502, b'{"error": {"message": "llama-server answered no object"}}')
-    return doc
 
 
 async def _choices(
@@ -59,15 +44,9 @@ async def _choices(
     room = asyncio.Semaphore(max(1, slots))
 
     async def run(body: dict[str, Any]) -> dict[str, Any]:
-        data = json.dumps({**body, "stream": False}, ensure_ascii=False).encode()
         async with room:
-            return await answered(
-                gateway,
-                upstream,
-                lambda up: _one(
-                    pool, up, shape.upstream_path, outgoing(up, shape.upstream_path, data)
-                ),
-            )
+            path, whole_body = shape.upstream_path, {**body, "stream": False}
+            return await _whole(gateway, pool, upstream, path, whole_body, outgoing)
 
     try:
         async with asyncio.TaskGroup() as group:
@@ -97,19 +76,41 @@ async def serve(
     tally: Tally | None = None,
 ) -> None:
     """Answer `shape`'s client from llama-server's answers to its choices."""
-    try:
-        answers = await _choices(gateway, pool, upstream, shape, slots, outgoing)
-    except Failed as failed:
+
+    async def refuse(failed: Failed) -> None:
         status, body = refit(shape.path, failed.status, failed.raw)
         headers = [(b"content-type", b"application/json")]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         first_byte(status)
         await send({"type": "http.response.body", "body": body})
+
+    try:
+        prompt = None
+        if shape.prompt_logprobs and shape.echo is not None:
+            body = tokenize_body(shape.echo)
+            prompt = entries(await _whole(gateway, pool, upstream, TOKENIZE, body, outgoing))
+        if live.incremental(shape):
+            await live.stream(
+                gateway, pool, upstream, shape, asked=asked, slots=slots, send=send,
+                first_byte=first_byte, outgoing=outgoing, refuse=refuse, tally=tally,
+                prompt=prompt,
+            )  # fmt: skip
+            return
+        answers = await _choices(gateway, pool, upstream, shape, slots, outgoing)
+    except Failed as failed:
+        await refuse(failed)
         return
+    if tally is not None:
+        tally.usage = usage_of(answers)
     doc = whole(shape, answers, asked)
+    if prompt is not None:
+        for choice in doc["choices"]:
+            choice["logprobs"] = with_prompt(choice.get("logprobs"), prompt)
     kind = b"text/event-stream" if shape.stream else b"application/json"
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
     first_byte(200)
+    if tally is not None:
+        tally.ttft = now()
     if not shape.stream:
         await send(
             {"type": "http.response.body", "body": json.dumps(doc, ensure_ascii=False).encode()}

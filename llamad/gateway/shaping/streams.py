@@ -1,5 +1,6 @@
-"""A whole shaped answer told as its family's stream: the events a client's stream
-parser expects, in order, each choice's text or call in one delta."""
+"""A whole shaped answer told as its family's stream, for the Responses and Anthropic
+routes (chat and text completions stream as they are generated: live.py): the events a
+client's stream parser expects, in order, the text or call in one delta."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from llamad.gateway.shaping.plan import CHAT, COMPLETIONS, MESSAGES, RESPONSES, Shape
+from llamad.gateway.shaping.plan import MESSAGES, RESPONSES, Shape
 
 
 def _data(doc: Any) -> bytes:
@@ -16,33 +17,6 @@ def _data(doc: Any) -> bytes:
 
 def _event(doc: dict[str, Any]) -> bytes:
     return b"event: " + str(doc["type"]).encode() + b"\n" + _data(doc)
-
-
-def chat(shape: Shape, whole: dict[str, Any]) -> Iterator[bytes]:
-    """chat.completion.chunk events: per choice its message, then its finish."""
-    base = {k: whole.get(k) for k in ("id", "created", "model", "system_fingerprint")}
-    base["object"] = "chat.completion.chunk"
-    for choice in whole["choices"]:
-        i, message = choice["index"], choice.get("message") or {}
-        delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-        if message.get("tool_calls"):
-            delta["tool_calls"] = [{"index": n, **c} for n, c in enumerate(message["tool_calls"])]
-        yield _data({**base, "choices": [{"index": i, "delta": delta, "finish_reason": None}]})
-        done = {"index": i, "delta": {}, "finish_reason": choice.get("finish_reason")}
-        yield _data({**base, "choices": [done]})
-    if shape.include_usage:
-        yield _data({**base, "choices": [], "usage": whole.get("usage")})
-    yield b"data: [DONE]\n\n"
-
-
-def completion(shape: Shape, whole: dict[str, Any]) -> Iterator[bytes]:
-    """text_completion events: per choice its text and its finish."""
-    base = {k: whole.get(k) for k in ("id", "created", "model", "object")}
-    for choice in whole["choices"]:
-        yield _data({**base, "choices": [{**choice, "logprobs": choice.get("logprobs")}]})
-    if shape.include_usage:
-        yield _data({**base, "choices": [], "usage": whole.get("usage")})
-    yield b"data: [DONE]\n\n"
 
 
 def response(shape: Shape, whole: dict[str, Any]) -> Iterator[bytes]:
@@ -91,7 +65,7 @@ def message(shape: Shape, whole: dict[str, Any]) -> Iterator[bytes]:
     yield _event({"type": "message_stop"})
 
 
-TELLERS = {CHAT: chat, COMPLETIONS: completion, RESPONSES: response, MESSAGES: message}
+TELLERS = {RESPONSES: response, MESSAGES: message}
 
 
 def events(shape: Shape, whole: dict[str, Any]) -> Iterator[bytes]:

@@ -75,7 +75,10 @@ function renderModels(models) {
     const g = m.gateway || {};
     const tr = el("tr");
     tr.dataset.model = m.id;
-    tr.append(el("td", m.id + (m.llamad.host ? " @" + m.llamad.host : "")));
+    const name = el("td", m.id + (m.llamad.host ? " @" + m.llamad.host : ""));
+    // A template the model does not carry (a built-in one, or none), in a line of its own.
+    if (m.template_note) name.append(el("div", "template: " + m.template_note, "muted template"));
+    tr.append(name);
     tr.append(el("td", stateText(m), "state " + m.llamad.state));
     tr.append(el("td", kind(m, g)));
     tr.append(el("td", (m.llamad.aliases || []).join(", ") || "-"));
