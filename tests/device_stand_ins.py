@@ -37,13 +37,16 @@ def _say(text: str) -> str:
     return f"printf '%s' {shlex.quote(text)}"
 
 
-def stand_in_server(path: Path, real: Path, listing: str) -> Path:
+def stand_in_server(path: Path, real: Path, listing: str, seen: Path | None = None) -> Path:
     """A llama-server at `path` that answers `--list-devices` with `listing` and runs the
     real one (`real`) for everything else. The devices exist only in the listing, so the
-    settings that name them are dropped before the real (CPU) server runs."""
+    settings that name them are dropped before the real (CPU) server runs; with `seen`,
+    each launch first appends the `LLAMA_ARG_DEVICE` it was given (a line, maybe empty)."""
+    note = f'echo "${{LLAMA_ARG_DEVICE:-}}" >> {shlex.quote(str(seen))}' if seen else ":"
     return _script(
         path,
         f'if [ "$1" = "--list-devices" ]; then {_say(listing)}; exit 0; fi\n'
+        f'case "$1" in --help|--version) ;; *) {note};; esac\n'
         "unset LLAMA_ARG_DEVICE LLAMA_ARG_SPLIT_MODE LLAMA_ARG_MAIN_GPU LLAMA_ARG_TENSOR_SPLIT\n"
         f'exec {shlex.quote(str(real))} "$@"\n',
     )
