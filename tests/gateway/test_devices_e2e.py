@@ -166,3 +166,23 @@ def test_a_model_the_config_does_not_place_goes_where_there_is_room(
         assert seen.read_text().splitlines() == ["CUDA0", "CUDA1", "CUDA0"]
         assert _devices(gw)["CUDA0"]["models"] == {"c": 12 * G}
         assert gw.state("b") == "running"
+
+
+def test_a_reload_naming_another_llama_server_lists_the_devices_again(
+    tiny_model: Path, llama_server: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = si.stand_in_server(tmp_path / "a" / "llama-server", llama_server, si.CUDA)
+    second = si.stand_in_server(tmp_path / "b" / "llama-server", llama_server, si.ROCM)
+    instances = {"m": {**TINY, "on_demand": True, "memory_estimate": "1GiB"}}
+    with gateway(tiny_model, instances, daemon={"llama_server": str(first)}) as gw:
+        wait_for(lambda: _devices(gw) or None, 10, "the devices listed")
+        assert sorted(_devices(gw)) == ["CUDA0", "CUDA1"]
+        config = gw.ld.config
+        config.write_text(config.read_text().replace(str(first), str(second)))
+        gw.ld.wait_event("config.reloaded", timeout=30)
+        assert _ask(gw, "m").status_code == 200  # the load decides with the new listing
+        assert sorted(_devices(gw)) == ["ROCm0"]
+        assert gw.ld.events("devices.relisted")
+        assert _devices(gw)["ROCm0"]["models"] == {"m": G}
