@@ -114,6 +114,7 @@ class Ledger:
             out.append({
                 "name": d.name,
                 "description": d.description,
+                "unified": d.unified,
                 "total_bytes": d.total,
                 "free_bytes": d.free,
                 "budget_bytes": budget,
