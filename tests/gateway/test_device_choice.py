@@ -81,8 +81,12 @@ SPEC = InstanceSpec("m", "127.0.0.1", 8080, None, (("LLAMA_ARG_CTX_SIZE", "512")
         pytest.param({"settings": (("LLAMA_ARG_N_GPU_LAYERS", "0"),)}, True, id="ngl 0"),
         pytest.param({"settings": (("LLAMA_ARG_N_GPU_LAYERS", "20"),)}, False, id="ngl 20"),
         pytest.param({"args": ("--device", "CUDA0")}, True, id="--device in args"),
-        pytest.param({"args": ("-ngl=10",)}, True, id="-ngl in args"),
+        pytest.param({"args": ("-ts=3,1",)}, True, id="-ts= in args"),
+        pytest.param({"args": ("-ngl", "10")}, False, id="-ngl in args: as in settings"),
         pytest.param({"kind": "mlx"}, True, id="not llama-server"),
+        pytest.param({"settings": (("LLAMA_ARG_RPC", "10.0.0.2:50052"),)}, True, id="rpc"),
+        pytest.param({"workers": ("w1",)}, True, id="an rpc head"),
+        pytest.param({"remote_workers": (("peer", "w1"),)}, True, id="a fleet rpc head"),
     ],
 )  # fmt: skip
 def test_says_where(changes: dict[str, Any], says: bool) -> None:
