@@ -25,6 +25,30 @@ VULKAN = HEAD + "  Vulkan0: Intel(R) Arc(tm) A770 Graphics (DG2) (16032 MiB, 152
 METAL = HEAD + "  Metal: Apple M2 (10923 MiB, 10923 MiB free)\n"
 NVIDIA_GPUS = "0, NVIDIA GeForce RTX 4090, 24564, 20000\n1, NVIDIA GeForce RTX 3060, 12288, 11000\n"
 NVIDIA_APPS = "4242, 3500\n4242, 500\n777, 1024\n"
+# AMD's tools as they print a card's VRAM: amd-smi (ROCm 6.0-6.2: a bare list; later:
+# wrapped in `gpu_data`; units are MiB though it writes "MB") and rocm-smi (bytes, as
+# strings, one object per card beside `system`).
+ROCM_TWO = ROCM + "  ROCm1: AMD Radeon RX 7600 (8176 MiB, 8000 MiB free)\n"
+_AMD_GPU = (
+    '{{"gpu": {i}, "mem_usage": {{"total_vram": {{"value": {t}, "unit": "MB"}}, '
+    '"used_vram": {{"value": {u}, "unit": "MB"}}, "free_vram": {{"value": {f}, "unit": "MB"}}, '
+    '"total_visible_vram": {{"value": {t}, "unit": "MB"}}, "total_gtt": {{"value": 31936, '
+    '"unit": "MB"}}, "used_gtt": "N/A", "free_gtt": "N/A"}}}}'
+)
+AMD_SMI_LIST = (
+    "[\n    "
+    + _AMD_GPU.format(i=0, t=24560, u=6560, f=18000)
+    + ",\n    "
+    + _AMD_GPU.format(i=1, t=8176, u=176, f=8000)
+    + "\n]\n"
+)
+AMD_SMI_WRAPPED = '{"gpu_data": ' + AMD_SMI_LIST.strip() + "}\n"
+ROCM_SMI = (
+    '{"card0": {"Card Series": "Radeon RX 7900 XTX", "VRAM Total Memory (B)": "25753026560", '
+    '"VRAM Total Used Memory (B)": "8053063680"}, "card1": {"Card Series": "Radeon RX 7600", '
+    '"VRAM Total Memory (B)": "8573157376", "VRAM Total Used Memory (B)": "184549376"}, '
+    '"system": {"Driver version": "6.7.0"}}\n'
+)
 
 
 def _script(path: Path, body: str) -> Path:
@@ -37,13 +61,16 @@ def _say(text: str) -> str:
     return f"printf '%s' {shlex.quote(text)}"
 
 
-def stand_in_server(path: Path, real: Path, listing: str) -> Path:
+def stand_in_server(path: Path, real: Path, listing: str, seen: Path | None = None) -> Path:
     """A llama-server at `path` that answers `--list-devices` with `listing` and runs the
     real one (`real`) for everything else. The devices exist only in the listing, so the
-    settings that name them are dropped before the real (CPU) server runs."""
+    settings that name them are dropped before the real (CPU) server runs; with `seen`,
+    each launch first appends the `LLAMA_ARG_DEVICE` it was given (a line, maybe empty)."""
+    note = f'echo "${{LLAMA_ARG_DEVICE:-}}" >> {shlex.quote(str(seen))}' if seen else ":"
     return _script(
         path,
         f'if [ "$1" = "--list-devices" ]; then {_say(listing)}; exit 0; fi\n'
+        f'case "$1" in --help|--version) ;; *) {note};; esac\n'
         "unset LLAMA_ARG_DEVICE LLAMA_ARG_SPLIT_MODE LLAMA_ARG_MAIN_GPU LLAMA_ARG_TENSOR_SPLIT\n"
         f'exec {shlex.quote(str(real))} "$@"\n',
     )
@@ -58,6 +85,14 @@ def stand_in_nvidia_smi(bin_dir: Path, gpus: str = NVIDIA_GPUS, apps: str = NVID
         f"  --query-compute-apps=*) {_say(apps)};;\n"
         "  *) exit 6;;\n"
         "esac\n",
+    )
+
+
+def stand_in_amd(bin_dir: Path, tool: str, text: str) -> Path:
+    """`amd-smi` or `rocm-smi` in `bin_dir`, printing `text` for its memory query."""
+    query = "metric" if tool == "amd-smi" else "--showmeminfo"
+    return _script(
+        bin_dir / tool, f'if [ "$1" = {query} ]; then {_say(text)}; exit 0; fi\nexit 2\n'
     )
 
 

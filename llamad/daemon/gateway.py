@@ -9,6 +9,7 @@ from pathlib import Path
 import structlog
 
 from llamad.api.metrics import Metrics
+from llamad.backends.tool import ServerCommand
 from llamad.common.fdlimit import gateway_cap
 from llamad.common.retrying import retrying
 from llamad.config.gateway_table import GatewayConfig
@@ -70,9 +71,9 @@ def start_gateway(
     balancer = Balancer(lambda: settings().affinity_size)
     fleet = FleetModels(hosts.current, Router(state.supervisor).owns, me, balancer.id)
     pending = functools.partial(downloading, pulls) if pulls is not None else None
-    # The devices llama-server can offload to, listed by the daemon's llama-server.
-    tool = state.resolved.llama_server
-    book = DeviceBook(lambda: None if tool is None else tool.command)
+    # The devices llama-server can offload to, listed by the daemon's llama-server (the
+    # one the latest reload names: another one is asked again).
+    book = DeviceBook(lambda: _server(state))
     gateway = Gateway(
         state.supervisor, settings, GatewayMetrics(metrics.registry), fleet, pending, balancer, book
     )
@@ -82,6 +83,11 @@ def start_gateway(
     refused = Refusals("gateway", metrics.count_refused)
     serve = functools.partial(_serve, gateway, hosts, first, stop, bounds, refused, page, pulls)
     guard.start("gateway", serve, retry=True)
+
+
+def _server(state: DaemonState) -> ServerCommand | None:
+    tool = state.resolved.llama_server
+    return None if tool is None else tool.command
 
 
 def _page(gateway: Gateway, state: DaemonState) -> list[Route]:

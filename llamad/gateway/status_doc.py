@@ -61,6 +61,7 @@ class StatusDoc:
             "estimate_bytes": memory.estimate(facts.spec) if facts else None,
             "footprint_bytes": slot.measured,
             "devices": self.ledger.on(name) if facts else {},
+            "placed": facts.device if facts else None,
             "load_progress": self.views.load_progress(name),
             **self.sets.status_of(name),
             **model_rates(self.activity).get(name, {}),

@@ -70,6 +70,9 @@ class Record:
     # Token of the one armed timer; a Timer event with another token is stale.
     timer: int = 0
     error: str | None = None
+    # The device the latest Start placed the process on (None: as the config says); kept
+    # across restarts until the next Start.
+    device: str | None = None
 
 
 # Events -------------------------------------------------------------------
@@ -77,7 +80,11 @@ class Record:
 
 @dataclass(frozen=True)
 class Start:
-    """An admin start or autostart; also clears FAILED."""
+    """An admin start or autostart; also clears FAILED. `device` is where the gateway
+    placed the model (llama-server's `--device`), for this start and its restarts; None
+    leaves it where the config says."""
+
+    device: str | None = None
 
 
 @dataclass(frozen=True)

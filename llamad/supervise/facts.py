@@ -25,6 +25,7 @@ class Facts:
     stderr_tail: Sequence[str]
     closing: bool  # being removed from the config
     retiring: bool = False  # removed by a reload, and still draining: new requests 404
+    device: str | None = None  # where the gateway placed its latest start (`--device`)
 
     @property
     def name(self) -> str:
@@ -43,7 +44,9 @@ def facts_of(inst: Instance, retiring: bool = False) -> Facts:
     tail = inst.last_exit.stderr_tail if inst.last_exit else ()
     pid = inst.child.pid if inst.child is not None else None
     record = inst.record
-    return Facts(inst.spec, record.state, pid, record.error, tail, inst.closing, retiring)
+    return Facts(
+        inst.spec, record.state, pid, record.error, tail, inst.closing, retiring, record.device
+    )
 
 
 class ByName:

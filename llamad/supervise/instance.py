@@ -198,7 +198,7 @@ class Instance:
         if self.child is not None:
             return
         found, self._found = self._found, None
-        got = await spawn(self.spec, self.runtime, self.hooks, self.log, found)
+        got = await spawn(self.spec, self.runtime, self.hooks, self.log, found, self.record.device)
         if not isinstance(got, tuple):
             self._followups.append(got)
             return

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import structlog
 
+from llamad.backends.devices.placed import placed
 from llamad.backends.probes import Health, Prober
 from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
@@ -53,10 +54,15 @@ class Runtime:
         return ChildLog(path, self.log_max_bytes, self.log_backups, spec.secrets, spec.name)
 
     async def launch(
-        self, spec: InstanceSpec, log: ChildLog, remote: Found | None = None
+        self,
+        spec: InstanceSpec,
+        log: ChildLog,
+        remote: Found | None = None,
+        device: str | None = None,
     ) -> Child | str:
         """Start the process for `spec`, or say why it cannot start now. An RPC head's
-        `remote` workers, as found running just now, follow its local ones in LLAMA_ARG_RPC."""
+        `remote` workers, as found running just now, follow its local ones in LLAMA_ARG_RPC;
+        `device` is where the gateway placed it, when the config does not say."""
         if (unwritable := log.problem()) is not None:
             return unwritable
         problem = model_problem(spec.model) or await port_problem(spec.host, spec.port)
@@ -69,6 +75,7 @@ class Runtime:
         found = {name: w.address for name, w in (remote or {}).items()}
         if self.cache is not None:
             spec = self.cache.launchable(spec)
+        spec = placed(spec, device)
         argv, settings = backend_for(spec.kind).command(spec, tool, found)
         marker = self.registry.env() if self.registry is not None else {}
         env = child_env(os.environ, settings, dict(spec.env), marker)

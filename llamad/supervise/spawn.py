@@ -16,10 +16,16 @@ from llamad.supervise.runtime import Runtime
 
 
 async def spawn(
-    spec: InstanceSpec, runtime: Runtime, hooks: InstanceHooks, log: ChildLog, found: Found | None
+    spec: InstanceSpec,
+    runtime: Runtime,
+    hooks: InstanceHooks,
+    log: ChildLog,
+    found: Found | None,
+    device: str | None = None,
 ) -> tuple[Child, Found] | Event:
     """Launch `spec`'s process: the child and the remote workers it was given, or the
-    event that says why not. `found` is what a worker waiter last saw running."""
+    event that says why not. `found` is what a worker waiter last saw running; `device`
+    where the gateway placed it."""
     if found is not None and list(found) != [f"{p}/{w}" for p, w in spec.remote_workers]:
         found = None  # found for the spec before a reload: look again
     missing = hooks.not_ready(spec.workers)
@@ -29,7 +35,7 @@ async def spawn(
     if missing:
         return WorkersMissing(tuple(missing))
     try:
-        child = await runtime.launch(spec, log, found)
+        child = await runtime.launch(spec, log, found, device)
     except Exception as exc:  # housekeeping (port check, registry): this instance's error
         child = f"cannot start: {type(exc).__name__}: {exc}"
     if isinstance(child, str):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import device_stand_ins as si
 import pytest
 
+from llamad.backends.devices.amd import amd_smi_gpus, rocm_smi_gpus
 from llamad.backends.devices.probe import Machine, discover, refresh
 from llamad.backends.devices.readings import (
     Device,
@@ -135,3 +137,51 @@ def test_refresh_without_nvidia_smi_keeps_the_listing(
     monkeypatch.setenv("PATH", str(_bin(tmp_path)))
     machine = Machine(tuple(list_devices(si.CUDA)))
     assert asyncio.run(refresh(machine)) is machine
+
+
+@pytest.mark.parametrize(
+    ("reader", "text", "rows"),
+    [
+        pytest.param(amd_smi_gpus, si.AMD_SMI_LIST, [(0, 24560, 18000), (1, 8176, 8000)],
+                     id="amd-smi, a list"),
+        pytest.param(amd_smi_gpus, si.AMD_SMI_WRAPPED, [(0, 24560, 18000), (1, 8176, 8000)],
+                     id="amd-smi, in gpu_data"),
+        pytest.param(amd_smi_gpus, '[{"gpu": 0, "mem_usage": {"total_vram": {"value": 192, '
+                     '"unit": "GB"}, "used_vram": {"value": 64, "unit": "GB"}}}]',
+                     [(0, 192 * 1024, 128 * 1024)], id="amd-smi, GB, free from used"),
+        pytest.param(amd_smi_gpus, '[{"gpu": 0, "mem_usage": {"total_vram": "N/A"}}]', [],
+                     id="amd-smi, N/A"),
+        pytest.param(amd_smi_gpus, "WARNING: user is not in the render group\n"
+                     + si.AMD_SMI_LIST, [(0, 24560, 18000), (1, 8176, 8000)],
+                     id="amd-smi, a warning first"),
+        pytest.param(rocm_smi_gpus, si.ROCM_SMI, [(0, 24560, 16880), (1, 8176, 8000)],
+                     id="rocm-smi"),
+        pytest.param(rocm_smi_gpus, "GPU[0]\t\t: VRAM Total Memory (B): 34342961152\n", [],
+                     id="rocm-smi, plain text"),
+        pytest.param(amd_smi_gpus, "", [], id="nothing"),
+    ],
+)  # fmt: skip
+def test_amd_readings(reader: Any, text: str, rows: list[tuple[int, int, int]]) -> None:
+    assert [(g.index, g.total // MiB, g.free // MiB) for g in reader(text)] == rows
+
+
+@pytest.mark.parametrize(
+    ("tools", "free"),
+    [
+        pytest.param({"amd-smi": si.AMD_SMI_WRAPPED}, [18000, 8000], id="amd-smi"),
+        pytest.param({"rocm-smi": si.ROCM_SMI}, [16880, 8000], id="rocm-smi"),
+        pytest.param({"amd-smi": si.AMD_SMI_LIST, "rocm-smi": si.ROCM_SMI}, [18000, 8000],
+                     id="amd-smi first"),
+        pytest.param({}, [24416, 8000], id="neither: the listing"),
+    ],
+)  # fmt: skip
+def test_refresh_reads_amd_free_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tools: dict[str, str], free: list[int]
+) -> None:
+    bin_dir = _bin(tmp_path)
+    for tool, text in tools.items():
+        si.stand_in_amd(bin_dir, tool, text)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    machine = asyncio.run(refresh(Machine(tuple(list_devices(si.ROCM_TWO)))))
+    assert [d.free // MiB for d in machine.devices] == free
+    assert [d.name for d in machine.devices] == ["ROCm0", "ROCm1"]

@@ -154,3 +154,30 @@ def test_no_llama_server_means_ram_alone() -> None:
     book = DeviceBook(lambda: None)
     asyncio.run(book.discover(lambda m: {}))
     assert book.devices == ()
+
+
+def test_another_llama_server_lists_the_devices_again() -> None:
+    cuda = Machine((CUDA0,))
+    metal = Machine((METAL,))
+    listings = {Path("llama-server"): cuda, Path("/opt/llama"): metal}
+    server = [ServerCommand(Path("llama-server"))]
+
+    async def discover(command: ServerCommand) -> Machine:
+        return listings[command.path]
+
+    async def refresh(machine: Machine) -> Machine:
+        return machine
+
+    async def run() -> list[tuple[str, ...]]:
+        book = DeviceBook(lambda: server[0], discover, refresh)
+        seen = []
+        await book.discover(lambda m: {})
+        seen.append(tuple(d.name for d in book.devices))
+        await book.refresh(lambda m: {})  # the same server: not listed again
+        seen.append(tuple(d.name for d in book.devices))
+        server[0] = ServerCommand(Path("/opt/llama"), ("serve",))  # a reload named it
+        await book.refresh(lambda m: {})
+        seen.append(tuple(d.name for d in book.devices))
+        return seen
+
+    assert asyncio.run(run()) == [("CUDA0",), ("CUDA0",), ("Metal",)]

@@ -132,3 +132,57 @@ def test_a_mac_refuses_a_model_over_metals_working_set(
         assert message.startswith("model 'big' needs 12.0 GiB on Metal, which has room for 9.6 GiB")
         assert _ask(gw, "small").status_code == 200
         assert _devices(gw)["Metal"]["models"] == {"small": 4 * G}
+
+
+def test_a_model_the_config_does_not_place_goes_where_there_is_room(
+    tiny_model: Path, llama_server: Path, tmp_path: Path
+) -> None:
+    seen = tmp_path / "seen"
+    server = si.stand_in_server(tmp_path / "llama-server", llama_server, si.CUDA, seen)
+
+    def free(size: str) -> dict[str, Any]:  # no `device`: the gateway chooses
+        return {**TINY, "on_demand": True, "memory_estimate": size}
+
+    instances = {"x": lazy("CUDA0", "18GiB"), "b": free("8GiB"), "c": free("12GiB")}
+    with gateway(tiny_model, instances, daemon={"llama_server": str(server)}) as gw:
+        wait_for(lambda: _devices(gw) or None, 10, "the devices listed")
+        # Budgets: CUDA0 20.9 GiB, CUDA1 10.5 GiB. `x` is on CUDA0 as its config says;
+        # `b` fits CUDA1 alone (spread over both, it would need 5.3 GiB of CUDA0's 2.9
+        # left, and evict `x`).
+        assert _ask(gw, "x").status_code == 200
+        assert _ask(gw, "b").status_code == 200
+        assert _evicted(gw) == []
+        assert seen.read_text().splitlines() == ["CUDA0", "CUDA1"]
+        devices = _devices(gw)
+        assert devices["CUDA0"]["models"] == {"x": 18 * G}
+        assert devices["CUDA1"]["models"] == {"b": 8 * G}
+        assert gw.ld.instance("b")["gateway"]["placed"] == "CUDA1"
+        assert gw.ld.instance("x")["gateway"]["placed"] is None
+        assert gw.ld.events("gateway.placed", model="b", device="CUDA1")
+
+        # `c` fits neither GPU now, nor spread: CUDA0 can make room by evicting `x` alone.
+        assert _ask(gw, "c").status_code == 200
+        assert _evicted(gw) == ["x"]
+        assert seen.read_text().splitlines() == ["CUDA0", "CUDA1", "CUDA0"]
+        assert _devices(gw)["CUDA0"]["models"] == {"c": 12 * G}
+        assert gw.state("b") == "running"
+
+
+def test_a_reload_naming_another_llama_server_lists_the_devices_again(
+    tiny_model: Path, llama_server: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = si.stand_in_server(tmp_path / "a" / "llama-server", llama_server, si.CUDA)
+    second = si.stand_in_server(tmp_path / "b" / "llama-server", llama_server, si.ROCM)
+    instances = {"m": {**TINY, "on_demand": True, "memory_estimate": "1GiB"}}
+    with gateway(tiny_model, instances, daemon={"llama_server": str(first)}) as gw:
+        wait_for(lambda: _devices(gw) or None, 10, "the devices listed")
+        assert sorted(_devices(gw)) == ["CUDA0", "CUDA1"]
+        config = gw.ld.config
+        config.write_text(config.read_text().replace(str(first), str(second)))
+        gw.ld.wait_event("config.reloaded", timeout=30)
+        assert _ask(gw, "m").status_code == 200  # the load decides with the new listing
+        assert sorted(_devices(gw)) == ["ROCm0"]
+        assert gw.ld.events("devices.relisted")
+        assert _devices(gw)["ROCm0"]["models"] == {"m": G}

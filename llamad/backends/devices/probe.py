@@ -1,19 +1,21 @@
 """Running the tools that report the devices: llama-server's `--list-devices`, then what
-is present of nvidia-smi and macOS's sysctl. Each run has a deadline; a failure leaves the
-machine RAM-only, said in one log line."""
+is present of nvidia-smi, amd-smi (or rocm-smi) and macOS's sysctl. Each run has a
+deadline; a failure leaves the machine RAM-only, said in one log line."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
 
+from llamad.backends.devices.amd import amd_smi_gpus, rocm_smi_gpus
 from llamad.backends.devices.readings import (
     Device,
+    Gpu,
     list_devices,
     nvidia_apps,
     nvidia_gpus,
@@ -29,6 +31,10 @@ TIMEOUT_S = 15.0  # listing loads every backend library; a CUDA build takes seco
 _GPU_QUERY = "--query-gpu=index,name,memory.total,memory.free"
 _APPS_QUERY = "--query-compute-apps=pid,used_memory"
 _CSV = "--format=csv,noheader,nounits"
+_AMD_TOOLS: tuple[tuple[str, tuple[str, ...], Callable[[str], list[Gpu]]], ...] = (
+    ("amd-smi", ("metric", "--mem-usage", "--json"), amd_smi_gpus),
+    ("rocm-smi", ("--showmeminfo", "vram", "--json"), rocm_smi_gpus),
+)
 
 
 @dataclass(frozen=True)
@@ -83,18 +89,36 @@ async def discover(server: ServerCommand, timeout: float = TIMEOUT_S) -> Machine
 
 
 async def refresh(machine: Machine, timeout: float = TIMEOUT_S) -> Machine:
-    """`machine` with free memory and per-process use read now from nvidia-smi, when
-    it has CUDA devices and nvidia-smi is on PATH; else `machine` as it was."""
+    """`machine` with free memory read now from the vendor tools on PATH: nvidia-smi for
+    the CUDA devices (and what each process holds), amd-smi or else rocm-smi for the
+    ROCm ones; what no tool reads stays as it was."""
+    devices, held = list(machine.devices), machine.held
     smi = shutil.which("nvidia-smi")
-    if smi is None or not any(d.name.startswith("CUDA") for d in machine.devices):
-        return machine
     try:
-        gpus = nvidia_gpus(await run([smi, _GPU_QUERY, _CSV], timeout))
-        held = nvidia_apps(await run([smi, _APPS_QUERY, _CSV], timeout))
+        if smi is not None and _has(devices, "CUDA"):
+            gpus = nvidia_gpus(await run([smi, _GPU_QUERY, _CSV], timeout))
+            held = nvidia_apps(await run([smi, _APPS_QUERY, _CSV], timeout))
+            devices = with_vendor(devices, gpus)
+        if _has(devices, "ROCm") and (amd := await _amd(timeout)) is not None:
+            devices = with_vendor(devices, amd, "ROCm")
     except ToolFailed as exc:
         log.warning("devices.vendor_failed", reason=str(exc))
         return machine
-    return Machine(tuple(with_vendor(list(machine.devices), gpus)), held)
+    if devices == list(machine.devices) and held is machine.held:
+        return machine  # no tool read anything
+    return Machine(tuple(devices), held)
+
+
+async def _amd(timeout: float) -> list[Gpu] | None:
+    """AMD's reading: amd-smi where it is installed, else the older rocm-smi."""
+    for tool, argv, parse in _AMD_TOOLS:
+        if (path := shutil.which(tool)) is not None:
+            return parse(await run([path, *argv], timeout))
+    return None
+
+
+def _has(devices: list[Device], family: str) -> bool:
+    return any(d.name.startswith(family) for d in devices)
 
 
 async def _sysctl(name: str, timeout: float) -> int | None:

@@ -84,13 +84,14 @@ def sysctl_int(text: str) -> int | None:
         return None
 
 
-def with_vendor(devices: list[Device], gpus: list[Gpu]) -> list[Device]:
-    """`devices` with each CUDA device's total and free from nvidia-smi's row of the same
-    index, which is read now rather than when llama-server last listed them."""
+def with_vendor(devices: list[Device], gpus: list[Gpu], family: str = "CUDA") -> list[Device]:
+    """`devices` with each of `family`'s devices (`CUDA`, `ROCm`) given the total and free
+    of the vendor tool's row of the same index, read now rather than when llama-server
+    last listed them."""
     by_index = {g.index: g for g in gpus}
     out = []
     for d in devices:
-        g = by_index.get(_cuda_index(d.name)) if d.name.startswith("CUDA") else None
+        g = by_index.get(_index(d.name, family)) if d.name.startswith(family) else None
         out.append(d if g is None else Device(d.name, d.description, g.total, g.free))
     return out
 
@@ -106,6 +107,6 @@ def with_wired_limit(devices: list[Device], limit_mb: int | None) -> list[Device
     ]
 
 
-def _cuda_index(name: str) -> int:
-    digits = name.removeprefix("CUDA")
+def _index(name: str, family: str) -> int:
+    digits = name.removeprefix(family)
     return int(digits) if digits.isdigit() else -1

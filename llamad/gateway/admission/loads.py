@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from llamad.config.gateway_table import GatewayConfig
+from llamad.gateway.admission.devices.choice import choose
 from llamad.gateway.admission.devices.fit import Holding, plan_devices, refusal
 from llamad.gateway.admission.devices.ledger import Ledger
 from llamad.gateway.admission.notes import Notes
@@ -92,9 +93,9 @@ class Loads:
         try:
             slot.deciding_room(True)
             async with self._room:
-                await self._make_room(name)
+                device = await self._make_room(name)
                 slot.deciding_room(False)
-                await self.sup.command(name, Start())
+                await self.sup.command(name, Start(device))
             facts = self.sup.facts(name)
             timeout = (facts.spec.knobs.start_timeout if facts else 0) + 5
             await self.sup.wait_for(name, *SETTLED, timeout=timeout)
@@ -129,14 +130,20 @@ class Loads:
             slot.load_ended()
             self.slots.poke()
 
-    async def _make_room(self, name: str) -> None:
+    async def _make_room(self, name: str) -> str | None:
+        """Evict until `name` fits; where to start it (a GPU the gateway chose, or None:
+        where its config says)."""
         cfg = self.settings()
         while True:
             await self.ledger.refresh(self.running)
             loaded = self._loaded(exclude=name)
             holdings = {m.name: self.ledger.on(m.name) for m in loaded}
             held = [Holding(m, holdings[m.name]) for m in loaded]
-            need, budgets = self.ledger.on(name), self.ledger.budgets(m.name for m in loaded)
+            budgets = self.ledger.budgets(m.name for m in loaded)
+            needs = {p: self.ledger.need(name, p) for p in self.ledger.places(name)}
+            pinned = [m.name for m in loaded if self.sets.pinned(m.name)]
+            device = choose(needs, held, budgets, pinned)
+            need = needs[device]
             if line := refusal(name, need, held, budgets):
                 log.warning("gateway.no_room", model=name, reason=line)
                 self.metrics.loads.labels(name, "no_room").inc()
@@ -145,7 +152,9 @@ class Loads:
             waiting = self.slots.slot(name).waiting
             victims = arrange(name, loaded, self.sets, planner, waiting)
             if victims == []:
-                return
+                if device is not None:
+                    log.info("gateway.placed", model=name, device=device)
+                return device
             # Claimed in the same step as the plan: none of them can take a request now.
             claimed = [
                 s for s in map(self.slots.slot, victims or []) if s.claim_stop(StopWhy.EVICT)

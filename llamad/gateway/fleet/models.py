@@ -26,7 +26,7 @@ from llamad.common.tokenfile import TokenFileError, read_token
 from llamad.fleet.peer_api import PeerUnreachable, get_json
 from llamad.fleet.peers import identity
 from llamad.fleet.table import Peer
-from llamad.gateway.fleet.peer_models import RemoteModel, models_of
+from llamad.gateway.fleet.peer_models import RemoteModel, models_of, room_left
 
 log = structlog.get_logger("llamad.gateway")
 
@@ -138,8 +138,7 @@ class FleetModels:
             entry.gateway_url, entry.models = None, {}
             return
         entry.gateway_url = _gateway_url(gateway["listen"], peer.url)
-        left = gateway.get("left_bytes")
-        entry.left_bytes = left if isinstance(left, int) else None
+        entry.left_bytes = room_left(gateway)
         entry.models = models_of(doc.get("instances"), self.sender)
 
     def _drop_duplicates(self) -> None:

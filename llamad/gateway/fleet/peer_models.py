@@ -77,3 +77,20 @@ def _count(value: object, default: int) -> int:
     return (
         value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
     )
+
+
+def room_left(gateway: dict[str, object]) -> int | None:
+    """What a peer has left for one more model, from its status document's `gateway`:
+    with GPUs (`devices`, each with `left_bytes`), the most any one of them has left, as
+    a model goes to one GPU with room (Metal's, `unified`, is RAM too: no more than
+    RAM's); without, RAM's `left_bytes`. None when the peer does not say."""
+    ram = gateway.get("left_bytes")
+    ram = ram if isinstance(ram, int) else None
+    devices = gateway.get("devices")
+    gpus = []
+    for device in devices if isinstance(devices, list) else []:
+        left = device.get("left_bytes") if isinstance(device, dict) else None
+        if isinstance(left, int):
+            unified = ram is not None and device.get("unified") is True
+            gpus.append(min(left, ram) if unified and ram is not None else left)
+    return max(gpus) if gpus else ram

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 
+import structlog
+
 from llamad.backends.devices.probe import Machine, discover, refresh
 from llamad.backends.devices.readings import Device
 from llamad.backends.tool import ServerCommand
 from llamad.gateway.admission.memory import margin
+
+log = structlog.get_logger("llamad.devices")
 
 Discover = Callable[[ServerCommand], Awaitable[Machine]]
 Refresh = Callable[[Machine], Awaitable[Machine]]
@@ -32,6 +36,7 @@ class DeviceBook:
         self.machine = Machine()
         self._ours: Mapping[str, int] = {}
         self._read = False
+        self._listed: ServerCommand | None = None
 
     @property
     def devices(self) -> tuple[Device, ...]:
@@ -46,13 +51,18 @@ class DeviceBook:
             return
         server = self.server()
         machine = await self._discover(server) if server is not None else Machine()
-        self._read = True
+        self._read, self._listed = True, server
         self._record(machine, ours)
 
     async def refresh(self, ours: Callable[[Machine], Mapping[str, int]]) -> None:
         """Read free memory again where a vendor tool can (a load is about to decide);
-        nothing to do before the devices are listed, or with none."""
-        if self.machine.devices:
+        nothing to do before the devices are listed, or with none. A reload that names
+        another llama-server has them listed again, by it."""
+        if self._read and self.server() != self._listed:
+            log.info("devices.relisted", server=str(self.server()))
+            self._read = False
+            await self.discover(ours)
+        elif self.machine.devices:
             self._record(await self._refresh(self.machine), ours)
 
     def _record(self, machine: Machine, ours: Callable[[Machine], Mapping[str, int]]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from llamad.backends.devices.placed import placed, says_where
 from llamad.backends.devices.probe import Machine
 from llamad.backends.gguf_meta import read_gguf_meta
 from llamad.backends.spec import InstanceSpec
@@ -38,19 +39,37 @@ class Ledger:
         return memory.estimate(facts.spec)
 
     def on(self, name: str, machine: Machine | None = None) -> dict[str, int]:
-        """What `name` holds (or would hold) on each device, `RAM` included. With no
-        devices, its size in RAM, as the RAM-only budget has always counted it."""
+        """What `name` holds (or would hold) on each device, `RAM` included, where its
+        latest start placed it. With no devices, its size in RAM, as the RAM-only budget
+        has always counted it."""
+        facts = self.sup.facts(name)
+        return self.need(name, facts.device if facts else None, machine)
+
+    def need(self, name: str, device: str | None, machine: Machine | None = None) -> dict[str, int]:
+        """What `name` holds (or would hold) on each device when started on `device`
+        (None: where its settings send it)."""
         machine = machine or self.book.machine
         facts = self.sup.facts(name)
         if facts is None or not machine.devices:
             return {RAM: self.size(name) or 0}
-        shares = offload_shares(dict(facts.spec.settings), _layers(facts.spec), machine.devices)
+        spec = placed(facts.spec, device)
+        shares = offload_shares(dict(spec.settings), _layers(spec), machine.devices)
         if not shares:
             return {RAM: self.size(name) or 0}
         unified = [d.name for d in machine.devices if d.unified]
         gpu = machine.held.get(facts.pid) if facts.pid is not None else None
         estimate = memory.estimate(facts.spec)
         return split(estimate, shares, unified, self.slots.slot(name).measured, gpu)
+
+    def places(self, name: str) -> list[str | None]:
+        """Where the gateway may start `name`: on each GPU alone, or over all of them as
+        llama-server spreads it (None). Only None when its config says where, or there
+        is no GPU to choose between."""
+        facts = self.sup.facts(name)
+        devices = [d.name for d in self.book.devices]
+        if facts is None or len(devices) < 2 or says_where(facts.spec):
+            return [None]
+        return [*devices, None]
 
     async def discover(self, live: Callable[[], Iterable[str]]) -> None:
         """List the devices (once); `live()` names the models holding memory now."""
@@ -95,6 +114,7 @@ class Ledger:
             out.append({
                 "name": d.name,
                 "description": d.description,
+                "unified": d.unified,
                 "total_bytes": d.total,
                 "free_bytes": d.free,
                 "budget_bytes": budget,
