@@ -27,6 +27,7 @@ from bench import (
     gateway,
     machinery,
     peers,
+    realmodel,
     recovery,
     reload,
     status,
@@ -53,6 +54,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "stress": stress.run,
     "peers": peers.run,
     "fleet": fleet.run,
+    "realmodel": realmodel.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 
