@@ -30,6 +30,7 @@ from bench import (
     realmodel,
     recovery,
     reload,
+    returning,
     status,
     stress,
 )
@@ -55,6 +56,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "peers": peers.run,
     "fleet": fleet.run,
     "realmodel": realmodel.run,
+    "returning": returning.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 

@@ -60,6 +60,7 @@ class Turn:
     seconds: float
     evaluated: int  # timings.prompt_n
     cached: int  # timings.cache_n
+    server_ms: float = 0.0  # timings.prompt_ms + predicted_ms: llama-server's own time
 
     @property
     def prompt(self) -> int:
@@ -73,7 +74,8 @@ def first_token(port: int, model: str, messages: list[dict[str, str]], cache: bo
         body["cache_prompt"] = False
     took, doc = post(port, "/v1/chat/completions", body)
     t = doc.get("timings") or {}
-    return Turn(took, int(t.get("prompt_n", 0)), int(t.get("cache_n", 0)))
+    server = float(t.get("prompt_ms", 0.0)) + float(t.get("predicted_ms", 0.0))
+    return Turn(took, int(t.get("prompt_n", 0)), int(t.get("cache_n", 0)), server)
 
 
 def generation_rate(port: int, model: str, n: int = 128) -> float:
@@ -106,3 +108,15 @@ def generation_rate(port: int, model: str, n: int = 128) -> float:
     if len(stamps) < 2:
         raise RuntimeError(f"stream on port {port}: {len(stamps)} tokens")
     return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+
+
+def get_json(port: int, path: str) -> dict[str, Any]:
+    """The JSON answer of one GET on 127.0.0.1 (the gateway's /v1/activity, say)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        doc: dict[str, Any] = json.loads(resp.read())
+    finally:
+        conn.close()
+    return doc
