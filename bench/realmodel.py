@@ -57,10 +57,31 @@ def run(ctx: Context) -> list[Result]:
         ours, floor = _rates(ctx, gw, direct_port, sentences)
         server_pid = daemon.running_pid("gemma")
         rss = [_rss(server_pid), _rss(procs[0].pid), _rss(daemon.proc.pid)]
+        same = _same_run(server_pid, procs[0].pid)
     finally:
         stop_direct(procs)
         daemon.stop()
-    return _rows(ours, floor, cold_ours, cold_direct, rss)
+    rows = _rows(ours, floor, cold_ours, cold_direct, rss)
+    ctx.notes["realmodel"] = f"llama-server under llamad and direct: {same}"
+    return rows
+
+
+def _same_run(ours: int | None, direct: int) -> str:
+    """Whether both llama-servers run alike: argv but the port, niceness, CPUs allowed."""
+    a, b = psutil.Process(ours), psutil.Process(direct)
+
+    def argv(p: psutil.Process) -> list[str]:
+        words = p.cmdline()[1:]
+        kept = [w for i, w in enumerate(words) if "--port" not in (w, words[i - 1])]
+        env = sorted(f"{k}={v}" for k, v in p.environ().items() if k.startswith("LLAMA_"))
+        return kept + [e for e in env if not e.startswith("LLAMA_ARG_PORT=")]
+
+    alike = argv(a) == argv(b) and a.nice() == b.nice() and a.cpu_affinity() == b.cpu_affinity()
+    return (
+        "same argv (but the port), niceness and CPUs"
+        if alike
+        else (f"they differ: {argv(a)} nice {a.nice()} against {argv(b)} nice {b.nice()}")
+    )
 
 
 def _sentences(port: int) -> int:

@@ -26,6 +26,7 @@ from llamad.client.http import Client
 
 IDLE_S = 8.0  # gemma's idle_timeout: long enough for every other step between turns
 SIZES = (1500, 3000)
+CTX = 4096  # the longer conversation and its turns
 
 
 @dataclass
@@ -44,7 +45,7 @@ class Stage:
     started: list[Daemon] = field(default_factory=list)
 
     def instances(self) -> dict[str, dict[str, object]]:
-        gemma = instance(self.model, self.port, on_demand=True, idle_timeout=IDLE_S)
+        gemma = instance(self.model, self.port, ctx_size=CTX, on_demand=True, idle_timeout=IDLE_S)
         other = {"model": self.ctx.model, "port": self.other, "ctx_size": 256,
                  "n_parallel": 1, "on_demand": True}  # fmt: skip
         return {"gemma": gemma, "other": other}
