@@ -27,8 +27,10 @@ from bench import (
     gateway,
     machinery,
     peers,
+    realmodel,
     recovery,
     reload,
+    returning,
     status,
     stress,
 )
@@ -53,6 +55,8 @@ BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "stress": stress.run,
     "peers": peers.run,
     "fleet": fleet.run,
+    "realmodel": realmodel.run,
+    "returning": returning.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 

@@ -79,11 +79,13 @@ class Daemon:
             cwd=build.cwd(self.work),
         )
 
-    def rewrite(self, instances: dict[str, dict[str, object]]) -> None:
-        """Save a new config the way an editor does: write aside, rename over."""
-        write_config(
-            self.config, instances, self.daemon_keys, self.supervise, self.gateway, self.tables
-        )
+    def rewrite(
+        self, instances: dict[str, dict[str, object]], daemon: dict[str, object] | None = None
+    ) -> None:
+        """Save a new config the way an editor does: write aside, rename over; `daemon`
+        changes `[daemon]` keys (a new llama_server, say)."""
+        keys = {**self.daemon_keys, **(daemon or {})}
+        write_config(self.config, instances, keys, self.supervise, self.gateway, self.tables)
 
     def events(self, name: str, **match: object) -> list[dict[str, Any]]:
         """Every JSON log event named `name` so far whose fields match."""

@@ -3,6 +3,7 @@ B and C, which both serve `shared` with two slots each."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -73,10 +74,11 @@ def test_the_next_turn_lands_where_its_prefix_is_cached(
     seen = 12
     assert all(len(h) == 1 for h in homes.values()), homes
     assert {h for hs in homes.values() for h in hs} == {"b", "c"}  # conversations spread
-    # Opted out, the next turn goes by balance alone: to the replica chosen least recently.
-    (home,) = homes["x"]
-    talks["x"].append({"role": "user", "content": "and now?"})
-    chat(a, talks["x"], **{"x-llamad-affinity": "off"})
+    # Opted out, the next turn goes by balance alone: to the replica chosen least recently,
+    # which is not the home of z, the conversation served last.
+    (home,) = homes["z"]
+    talks["z"].append({"role": "user", "content": "and now?"})
+    chat(a, talks["z"], **{"x-llamad-affinity": "off"})
     assert activity(a, seen + 1)[-1]["host"] != home
 
 
@@ -119,12 +121,14 @@ def test_a_replica_killed_mid_run_loses_no_plain_request_and_is_skipped_until_ba
         chat(a, [{"role": "user", "content": "still there?"}])
     assert {r["host"] for r in activity(a, before + 4)[-4:]} == {"b"}
     c.restart()
-    wait_for(lambda: _served_by(a, "c"), 60, "A sending to c again once it is back")
+    asked = itertools.count()
+    wait_for(lambda: _served_by(a, "c", next(asked)), 60, "A sending to c again once it is back")
 
 
-def _served_by(front: Host, host: str) -> bool:
-    """One more request, and whether the replica on `host` served it."""
-    chat(front, [{"role": "user", "content": "who?"}])
+def _served_by(front: Host, host: str, n: int) -> bool:
+    """One more request, a new conversation (each has its home replica), and whether the
+    replica on `host` served it."""
+    chat(front, [{"role": "user", "content": f"who is {n}?"}])
     records = httpx.get(f"{front.gateway}/v1/activity?model=shared&limit=1", timeout=5).json()[
         "data"
     ]

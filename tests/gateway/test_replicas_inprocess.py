@@ -139,7 +139,7 @@ async def test_the_next_turn_follows_its_prefix_unless_that_replica_is_full() ->
         ]
     }  # type: ignore[list-item]
     hog: asyncio.Future[None] = loop.create_future()
-    busy = asyncio.ensure_future(hold(gw, hog, {"prompt": "someone else"}))  # takes local
+    busy = asyncio.ensure_future(hold(gw, hog))  # no prompt, no home: balance puts it local
     await until(lambda: gw.sched.slot("m0").in_flight == 1, "local busy")
     done: asyncio.Future[None] = loop.create_future()
     done.set_result(None)

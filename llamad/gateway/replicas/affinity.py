@@ -37,6 +37,19 @@ def prefix_hashes(doc: object) -> tuple[bytes, ...]:
     return ()
 
 
+def opening_blocks(doc: object) -> int:
+    """How many of `prefix_hashes(doc)`'s blocks open the conversation: those through its
+    first user turn (a plain prompt's first block), which every later turn repeats."""
+    if not isinstance(doc, dict):
+        return 0
+    messages = doc.get("messages")
+    if isinstance(messages, list):
+        head = 0 if stable_system(doc.get("system")) is None else 1
+        first = next((i for i, m in enumerate(messages) if _role(m) == "user"), None)
+        return 0 if first is None else head + first + 1
+    return 1 if isinstance(doc.get("prompt"), str) and doc["prompt"] else 0
+
+
 def _through_last_user(messages: list[Any], system: object) -> list[Any]:
     last = max((i for i, m in enumerate(messages) if _role(m) == "user"), default=-1)
     head = [{"role": "system", "content": system}] if system is not None else []
@@ -84,8 +97,3 @@ class Affinity:
             self._where.move_to_end(h)
         while len(self._where) > self.size:
             self._where.popitem(last=False)
-
-    def forget(self, key: Key) -> None:
-        """A replica went away (its cache with it)."""
-        for h in [h for h, k in self._where.items() if k == key]:
-            del self._where[h]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from llamad.gateway.replicas.affinity import Affinity, Key
+from llamad.gateway.replicas.home import home
 from llamad.gateway.replicas.replica import Replica, choose
 
 POLL_S = 0.25  # a waiter also looks again this often: peers' counts change unseen
@@ -55,13 +56,25 @@ class Balancer:
         return replace(r, busy=max(0, r.busy - r.ours) + sent, loading=loading)
 
     def pick(
-        self, model: str, replicas: Sequence[Replica], prefix: Sequence[bytes], affinity: bool
+        self,
+        model: str,
+        replicas: Sequence[Replica],
+        prefix: Sequence[bytes],
+        affinity: bool,
+        conversation: bytes | None = None,
     ) -> Replica | None:
         """Choose a replica for a request (None: wait) and remember its prefix there.
-        A peer's is marked here; the caller marks a local one in the same step."""
+        A peer's is marked here; the caller marks a local one in the same step.
+
+        The replica that last served the longest prefix is preferred, else the
+        conversation's home. A replica that failed keeps its prefixes: its prompt cache
+        brings them back when it restarts, and until then it has no free slot."""
         table = self._maps.get(model)
         found = table.lookup(prefix) if table is not None and affinity and prefix else None
-        chosen = choose(self.seen(replicas), found[0] if found else None)
+        preferred = found[0] if found else None
+        if preferred is None and affinity and conversation is not None:
+            preferred = home(conversation, (r.key for r in replicas))
+        chosen = choose(self.seen(replicas), preferred)
         if chosen is None:
             return None
         if not chosen.local:
@@ -79,12 +92,6 @@ class Balancer:
             if self.sent[replica.key] <= 0:
                 del self.sent[replica.key]
         self.poke()
-
-    def gone(self, model: str, replica: Replica) -> None:
-        """`replica` failed: the prefixes it held are cached nowhere now."""
-        table = self._maps.get(model)
-        if table is not None:
-            table.forget(replica.key)
 
     def _map(self, model: str) -> Affinity:
         table, size = self._maps.get(model), self.affinity_size()

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from llamad.gateway.replicas.affinity import prefix_hashes
+from llamad.gateway.replicas.affinity import opening_blocks, prefix_hashes
+from llamad.gateway.replicas.home import opening
 
 # A gateway relaying to a peer's sets it to its own id: serve it there, and count it as
 # that gateway's in the status document, so it can tell its own requests from others'.
@@ -33,6 +34,11 @@ class Hints:
         """The prompt's prefix hashes (none with affinity off), computed on first use:
         a model only one replica serves never needs them."""
         return prefix_hashes(self.doc) if self.affinity else ()
+
+    @cached_property
+    def conversation(self) -> bytes | None:
+        """The hash naming the prompt's conversation (its opening), for its home replica."""
+        return opening(self.prefix, opening_blocks(self.doc)) if self.prefix else None
 
 
 HINTS: contextvars.ContextVar[Hints | None] = contextvars.ContextVar("hints", default=None)

@@ -151,7 +151,9 @@ class ReplicaLeases:
     ) -> Held | Seen | None:
         """Choose and mark, in one step: Held, a cold local replica to load, or None."""
         replicas = [s.replica for s in seen.values()]
-        chosen = self.balancer.pick(name, replicas, hints.prefix, hints.affinity)
+        chosen = self.balancer.pick(
+            name, replicas, hints.prefix, hints.affinity, hints.conversation
+        )
         if chosen is None:
             return None
         target = seen[chosen.key].target
@@ -189,7 +191,6 @@ class ReplicaLeases:
         self.balancer.done(held.replica)
 
     def _away(self, name: str, held: Held, why: str) -> None:
-        self.balancer.gone(name, held.replica)
         fleet = self.fleet()
         if fleet is not None and not held.replica.local and held.replica.host:
             fleet.mark_away(held.replica.host, why)
