@@ -74,7 +74,14 @@ def start_gateway(
     tool = state.resolved.llama_server
     book = DeviceBook(lambda: None if tool is None else tool.command)
     gateway = Gateway(
-        state.supervisor, settings, GatewayMetrics(metrics.registry), fleet, pending, balancer, book
+        state.supervisor,
+        settings,
+        GatewayMetrics(metrics.registry),
+        fleet,
+        pending,
+        balancer,
+        book,
+        state.saves,
     )
     link.connect(gateway)
     page = _page(gateway, state)

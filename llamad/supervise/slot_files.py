@@ -49,6 +49,11 @@ def data_name(slot: int) -> str:
     return f"slot-{slot}.bin"
 
 
+def has(directory: Path, slot: int) -> bool:
+    """Slot `slot` has a file and sidecar in `directory` (not pruned or cleared since)."""
+    return (directory / data_name(slot)).is_file() and sidecar(directory, slot).is_file()
+
+
 def sidecar(directory: Path, slot: int) -> Path:
     return directory / f"slot-{slot}.json"
 
