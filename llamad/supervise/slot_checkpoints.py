@@ -5,7 +5,8 @@ The gateway tells `grew(instance, tokens)` as each request ends (a dict update, 
 more on the request's path); `run` does the saves, one instance at a time, at most one
 per instance every `cache_save_interval` seconds: what grows meanwhile is coalesced into
 the next save, and only the slots that changed are written (`SlotCache.checkpoint`,
-which keeps to `cache_max` and the free-space floor like every save).
+which keeps to `cache_max` and the free-space floor like every save). llama-server
+serves nothing while it writes a slot, so saves also keep to a share of the time.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from llamad.config.load import Daemon
 from llamad.lifecycle.states import State
 from llamad.supervise.instance import Instance
 from llamad.supervise.slot_cache import SlotCache
+
+# Background saves take at most this share of an instance's time (and of the disk's):
+# a save that took 2 s waits 40 s before the next, whatever the interval.
+MAX_SHARE = 0.05
 
 
 class Checkpoints:
@@ -69,8 +74,11 @@ class Checkpoints:
                 spec = self._serving(name)
                 if spec is None or spec.prompt_cache is None:
                     continue
-                self._due[name] = loop.time() + self._settings().cache_save_interval
+                began = loop.time()
+                self._due[name] = began + self._settings().cache_save_interval
                 await self._cache.checkpoint(spec)
+                took = loop.time() - began
+                self._due[name] = max(self._due[name], began + took / MAX_SHARE)
 
     def _serving(self, name: str) -> InstanceSpec | None:
         inst = self._instances.get(name)

@@ -33,11 +33,13 @@ def is_city(doc: Any) -> bool:
 
 
 @contextmanager
-def gemma_gateway(model: Path, template: Path) -> Iterator[tuple[str, Llamad]]:
-    """The gateway's base URL (no key) and the daemon, `gemma` running."""
+def gemma_gateway(model: Path, template: Path, **keys: Any) -> Iterator[tuple[str, Llamad]]:
+    """The gateway's base URL (no key) and the daemon, `gemma` running (`keys` over
+    GEMMA's)."""
     d = short_dir()
     port = free_port()
     table = {"model": model, "port": free_port(), "chat_template_file": template, **GEMMA}
+    table |= keys
     cfg = write_config(
         d / "llamad.toml",
         {"gemma": table},
