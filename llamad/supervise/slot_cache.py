@@ -26,6 +26,8 @@ from llamad.backends.spec import InstanceSpec
 from llamad.lifecycle.states import Event, Ready, Record, State
 from llamad.supervise import slot_files as files
 from llamad.supervise import slot_http as http
+from llamad.supervise import slot_kept as kept
+from llamad.supervise.slot_restore import refused, restore_fitting
 
 log = structlog.get_logger("llamad.cache")
 
@@ -58,7 +60,7 @@ class SlotCache:
         try:
             spec.prompt_cache.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            _refused(spec, "launch", _short(exc))
+            refused(spec, "launch", _short(exc))
             return dropped(spec, f"cannot make {spec.prompt_cache}: {exc.strerror}")
         return spec
 
@@ -118,21 +120,26 @@ class SlotCache:
         if not held:
             return
         if (why := files.no_room(directory)) is not None:
-            _refused(spec, "save", why)
+            refused(spec, "save", why)
             return
         for slot in held:
             number = int(slot["id"])
             t0 = time.perf_counter()
+            kept.set_aside(directory, number)
             name = files.data_name(number)
             status, body = await http.post(client, spec, number, "save", name)
             tokens = int(body.get("n_saved", 0)) if status == 200 else 0
             if status != 200 or tokens == 0:
                 files.remove(directory, number)
                 if status != 200:
-                    _refused(spec, "save", http.error(status, body), slot=number)
+                    refused(spec, "save", http.error(status, body), slot=number)
                 continue
             size = int(body.get("n_written", 0))
-            files.record(directory, number, fit, tokens, size)
+            ids = kept.tokens(directory / name)
+            digest = None if ids is None else kept.digest(ids)
+            files.record(directory, number, fit, tokens, size, digest)
+            for gone in kept.superseded(directory, ids or b""):
+                log.info("cache.superseded", instance=spec.name, slot=gone.slot, by=number)
             marks[number] = _mark(slot)
             ms = round((time.perf_counter() - t0) * 1000, 1)
             log.info(
@@ -151,39 +158,10 @@ class SlotCache:
         async with self._lock(spec):
             # A new process: what the last one's slots held says nothing of its own.
             self._marks.pop(spec.name, None)
-            await self._restore_fitting(spec, directory)
-
-    async def _restore_fitting(self, spec: InstanceSpec, directory: Path) -> None:
-        props = await http.get(self.client, spec, "/props")
-        fit = self._fits[spec.name] = cache_fit(spec, props)
-        total = int(props.get("total_slots", 0))
-        for item in files.saved(directory):
-            differs = sorted(
-                k for k in fit.keys() | item.fit.keys() if fit.get(k) != item.fit.get(k)
-            )
-            if item.slot >= total:
-                differs.append(f"slot {item.slot} of {total}")
-            if differs:
-                files.remove(directory, item.slot)
-                _refused(spec, "restore", "differs: " + ", ".join(differs), slot=item.slot)
-                continue
-            t0 = time.perf_counter()
-            status, body = await http.post(self.client, spec, item.slot, "restore", item.data.name)
-            if status != 200:
-                files.remove(directory, item.slot)
-                _refused(spec, "restore", http.error(status, body), slot=item.slot)
-                continue
-            files.touch(item)
-            ms = round((time.perf_counter() - t0) * 1000, 1)
-            tokens = body.get("n_restored")
-            log.info(
-                "cache.restored",
-                instance=spec.name,
-                slot=item.slot,
-                tokens=tokens,
-                bytes=item.bytes,
-                ms=ms,
-            )
+            props = await http.get(self.client, spec, "/props")
+            fit = self._fits[spec.name] = cache_fit(spec, props)
+            total = int(props.get("total_slots", 0))
+            await restore_fitting(self.client, spec, directory, fit, total)
 
 
 async def _bounded(
@@ -195,9 +173,9 @@ async def _bounded(
         async with asyncio.timeout(budget):
             await work
     except TimeoutError:
-        _refused(spec, op, f"not done within {budget:g}s")
+        refused(spec, op, f"not done within {budget:g}s")
     except Exception as exc:
-        _refused(spec, op, _short(exc))
+        refused(spec, op, _short(exc))
 
 
 def _mark(slot: dict[str, Any]) -> tuple[Any, Any]:
@@ -207,7 +185,3 @@ def _mark(slot: dict[str, Any]) -> tuple[Any, Any]:
 
 def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:200]
-
-
-def _refused(spec: InstanceSpec, op: str, reason: str, **fields: Any) -> None:
-    log.warning("cache.refused", instance=spec.name, op=op, reason=reason, **fields)

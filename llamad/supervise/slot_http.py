@@ -26,9 +26,15 @@ async def post(
 ) -> tuple[int, dict[str, Any]]:
     """`action` (save, restore) on slot `slot` with file `name`: the status and the
     answer's JSON object ({} when it is none)."""
-    url = _url(spec, f"/slots/{slot}?action={action}")
-    body = json.dumps({"filename": name}).encode()
-    reply = await client.request("POST", url, REQUEST_TIMEOUT_S, body, _auth(spec))
+    return await send(client, spec, f"/slots/{slot}?action={action}", {"filename": name})
+
+
+async def send(
+    client: Client, spec: InstanceSpec, path: str, doc: dict[str, Any]
+) -> tuple[int, dict[str, Any]]:
+    """POST `doc` to `path`: the status and the answer's JSON object ({} when none)."""
+    body = json.dumps(doc).encode()
+    reply = await client.request("POST", _url(spec, path), REQUEST_TIMEOUT_S, body, _auth(spec))
     try:
         answer = json.loads(reply.body)
     except ValueError:

@@ -33,9 +33,11 @@ def is_city(doc: Any) -> bool:
 
 
 @contextmanager
-def gemma_gateway(model: Path, template: Path, **keys: Any) -> Iterator[tuple[str, Llamad]]:
+def gemma_gateway(
+    model: Path, template: Path, daemon: dict[str, Any] | None = None, **keys: Any
+) -> Iterator[tuple[str, Llamad]]:
     """The gateway's base URL (no key) and the daemon, `gemma` running (`keys` over
-    GEMMA's)."""
+    GEMMA's, `daemon`'s over `[daemon]`'s)."""
     d = short_dir()
     port = free_port()
     table = {"model": model, "port": free_port(), "chat_template_file": template, **GEMMA}
@@ -43,7 +45,7 @@ def gemma_gateway(model: Path, template: Path, **keys: Any) -> Iterator[tuple[st
     cfg = write_config(
         d / "llamad.toml",
         {"gemma": table},
-        daemon={"state_dir": str(d / "state")},
+        daemon={"state_dir": str(d / "state"), **(daemon or {})},
         gateway={"listen": f"127.0.0.1:{port}"},
     )
     base = f"http://127.0.0.1:{port}"

@@ -4,23 +4,17 @@ and a slot that has not changed is not written again."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import httpx
 from helpers import free_port, until
-from inprocess import Sup, config, events, supervising
+from inprocess import complete, config, events, saving, supervising
 from structlog.testing import capture_logs
 
 from llamad.lifecycle.states import State
-from llamad.supervise.slot_checkpoints import Checkpoints
 from llamad.supervise.steps import stop
 
 TURN = "abc def ghi jkl mno pqr stu vwx yz " * 4
@@ -29,33 +23,6 @@ NEXT = " and then one more line"
 
 def _tiny(tiny_model: Path, port: int) -> dict[str, dict[str, Any]]:
     return {"m": {"model": tiny_model, "port": port, "ctx_size": 512, "n_parallel": 1}}
-
-
-async def _complete(port: int, prompt: str) -> dict[str, Any]:
-    async with httpx.AsyncClient() as client:
-        reply = await client.post(
-            f"http://127.0.0.1:{port}/completion",
-            json={"prompt": prompt, "n_predict": 2, "temperature": 0, "cache_prompt": True},
-            timeout=30,
-        )
-    answer: dict[str, Any] = reply.json()
-    return answer
-
-
-@contextlib.asynccontextmanager
-async def _saving(sup: Sup, tokens: int = 16, interval: float = 30.0) -> AsyncIterator[Checkpoints]:
-    """Checkpoints over `sup`'s instances, running until the block ends."""
-    daemon = replace(sup.resolved.daemon, cache_save_tokens=tokens, cache_save_interval=interval)
-    cache = sup.supervisor.runtime.cache
-    assert cache is not None
-    saves = Checkpoints(cache, sup.supervisor.instances, lambda: daemon)
-    done = asyncio.Event()
-    async with asyncio.TaskGroup() as group:
-        group.create_task(saves.run(done))
-        try:
-            yield saves
-        finally:
-            done.set()
 
 
 async def _saved(logs: list[dict[str, Any]], count: int, timeout: float = 10.0) -> None:
@@ -68,9 +35,9 @@ async def test_a_kill_loses_at_most_the_last_turn(tmp_path: Path, tiny_model: Pa
     port = free_port()
     cfg = config(tmp_path, _tiny(tiny_model, port), backoff_initial=0.1)
     with capture_logs() as logs:
-        async with supervising(cfg) as sup, _saving(sup) as saves:
+        async with supervising(cfg) as sup, saving(sup) as saves:
             inst = await sup.state("m", State.RUNNING)
-            first = await _complete(port, TURN)
+            first = await complete(port, TURN)
             added = first["timings"]["prompt_n"] + first["timings"]["predicted_n"]
             assert added > 16
             saves.grew("m", added)
@@ -80,7 +47,7 @@ async def test_a_kill_loses_at_most_the_last_turn(tmp_path: Path, tiny_model: Pa
             os.kill(pid, signal.SIGKILL)
             await until(lambda: inst.child is not None and inst.child.pid != pid, 20, "restart")
             await sup.state("m", State.RUNNING)
-            again = await _complete(port, TURN + first["content"] + NEXT)
+            again = await complete(port, TURN + first["content"] + NEXT)
     assert events(logs, "cache.restored", instance="m", slot=0)
     # Only the new line, and the last token generated (sampled, never decoded).
     assert again["timings"]["prompt_n"] <= len(NEXT) + 2, again["timings"]
@@ -93,11 +60,11 @@ async def test_saves_are_bounded_in_rate_and_coalesced(tmp_path: Path, tiny_mode
     interval = 1.5
     with capture_logs() as logs:
         async with supervising(config(tmp_path, _tiny(tiny_model, port))) as sup:
-            async with _saving(sup, interval=interval) as saves:
+            async with saving(sup, interval=interval) as saves:
                 inst = await sup.state("m", State.RUNNING)
                 prompt = TURN
                 for n in range(4):
-                    answer = await _complete(port, prompt)
+                    answer = await complete(port, prompt)
                     saves.grew("m", 100)
                     if n == 0:
                         await _saved(logs, 1)
@@ -117,6 +84,6 @@ async def test_zero_tokens_turns_background_saves_off(tmp_path: Path, tiny_model
     """`cache_save_tokens = 0`: however much a turn adds, nothing is owed."""
     port = free_port()
     cfg = config(tmp_path, _tiny(tiny_model, port))
-    async with supervising(cfg) as sup, _saving(sup, tokens=0) as saves:
+    async with supervising(cfg) as sup, saving(sup, tokens=0) as saves:
         saves.grew("m", 10_000)
         assert not saves.owed()
