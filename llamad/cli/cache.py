@@ -31,9 +31,8 @@ def cache(args: argparse.Namespace) -> int:
         return 0
     rows = [("MODEL", "SLOT", "TOKENS", "SIZE", "AGE")]
     for s in doc["saved"]:
-        rows.append(
-            (s["model"], str(s["slot"]), str(s["tokens"]), size_text(s["bytes"]), _age(s["age_s"]))
-        )
+        slot = "-" if s["slot"] is None else str(s["slot"])  # a conversation kept
+        rows.append((s["model"], slot, str(s["tokens"]), size_text(s["bytes"]), _age(s["age_s"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())

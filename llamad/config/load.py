@@ -49,6 +49,8 @@ class Daemon:
     remote: Remote | None = None  # fleet: the control API on TCP, when configured
     cache_dir: Path = Path()  # the prompt cache's root (one directory per instance)
     cache_max: int | None = None  # bytes; None: min(10 GiB, 10% of free space)
+    cache_save_tokens: int = 512  # a background save after this many tokens; 0: none
+    cache_save_interval: float = 30.0  # at most one background save per instance this often
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ def resolve(
         reexport_metrics=d.reexport_metrics,
         remote=resolve_remote(d.remote, path, text, problems),  # fleet
         cache_dir=cache_root(cfg, base),
+        cache_save_tokens=d.cache_save_tokens,
+        cache_save_interval=d.cache_save_interval,
     )
     try:
         daemon = replace(daemon, cache_max=cache_max(d.cache_max))

@@ -75,7 +75,14 @@ def start_gateway(
     # one the latest reload names: another one is asked again).
     book = DeviceBook(lambda: _server(state))
     gateway = Gateway(
-        state.supervisor, settings, GatewayMetrics(metrics.registry), fleet, pending, balancer, book
+        state.supervisor,
+        settings,
+        GatewayMetrics(metrics.registry),
+        fleet,
+        pending,
+        balancer,
+        book,
+        state.saves,
     )
     link.connect(gateway)
     page = _page(gateway, state)

@@ -38,6 +38,7 @@ from llamad.supervise.orphans import ChildRegistry
 from llamad.supervise.process import bind_error
 from llamad.supervise.runtime import Runtime
 from llamad.supervise.slot_cache import SlotCache
+from llamad.supervise.slot_checkpoints import Checkpoints
 from llamad.supervise.supervisor import Supervisor
 
 if TYPE_CHECKING:  # the gateway's modules load only when one is configured
@@ -73,6 +74,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
     notifier = Notifier.from_env()
     # Its httpx pool is built at the first probe: httpx loads after the first launch.
     prober = Prober()
+    cache = SlotCache(prober.client, d.cache_dir, d.cache_max)
     runtime = Runtime(
         tools=resolved.tools,
         prober=prober,
@@ -81,17 +83,20 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
         log_backups=d.log_backups,
         registry=registry,
         remote=RemoteWorkers(resolved.peers),
-        cache=SlotCache(prober.client, d.cache_dir, d.cache_max),
+        cache=cache,
     )
     probes = ProbeFeed()
     gateway: GatewayLink[Gateway] = GatewayLink()  # built later, only with [gateway]
     supervisor = Supervisor(runtime, observe_probe=probes, draining=gateway.draining)
-    state = DaemonState(resolved, supervisor, probes)
+    saves = Checkpoints(cache, supervisor.instances, lambda: state.resolved.daemon)
+    state = DaemonState(resolved, supervisor, probes, saves)
     signals = _SignalHandlers(trigger, supervisor)
     try:
         async with asyncio.TaskGroup() as group:
             guard = ServiceGuard(group, services_stop, trigger)
             group.create_task(supervisor.run(), name="supervisor")
+            # Ends as the shutdown begins: the stops' own saves take over.
+            guard.start("cache-saves", lambda: saves.run(trigger), retry=True)
             log_changes(None, resolved.library)
             await supervisor.apply(resolved.instances)
             # The web stack loads after the first readiness polls (a small model is

@@ -31,6 +31,7 @@ from llamad.gateway.books.activity_metrics import ActivityMetrics
 from llamad.gateway.books.activity_stats import KeyTotals
 from llamad.gateway.books.bus import EventBus
 from llamad.gateway.books.metrics import GatewayMetrics
+from llamad.gateway.books.slot_growth import Grown, SlotGrowth
 from llamad.gateway.catalog import Views
 from llamad.gateway.choosers import Choosers
 from llamad.gateway.contract.caller import Caller
@@ -66,7 +67,10 @@ class Gateway:
         pending: Callable[[str], GatewayError | None] | None = None,
         balancer: Balancer | None = None,
         devices: DeviceBook | None = None,
+        saves: Grown | None = None,
     ) -> None:
+        """`saves` learns what each request added to its instance's slots (the prompt
+        cache's background saves)."""
         self.settings = settings
         self.fleet = fleet
         self.router = Router(supervisor)
@@ -112,6 +116,8 @@ class Gateway:
             self.key_totals,
             self._announce,
         ]
+        if saves is not None:
+            listeners.append(SlotGrowth(saves))
         self.activity = Activity(lambda: self.settings().activity_size, listeners)
         self.watch = StateWatch(supervisor, self.bus, self.progress, self.sched.size)
         self.status_doc = StatusDoc(

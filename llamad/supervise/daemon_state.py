@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from llamad.config.load import Resolved
 from llamad.supervise.hooks import ProbeFeed
+from llamad.supervise.slot_checkpoints import Checkpoints
 from llamad.supervise.supervisor import Supervisor
 
 
@@ -21,6 +22,8 @@ class DaemonState:
     supervisor: Supervisor
     # Every probe result, for whoever listens (the metrics, once the web stack has loaded).
     probes: ProbeFeed = field(default_factory=ProbeFeed)
+    # The prompt cache's background saves, told by the gateway as requests end.
+    saves: Checkpoints | None = None
     config_error: str | None = None
     reloads: int = 0
 

@@ -6,12 +6,13 @@ The instance task calls `save` between deciding a stop and signalling it, and `r
 between the first 200 of `/health` and RUNNING: one place for every planned stop (idle,
 eviction, unload, reload, rolling upgrade, shutdown). A save that fails or runs past its
 budget never holds up the stop; a file that does not fit is refused and removed.
+`checkpoint` saves a running server's changed slots between requests (slot_checkpoints.py);
+one lock per instance keeps it from crossing a stop's save or a restore.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -21,17 +22,19 @@ import structlog
 
 from llamad.backends.llama_cache import cache_fit, dropped
 from llamad.backends.local_http import Client
-from llamad.backends.probes import server_url
 from llamad.backends.spec import InstanceSpec
 from llamad.lifecycle.states import Event, Ready, Record, State
 from llamad.supervise import slot_files as files
+from llamad.supervise import slot_http as http
+from llamad.supervise import slot_kept as kept
+from llamad.supervise.slot_restore import refused, restore_fitting
 
 log = structlog.get_logger("llamad.cache")
 
 # A save takes at most this long, and half the stop_timeout, before the stop goes on:
 # with the default stop_timeout the whole stop stays inside the waits' 5 s margin.
 SAVE_BUDGET_S = 10.0
-RESTORE_BUDGET_S = 60.0
+RESTORE_BUDGET_S = http.REQUEST_TIMEOUT_S
 
 
 class SlotCache:
@@ -44,6 +47,10 @@ class SlotCache:
         # What each instance's running process fits, seen when it became ready: a model
         # file replaced under a running server must not be recorded as what it holds.
         self._fits: dict[str, dict[str, Any]] = {}
+        # Per instance, what each slot held when it was last saved (its last task and
+        # length): a slot that has not changed since is not written again.
+        self._marks: dict[str, dict[int, tuple[Any, Any]]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
 
     def launchable(self, spec: InstanceSpec) -> InstanceSpec:
         """`spec` as it can be launched now: its save directory made, or the cache off
@@ -53,7 +60,7 @@ class SlotCache:
         try:
             spec.prompt_cache.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            _refused(spec, "launch", _short(exc))
+            refused(spec, "launch", _short(exc))
             return dropped(spec, f"cannot make {spec.prompt_cache}: {exc.strerror}")
         return spec
 
@@ -73,8 +80,16 @@ class SlotCache:
         """Save every slot of `spec`'s running server that holds a prompt; never raises."""
         if spec.prompt_cache is not None:
             budget = min(SAVE_BUDGET_S, spec.knobs.stop_timeout / 2)
-            await _bounded(spec, "save", budget, self._save(spec, spec.prompt_cache))
+            await _bounded(spec, "save", budget, self._save(spec, spec.prompt_cache, "stop"))
         self._fits.pop(spec.name, None)
+        self._marks.pop(spec.name, None)
+
+    async def checkpoint(self, spec: InstanceSpec) -> None:
+        """Save the slots of `spec`'s running server that changed since they were last
+        saved, beside its requests (an idle slot only); never raises."""
+        if spec.prompt_cache is not None:
+            work = self._save(spec, spec.prompt_cache, "turn")
+            await _bounded(spec, "save", SAVE_BUDGET_S, work)
 
     async def restore(self, spec: InstanceSpec) -> None:
         """Restore the saved slots that fit `spec`'s new process; never raises."""
@@ -82,89 +97,71 @@ class SlotCache:
             work = self._restore(spec, spec.prompt_cache)
             await _bounded(spec, "restore", RESTORE_BUDGET_S, work)
 
-    async def _save(self, spec: InstanceSpec, directory: Path) -> None:
-        fit = self._fits.get(spec.name) or cache_fit(spec, await self._get(spec, "/props"))
-        slots = await self._get(spec, "/slots")
+    def _lock(self, spec: InstanceSpec) -> asyncio.Lock:
+        return self._locks.setdefault(spec.name, asyncio.Lock())
+
+    async def _save(self, spec: InstanceSpec, directory: Path, cause: str) -> None:
+        async with self._lock(spec):
+            await self._save_changed(spec, directory, cause)
+
+    async def _save_changed(self, spec: InstanceSpec, directory: Path, cause: str) -> None:
+        client = self.client
+        fit = self._fits.get(spec.name) or cache_fit(spec, await http.get(client, spec, "/props"))
+        slots = await http.get(client, spec, "/slots")
+        marks = self._marks.setdefault(spec.name, {})
         held = [
             s
             for s in slots
-            if isinstance(s, dict) and s.get("n_prompt_tokens") and not s.get("is_processing")
+            if isinstance(s, dict)
+            and s.get("n_prompt_tokens")
+            and not s.get("is_processing")
+            and (_mark(s) != marks.get(int(s["id"])) or not files.has(directory, int(s["id"])))
         ]
         if not held:
             return
         if (why := files.no_room(directory)) is not None:
-            _refused(spec, "save", why)
+            refused(spec, "save", why)
             return
         for slot in held:
             number = int(slot["id"])
             t0 = time.perf_counter()
-            status, body = await self._post(spec, number, "save", files.data_name(number))
+            kept.set_aside(directory, number)
+            name = files.data_name(number)
+            status, body = await http.post(client, spec, number, "save", name)
             tokens = int(body.get("n_saved", 0)) if status == 200 else 0
             if status != 200 or tokens == 0:
                 files.remove(directory, number)
                 if status != 200:
-                    _refused(spec, "save", _error(status, body), slot=number)
+                    refused(spec, "save", http.error(status, body), slot=number)
                 continue
             size = int(body.get("n_written", 0))
-            files.record(directory, number, fit, tokens, size)
+            ids = kept.tokens(directory / name)
+            digest = None if ids is None else kept.digest(ids)
+            files.record(directory, number, fit, tokens, size, digest)
+            for gone in kept.superseded(directory, ids or b""):
+                log.info("cache.superseded", instance=spec.name, slot=gone.slot, by=number)
+            marks[number] = _mark(slot)
             ms = round((time.perf_counter() - t0) * 1000, 1)
             log.info(
-                "cache.saved", instance=spec.name, slot=number, tokens=tokens, bytes=size, ms=ms
+                "cache.saved",
+                instance=spec.name,
+                slot=number,
+                tokens=tokens,
+                bytes=size,
+                ms=ms,
+                why=cause,
             )
         for gone in files.prune(self.root, self.max_bytes):
             log.info("cache.pruned", instance=gone.instance, slot=gone.slot, bytes=gone.bytes)
 
     async def _restore(self, spec: InstanceSpec, directory: Path) -> None:
-        props = await self._get(spec, "/props")
-        fit = self._fits[spec.name] = cache_fit(spec, props)
-        total = int(props.get("total_slots", 0))
-        for item in files.saved(directory):
-            differs = sorted(
-                k for k in fit.keys() | item.fit.keys() if fit.get(k) != item.fit.get(k)
-            )
-            if item.slot >= total:
-                differs.append(f"slot {item.slot} of {total}")
-            if differs:
-                files.remove(directory, item.slot)
-                _refused(spec, "restore", "differs: " + ", ".join(differs), slot=item.slot)
-                continue
-            t0 = time.perf_counter()
-            status, body = await self._post(spec, item.slot, "restore", item.data.name)
-            if status != 200:
-                files.remove(directory, item.slot)
-                _refused(spec, "restore", _error(status, body), slot=item.slot)
-                continue
-            files.touch(item)
-            ms = round((time.perf_counter() - t0) * 1000, 1)
-            tokens = body.get("n_restored")
-            log.info(
-                "cache.restored",
-                instance=spec.name,
-                slot=item.slot,
-                tokens=tokens,
-                bytes=item.bytes,
-                ms=ms,
-            )
-
-    async def _get(self, spec: InstanceSpec, path: str) -> Any:
-        reply = await self.client.request(
-            "GET", _url(spec, path), RESTORE_BUDGET_S, None, _auth(spec)
-        )
-        if reply.status != 200:
-            raise ValueError(f"GET {path}: HTTP {reply.status}")
-        return json.loads(reply.body)
-
-    async def _post(
-        self, spec: InstanceSpec, slot: int, action: str, name: str
-    ) -> tuple[int, dict[str, Any]]:
-        url = _url(spec, f"/slots/{slot}?action={action}")
-        body = json.dumps({"filename": name}).encode()
-        reply = await self.client.request("POST", url, RESTORE_BUDGET_S, body, _auth(spec))
-        try:
-            answer = json.loads(reply.body)
-        except ValueError:
-            answer = {}
-        return reply.status, answer if isinstance(answer, dict) else {}
+        async with self._lock(spec):
+            # A new process: what the last one's slots held says nothing of its own.
+            self._marks.pop(spec.name, None)
+            props = await http.get(self.client, spec, "/props")
+            fit = self._fits[spec.name] = cache_fit(spec, props)
+            total = int(props.get("total_slots", 0))
+            await restore_fitting(self.client, spec, directory, fit, total)
 
 
 async def _bounded(
@@ -176,28 +173,15 @@ async def _bounded(
         async with asyncio.timeout(budget):
             await work
     except TimeoutError:
-        _refused(spec, op, f"not done within {budget:g}s")
+        refused(spec, op, f"not done within {budget:g}s")
     except Exception as exc:
-        _refused(spec, op, _short(exc))
+        refused(spec, op, _short(exc))
 
 
-def _url(spec: InstanceSpec, path: str) -> str:
-    return server_url(spec.probe_host, spec.port, path)
-
-
-def _auth(spec: InstanceSpec) -> dict[str, str]:
-    return {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
-
-
-def _error(status: int, body: dict[str, Any]) -> str:
-    err = body.get("error")
-    message = err.get("message") if isinstance(err, dict) else None
-    return f"HTTP {status}" + (f": {message}" if message else "")
+def _mark(slot: dict[str, Any]) -> tuple[Any, Any]:
+    """What a slot of `GET /slots` holds, as far as a save goes: its last task and length."""
+    return slot.get("id_task"), slot.get("n_prompt_tokens")
 
 
 def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:200]
-
-
-def _refused(spec: InstanceSpec, op: str, reason: str, **fields: Any) -> None:
-    log.warning("cache.refused", instance=spec.name, op=op, reason=reason, **fields)

@@ -1,5 +1,7 @@
 """The prompt cache on disk: one directory per instance, a slot's file (`slot-N.bin`, as
 llama-server wrote it) beside its sidecar (`slot-N.json`: what it fits, when, how big).
+Numbers from KEPT up are conversations no slot held when they were last saved
+(slot_kept.py).
 
 The sidecar's mtime is the file's last use: the least recently used go first when the
 cache outgrows its bound."""
@@ -19,6 +21,8 @@ from urllib.parse import unquote
 GIB = 1024**3
 # Below this much free space nothing is saved: a cache never fills the disk.
 MIN_FREE = 512 * 1024**2
+# A file numbered from here up is a kept conversation, not a slot's.
+KEPT = 1000
 
 
 @dataclass(frozen=True)
@@ -32,12 +36,18 @@ class Saved:
     tokens: int
     used: float  # wall time of the last save or restore
     fit: dict[str, Any]
+    digest: str | None = None  # of the tokens it holds (slot_kept.digest)
+
+    @property
+    def kept(self) -> bool:
+        """A conversation kept beyond the slots, not a slot's own file."""
+        return self.slot >= KEPT
 
     def to_dict(self, now: float) -> dict[str, Any]:
-        """As `llamactl cache` lists it."""
+        """As `llamactl cache` lists it (a kept conversation has no slot)."""
         return {
             "model": self.instance,
-            "slot": self.slot,
+            "slot": None if self.kept else self.slot,
             "bytes": self.bytes,
             "tokens": self.tokens,
             "age_s": round(max(0.0, now - self.used), 1),
@@ -49,13 +59,27 @@ def data_name(slot: int) -> str:
     return f"slot-{slot}.bin"
 
 
+def has(directory: Path, slot: int) -> bool:
+    """Slot `slot` has a file and sidecar in `directory` (not pruned or cleared since)."""
+    return (directory / data_name(slot)).is_file() and sidecar(directory, slot).is_file()
+
+
 def sidecar(directory: Path, slot: int) -> Path:
     return directory / f"slot-{slot}.json"
 
 
-def record(directory: Path, slot: int, fit: dict[str, Any], tokens: int, size: int) -> None:
+def record(
+    directory: Path,
+    slot: int,
+    fit: dict[str, Any],
+    tokens: int,
+    size: int,
+    digest: str | None = None,
+) -> None:
     """Write the sidecar of a slot just saved."""
     body = {"fit": fit, "tokens": tokens, "bytes": size, "saved_at": time.time()}
+    if digest is not None:
+        body["digest"] = digest
     final = sidecar(directory, slot)
     tmp = final.with_suffix(".tmp")
     tmp.write_text(json.dumps(body, indent=1), encoding="utf-8")
@@ -96,10 +120,12 @@ def saved(directory: Path) -> list[Saved]:
             used, size = side.stat().st_mtime, data.stat().st_size
             fit = body["fit"]
             tokens = int(body.get("tokens", 0))
+            digest = body.get("digest")
         except (OSError, ValueError, KeyError, TypeError):
             remove(directory, slot)
             continue
-        out.append(Saved(unquote(directory.name), slot, data, size, tokens, used, fit))
+        name = unquote(directory.name)
+        out.append(Saved(name, slot, data, size, tokens, used, fit, digest))
     return out
 
 

@@ -33,15 +33,19 @@ def is_city(doc: Any) -> bool:
 
 
 @contextmanager
-def gemma_gateway(model: Path, template: Path) -> Iterator[tuple[str, Llamad]]:
-    """The gateway's base URL (no key) and the daemon, `gemma` running."""
+def gemma_gateway(
+    model: Path, template: Path, daemon: dict[str, Any] | None = None, **keys: Any
+) -> Iterator[tuple[str, Llamad]]:
+    """The gateway's base URL (no key) and the daemon, `gemma` running (`keys` over
+    GEMMA's, `daemon`'s over `[daemon]`'s)."""
     d = short_dir()
     port = free_port()
     table = {"model": model, "port": free_port(), "chat_template_file": template, **GEMMA}
+    table |= keys
     cfg = write_config(
         d / "llamad.toml",
         {"gemma": table},
-        daemon={"state_dir": str(d / "state")},
+        daemon={"state_dir": str(d / "state"), **(daemon or {})},
         gateway={"listen": f"127.0.0.1:{port}"},
     )
     base = f"http://127.0.0.1:{port}"

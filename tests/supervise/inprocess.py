@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 from helpers import FAKE_SERVER, until, write_config
 
 from llamad.backends.probes import Health, Prober
@@ -21,6 +22,7 @@ from llamad.lifecycle.states import State
 from llamad.supervise.instance import Instance
 from llamad.supervise.runtime import Runtime
 from llamad.supervise.slot_cache import SlotCache
+from llamad.supervise.slot_checkpoints import Checkpoints
 from llamad.supervise.supervisor import Drain, Supervisor
 
 FAST = {
@@ -89,3 +91,31 @@ async def supervising(cfg: Path, draining: Drain | None = None) -> AsyncIterator
 
 def events(logs: list[dict[str, Any]], name: str, **match: Any) -> list[dict[str, Any]]:
     return [e for e in logs if e["event"] == name and all(e.get(k) == v for k, v in match.items())]
+
+
+@contextlib.asynccontextmanager
+async def saving(sup: Sup, tokens: int = 16, interval: float = 30.0) -> AsyncIterator[Checkpoints]:
+    """Checkpoints over `sup`'s instances, running until the block ends."""
+    daemon = replace(sup.resolved.daemon, cache_save_tokens=tokens, cache_save_interval=interval)
+    cache = sup.supervisor.runtime.cache
+    assert cache is not None
+    saves = Checkpoints(cache, sup.supervisor.instances, lambda: daemon)
+    done = asyncio.Event()
+    async with asyncio.TaskGroup() as group:
+        group.create_task(saves.run(done))
+        try:
+            yield saves
+        finally:
+            done.set()
+
+
+async def complete(port: int, prompt: str) -> dict[str, Any]:
+    """Two tokens after `prompt` at temperature 0, from the llama-server on `port`."""
+    async with httpx.AsyncClient() as client:
+        reply = await client.post(
+            f"http://127.0.0.1:{port}/completion",
+            json={"prompt": prompt, "n_predict": 2, "temperature": 0},
+            timeout=30,
+        )
+    answer: dict[str, Any] = reply.json()
+    return answer

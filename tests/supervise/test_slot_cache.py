@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 from helpers import free_port
-from inprocess import config, events, supervising
+from inprocess import complete, config, events, supervising
 from structlog.testing import capture_logs
 
 from llamad.lifecycle.states import State
@@ -24,14 +23,7 @@ def _tiny(tiny_model: Path, port: int, **keys: Any) -> dict[str, dict[str, Any]]
 
 
 async def _complete(port: int) -> dict[str, Any]:
-    async with httpx.AsyncClient() as client:
-        reply = await client.post(
-            f"http://127.0.0.1:{port}/completion",
-            json={"prompt": PROMPT, "n_predict": 2, "temperature": 0},
-            timeout=30,
-        )
-    answer: dict[str, Any] = reply.json()
-    return answer
+    return await complete(port, PROMPT)
 
 
 async def test_saved_before_a_stop_and_restored_before_routing(
