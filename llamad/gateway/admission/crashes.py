@@ -12,8 +12,8 @@ import asyncio
 from collections.abc import Callable
 
 from llamad.config.gateway_table import GatewayConfig
-from llamad.gateway.admission.loads import DOWN
 from llamad.gateway.admission.slots import POLL_S
+from llamad.gateway.admission.stops import DOWN
 from llamad.gateway.contract.port import QueueTimeout, Removed, Unavailable
 from llamad.gateway.models.supervisor_view import SupervisorView
 from llamad.lifecycle.states import State

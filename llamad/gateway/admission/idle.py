@@ -75,4 +75,4 @@ class IdleTimers:
             if slot.expires is None:
                 self.sched.arm(slot)  # started by a person, or its timeout changed
             elif now >= slot.expires and slot.claim_stop(StopWhy.IDLE):
-                self.sched.loads.stop_soon(slot)
+                self.sched.loads.stops.soon(slot)

@@ -1,5 +1,5 @@
-"""On-demand loads and the gateway's stops: make room (evicting what `room.plan` says),
-start, wait for ready; stop a model whose stop was claimed, and wait until it is down.
+"""On-demand loads: make room (evicting what `room.plan` says), start, wait for ready.
+The stops they and the idle timers claim are carried out in `stops.py`.
 
 Loads decide on room one at a time, so two cannot both take the last place, then wait
 for readiness side by side. A victim is claimed in the same step as the plan that chose
@@ -10,15 +10,14 @@ and `deciding` are written here alone.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
 from llamad.config.gateway_table import GatewayConfig
+from llamad.gateway.admission.background import Background
 from llamad.gateway.admission.devices.choice import choose
 from llamad.gateway.admission.devices.fit import Holding, plan_devices, refusal
 from llamad.gateway.admission.devices.ledger import Ledger
@@ -27,9 +26,10 @@ from llamad.gateway.admission.room import Loaded
 from llamad.gateway.admission.room_rules import arrange
 from llamad.gateway.admission.rules import Slot, StopWhy
 from llamad.gateway.admission.slots import Slots
+from llamad.gateway.admission.stops import Stops
 from llamad.gateway.admission.together import Together
 from llamad.gateway.books.metrics import GatewayMetrics
-from llamad.gateway.contract.port import GatewayError, LoadFailed, NoRoom
+from llamad.gateway.contract.port import LoadFailed, NoRoom
 from llamad.gateway.models.model_sets import ModelSets
 from llamad.gateway.models.supervisor_view import SupervisorView
 from llamad.lifecycle.states import Start, State, Stop
@@ -38,7 +38,6 @@ log = structlog.get_logger("llamad.gateway")
 
 LIVE = (State.STARTING, State.RUNNING, State.BACKOFF, State.STOPPING)
 SETTLED = (State.RUNNING, State.BACKOFF, State.FAILED, State.STOPPED, State.IDLE)
-DOWN = (State.IDLE, State.STOPPED, State.FAILED)
 
 
 class Loads:
@@ -58,7 +57,10 @@ class Loads:
         self.sets, self.together = sets, Together(supervisor, slots, sets, LIVE)
         self.metrics, self.notes, self.ledger = metrics, notes, ledger
         self._room = asyncio.Lock()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.background = Background()
+        self.stops = Stops(
+            supervisor, slots, metrics, notes, self.together, ledger, self.background
+        )
 
     def join(self, slot: Slot) -> asyncio.Task[None]:
         """The load of `slot` under way, begun now if none is. Raises LoadFailed while a
@@ -73,7 +75,7 @@ class Loads:
         return slot.load
 
     def _begin(self, slot: Slot) -> asyncio.Task[None]:
-        task = self._spawn(self.load(slot.name, slot), f"load-{slot.name}")
+        task = self.background.spawn(self.load(slot.name, slot), f"load-{slot.name}")
         slot.load_began(task)
         return task
 
@@ -165,7 +167,7 @@ class Loads:
                 await self.slots.changed()  # a busy model must finish first
                 continue
             # Whatever the stops achieved, the next round plans from what is loaded then.
-            await asyncio.gather(*(self.stop_claimed(s) for s in claimed))
+            await asyncio.gather(*(self.stops.claimed(s) for s in claimed))
 
     def _loaded(self, exclude: str) -> list[Loaded]:
         out = []
@@ -188,62 +190,9 @@ class Loads:
         """The measured footprint of `name` once it has run, else its estimate."""
         return self.ledger.size(name)
 
-    async def stop_claimed(self, slot: Slot) -> bool:
-        """Carry out the stop claimed on `slot` (to IDLE) and wait until the model is down;
-        True when it got there. The claim ends either way."""
-        name, why = slot.name, slot.stop
-        facts = self.sup.facts(name)
-        try:
-            if facts is None or facts.state in DOWN:
-                return True
-            size = self.size(name)
-            if why is StopWhy.EVICT:
-                log.info("gateway.evicted", instance=name, model=name, size_bytes=size)
-                self.metrics.evictions.labels(name).inc()
-                self.notes.stopped(name, "evict", size)
-            else:  # its idle timer, or a client's unload (Ollama's keep_alive 0)
-                reason = "unload" if why is StopWhy.UNLOAD else "idle_timeout"
-                log.info(
-                    "instance.idle_stopped", instance=name, model=name, size_bytes=size,
-                    reason=reason,
-                )  # fmt: skip
-                self.metrics.idle_stops.labels(name).inc()
-                self.notes.stopped(name, reason, size)
-            await self.sup.command(name, Stop(idle=True))
-            timeout = facts.spec.knobs.stop_timeout + 5
-            return await self.sup.wait_for(name, *DOWN, timeout=timeout)
-        finally:
-            slot.end_stop()
-            self.slots.poke()
-            for other in self.together.to_stop(name, why) if why else []:  # a group, as one
-                self.stop_soon(other)
-
-    def stop_soon(self, slot: Slot) -> None:
-        """Run the stop claimed on `slot` in the background."""
-        self._spawn(self.stop_claimed(slot), f"stop-{slot.name}")
-
-    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        """Run `coro` in the background, watched: a failure is logged, and `close()`
-        cancels what is still running."""
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        exc = None if task.cancelled() else task.exception()
-        # A load's refusal reaches its waiters through the task; anything else is a bug.
-        if exc is not None and not isinstance(exc, GatewayError):
-            log.error("gateway.task_failed", task=task.get_name(), exc_info=exc)
-
     async def close(self) -> None:
         """Cancel loads and stops under way (shutdown)."""
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self.background.close()
 
 
 def _plan_among(

@@ -13,9 +13,10 @@ from collections.abc import Callable
 
 from llamad.common.waits import first_of
 from llamad.config.gateway_table import GatewayConfig
-from llamad.gateway.admission.loads import DOWN, Loads
+from llamad.gateway.admission.loads import Loads
 from llamad.gateway.admission.rules import Slot, StopWhy
 from llamad.gateway.admission.slots import POLL_S, Slots
+from llamad.gateway.admission.stops import DOWN
 from llamad.gateway.contract.port import QueueFull, QueueTimeout, Removed, Unavailable
 from llamad.gateway.models.supervisor_view import SupervisorView
 from llamad.lifecycle.states import State
@@ -125,7 +126,7 @@ class Scheduler:
         if not slot.release(time.monotonic()):
             return
         if slot.unload_pending and slot.ask_unload():
-            self.loads.stop_soon(slot)
+            self.loads.stops.soon(slot)
         else:
             self.arm(slot)
         self.slots.poke()
@@ -134,7 +135,7 @@ class Scheduler:
         """Stop `name` now if nothing uses it, else once its last request ends."""
         slot = self.slot(name)
         if slot.ask_unload():
-            await self.loads.stop_claimed(slot)
+            await self.loads.stops.claimed(slot)
 
     # Idle timers -----------------------------------------------------------------------
 
@@ -152,7 +153,7 @@ class Scheduler:
         timeout = self.timeout(slot.name)
         slot.arm(time.monotonic(), timeout)
         if timeout == 0 and slot.claim_stop(StopWhy.IDLE):
-            self.loads.stop_soon(slot)
+            self.loads.stops.soon(slot)
 
 
 def _cancelling() -> bool:
