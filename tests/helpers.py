@@ -178,9 +178,10 @@ class Llamad:
 
         return int(wait_for(check, timeout, f"{name} running"))
 
-    def api(self, method: str, path: str, body: Any = None) -> Any:
-        """One control-API call; returns the parsed JSON (raises on non-2xx)."""
-        return Client(self.socket).call(method, path, body)
+    def api(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
+        """One control-API call; returns the parsed JSON (raises on non-2xx). A call that
+        waits on the daemon (`?wait=N`) needs a `timeout` longer than N."""
+        return Client(self.socket).call(method, path, body, timeout)
 
     def status(self) -> dict[str, Any]:
         """The status document."""

@@ -120,13 +120,13 @@ def test_commands_wait_on_the_server(tmp_path: Path, tiny_model: Path) -> None:
     )
     with Llamad(cfg) as d:
         d.wait_ready()
-        doc = d.api("POST", "/v1/instances/good/start?wait=30")
+        doc = d.api("POST", "/v1/instances/good/start?wait=30", timeout=40)
         assert (doc["state"], doc["health"]["ok"]) == ("running", True)
-        again = d.api("POST", "/v1/instances/good/restart?wait=30")
+        again = d.api("POST", "/v1/instances/good/restart?wait=30", timeout=40)
         assert again["state"] == "running"
         assert again["pid"] not in (None, doc["pid"])
-        assert d.api("POST", "/v1/instances/good/stop?wait=30")["state"] == "stopped"
-        failed = d.api("POST", "/v1/instances/bad/start?wait=30")
+        assert d.api("POST", "/v1/instances/good/stop?wait=30", timeout=40)["state"] == "stopped"
+        failed = d.api("POST", "/v1/instances/bad/start?wait=30", timeout=40)
         assert failed["state"] == "failed"
         assert failed["error"]
 

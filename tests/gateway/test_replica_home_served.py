@@ -71,7 +71,7 @@ def test_a_conversation_keeps_its_replica_across_restarts(tiny_model: Path) -> N
         assert _turn(ld, base, messages)[0] == "r1"
         assert _turn(ld, base, messages)[0] == "r1"
         pid = ld.running("r1")
-        ld.api("POST", "/v1/instances/r1/restart?wait=60")
+        ld.api("POST", "/v1/instances/r1/restart?wait=60", timeout=70)
         ld.wait_running("r1", 60, not_pid=pid)
         where, cached = _turn(ld, base, messages)
         assert (where, cached > 0) == ("r1", True)  # restored, and still its home

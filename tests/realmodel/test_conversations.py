@@ -71,5 +71,5 @@ def test_two_conversations_on_one_slot_outlive_a_restart(
 
 def _restart(ld: Llamad, name: str) -> None:
     pid = ld.running(name)
-    ld.api("POST", f"/v1/instances/{name}/restart?wait=120")
+    ld.api("POST", f"/v1/instances/{name}/restart?wait=120", timeout=130)
     ld.wait_running(name, 120, not_pid=pid)

@@ -40,7 +40,7 @@ def _ask(port: int) -> dict[str, Any]:
 
 def _restart(d: Llamad, name: str) -> None:
     pid = d.running(name)
-    d.api("POST", f"/v1/instances/{name}/restart?wait=120")
+    d.api("POST", f"/v1/instances/{name}/restart?wait=120", timeout=130)
     d.wait_running(name, 120, not_pid=pid)
 
 
