@@ -18,6 +18,7 @@ from llamad.backends.catalog import Catalog, render
 from llamad.backends.catalog_cache import load_catalog
 from llamad.backends.llama_cache import keep_cache
 from llamad.backends.llama_command import find_llama_server
+from llamad.backends.llama_secrets import SECRET_ENVS, llama_secrets
 from llamad.backends.llama_serving import ALIAS_ENV, llama_serving
 from llamad.backends.probes import Prober, server_url
 from llamad.backends.serving import Serving
@@ -27,7 +28,6 @@ from llamad.backends.values import is_number, port_number
 from llamad.common.modelfile import model_problem
 from llamad.common.paths import anchored
 from llamad.common.redact import REDACTED, is_secret_key, scrub
-from llamad.common.tokenfile import TokenFileError, check_private
 from llamad.lifecycle.states import Knobs
 
 KIND = "llama-server"
@@ -37,8 +37,6 @@ _MODEL_SOURCES = (
     "LLAMA_ARG_MODEL_URL",
     "LLAMA_ARG_DOCKER_REPO",
 )
-API_KEY_ENV = "LLAMA_API_KEY"
-_SECRET_ENVS = {API_KEY_ENV, "HF_TOKEN"}
 # Value hints of `--help` options that name one file or directory.
 _FILE_HINTS = {"FNAME", "FILE", "PATH", "JINJA_TEMPLATE_FILE"}
 
@@ -87,7 +85,7 @@ class LlamaServer:
         model = Path(settings["LLAMA_ARG_MODEL"]) if "LLAMA_ARG_MODEL" in settings else None
         if (bad_model := model_problem(model)) is not None:
             problem(("model",), bad_model)
-        secrets, api_key = _secrets(settings, problem)
+        secrets, api_key = llama_secrets(settings, problem)
         port = port_number(settings.get("LLAMA_ARG_PORT"), problem)
         host = settings.setdefault("LLAMA_ARG_HOST", "127.0.0.1")
         if host.endswith(".sock"):
@@ -190,25 +188,6 @@ def _render(
     return out
 
 
-def _secrets(settings: dict[str, str], problem: Problem) -> tuple[tuple[str, ...], str | None]:
-    """Every value to blank out of the log, and the API key llamad itself presents."""
-    # llama-server takes a comma-separated list of keys, or one key a line from the file.
-    keys = [k.strip() for k in settings.get(API_KEY_ENV, "").split(",") if k.strip()]
-    key_file = settings.get("LLAMA_ARG_API_KEY_FILE")
-    if key_file:
-        try:
-            lines = Path(key_file).read_text(encoding="utf-8").splitlines()
-            keys += [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
-            # Held to the token files' rule: keys other users can read are leaked.
-            check_private(Path(key_file))
-        except OSError as exc:
-            problem(("api_key_file",), f"cannot read key file {key_file}: {exc.strerror}")
-        except TokenFileError as exc:
-            problem(("api_key_file",), str(exc))
-    secrets = [settings[e] for e in sorted(_SECRET_ENVS) if settings.get(e)] + keys
-    return tuple(dict.fromkeys(secrets)), keys[0] if keys else None
-
-
 def _check_args(
     catalog: Catalog, args: tuple[str, ...], settings: dict[str, str], problem: Problem
 ) -> None:
@@ -222,7 +201,7 @@ def _check_args(
             problem(("args",), f"unknown llama-server flag {arg!r} (args[{i}])")
         elif option.env in ("LLAMA_ARG_HOST", "LLAMA_ARG_PORT"):
             problem(("args",), f"{arg} is set with the `host`/`port` keys, not in args")
-        elif option.env in _SECRET_ENVS:
+        elif option.env in SECRET_ENVS:
             problem(("args",), f"{arg} would show the key in `ps`; use api_key_file instead")
         elif option.env in settings:
             problem(("args",), f"{arg} is also set by a key ({option.env}); set it once")

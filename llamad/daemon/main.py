@@ -11,9 +11,7 @@ import argparse
 import asyncio
 import gc
 import importlib
-import signal
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -29,6 +27,7 @@ from llamad.daemon import logs
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.lock import AlreadyRunning, DaemonLock
 from llamad.daemon.notify import Notifier
+from llamad.daemon.signals import SignalHandlers
 from llamad.fleet.remote_workers import RemoteWorkers
 from llamad.library.listing import log_changes
 from llamad.supervise.daemon_state import DaemonState
@@ -90,7 +89,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
     supervisor = Supervisor(runtime, observe_probe=probes, draining=gateway.draining)
     saves = Checkpoints(cache, supervisor.instances, lambda: state.resolved.daemon)
     state = DaemonState(resolved, supervisor, probes, saves)
-    signals = _SignalHandlers(trigger, supervisor)
+    signals = SignalHandlers(trigger, supervisor)
     try:
         async with asyncio.TaskGroup() as group:
             guard = ServiceGuard(group, services_stop, trigger)
@@ -139,46 +138,6 @@ def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> Non
     # flood of connections): one rate-limited line says the same.
     exc = context.get("exception")
     log.error("daemon.loop_error", message=context.get("message"), error=str(exc or ""))
-
-
-class _SignalHandlers:
-    """SIGTERM/SIGINT set the trigger; a second SIGINT kills every child; SIGHUP reloads."""
-
-    def __init__(self, trigger: asyncio.Event, sup: Supervisor) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._trigger, self._sup = trigger, sup
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._loop.add_signal_handler(sig, self._on_signal, sig)
-        # SIGHUP's default ends the process: from the start it is caught, and a hangup
-        # that comes before the reloader exists is kept for it.
-        self._reload: Callable[[], None] | None = None
-        self._hung_up = False
-        self._loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
-
-    def on_hangup(self, reload: Callable[[], None]) -> None:
-        """SIGHUP asks for a reload, once the reloader exists; an earlier one is kept."""
-        self._reload = reload
-        if self._hung_up:
-            reload()
-
-    def _on_hangup(self) -> None:
-        log.info("daemon.signal", signal="SIGHUP")
-        if self._reload is None:
-            self._hung_up = True
-        else:
-            self._reload()
-
-    def _on_signal(self, sig: signal.Signals) -> None:
-        if self._trigger.is_set() and sig is signal.SIGINT:
-            log.warning("daemon.forced", signal=sig.name)
-            self._sup.kill_all()
-            return
-        log.info("daemon.signal", signal=sig.name)
-        self._trigger.set()
-
-    def remove(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            self._loop.remove_signal_handler(sig)
 
 
 def run(args: argparse.Namespace) -> int:

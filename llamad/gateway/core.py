@@ -69,8 +69,6 @@ class Gateway:
         devices: DeviceBook | None = None,
         saves: Grown | None = None,
     ) -> None:
-        """`saves` learns what each request added to its instance's slots (the prompt
-        cache's background saves)."""
         self.settings = settings
         self.fleet = fleet
         self.router = Router(supervisor)
@@ -111,13 +109,10 @@ class Gateway:
         )  # fmt: skip
         # Per-request activity: the ring, the live stream, Prometheus and usage per key.
         self.key_totals = KeyTotals()
-        listeners: list[Listener] = [
-            ActivityMetrics(self.metrics.registry),
-            self.key_totals,
-            self._announce,
-        ]
-        if saves is not None:
-            listeners.append(SlotGrowth(saves))
+        # What a request added to its slots, for the prompt cache's background saves.
+        growth: list[Listener] = [] if saves is None else [SlotGrowth(saves)]
+        books: list[Listener] = [ActivityMetrics(self.metrics.registry), self.key_totals]
+        listeners = [*books, self._announce, *growth]
         self.activity = Activity(lambda: self.settings().activity_size, listeners)
         self.watch = StateWatch(supervisor, self.bus, self.progress, self.sched.size)
         self.status_doc = StatusDoc(

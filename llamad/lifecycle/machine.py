@@ -16,6 +16,7 @@ from llamad.lifecycle.moves import (
     forget_process,
     fresh_start,
     launch,
+    placed,
     retry,
     terminate,
 )
@@ -56,7 +57,7 @@ def step(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float = 0.
 def _stopped(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) -> Step:
     if isinstance(event, Start | Restart):
         # STOPPED -> STARTING
-        return fresh_start(_placed(rec, event), knobs)
+        return fresh_start(placed(rec, event), knobs)
     return rec, []
 
 
@@ -155,7 +156,7 @@ def _backoff(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float)
             return launch(rec, knobs)
         case Start() | Restart():
             # BACKOFF -> STARTING: a person acted, so skip the wait and forget the failures.
-            return fresh_start(_placed(rec, event), knobs)
+            return fresh_start(placed(rec, event), knobs)
         case Stop(idle=idle):
             # BACKOFF -> STOPPED (IDLE when the gateway evicts it): no process to stop; the
             # armed timer is ignored in STOPPED and IDLE.
@@ -177,7 +178,7 @@ def _stopping(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float
             return replace(rec, killed=True), [Signal("KILL")]
         case Start() | Restart():
             # STOPPING -> STOPPING: start again once the old process is gone.
-            return replace(_placed(rec, event), then=State.STARTING), []
+            return replace(placed(rec, event), then=State.STARTING), []
         case Stop(idle=idle):
             # STOPPING -> STOPPING: a later stop overrides a pending restart; llamad's own
             # (idle) stop never overrides a person's.
@@ -190,7 +191,7 @@ def _failed(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) 
     match event:
         case Start() | Restart():
             # FAILED -> STARTING: only a person clears FAILED, and they get a clean slate.
-            return fresh_start(_placed(rec, event), knobs)
+            return fresh_start(placed(rec, event), knobs)
         case Stop():
             # FAILED -> STOPPED: the person has seen the failure; stop showing it.
             return replace(rec, state=State.STOPPED, error=None), []
@@ -203,11 +204,6 @@ def _idle(rec: Record, event: Event, now: float, knobs: Knobs, jitter: float) ->
         return replace(rec, state=State.STOPPED), []
     # IDLE -> STARTING on Start, like STOPPED.
     return _stopped(rec, event, now, knobs, jitter)
-
-
-def _placed(rec: Record, event: Start | Restart) -> Record:
-    """A Start says where the next process goes; a Restart keeps the place it had."""
-    return replace(rec, device=event.device) if isinstance(event, Start) else rec
 
 
 _HANDLERS: dict[State, Callable[[Record, Event, float, Knobs, float], Step]] = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llamad.lifecycle.actions import Action, Arm, Failed, RestartScheduled, Signal, Spawn
-from llamad.lifecycle.states import Knobs, Record, State
+from llamad.lifecycle.states import Knobs, Record, Restart, Start, State
 
 Step = tuple[Record, list[Action]]
 
@@ -74,3 +74,8 @@ def retry(
     delay = base * (1 + knobs.backoff_jitter * jitter)
     rec, arm = arm_timer(replace(rec, state=State.BACKOFF), delay)
     return rec, [RestartScheduled(delay, attempt, reason), arm]
+
+
+def placed(rec: Record, event: Start | Restart) -> Record:
+    """A Start says where the next process goes; a Restart keeps the place it had."""
+    return replace(rec, device=event.device) if isinstance(event, Start) else rec

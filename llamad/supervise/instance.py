@@ -7,7 +7,6 @@ timers and commands all arrive as events on the one queue, so they are seen in o
 from __future__ import annotations
 
 import asyncio
-import random
 from collections import deque
 
 import structlog
@@ -25,13 +24,13 @@ from llamad.lifecycle.actions import (
     Spawn,
     StopWaiting,
 )
-from llamad.lifecycle.machine import step
 from llamad.lifecycle.states import Event, Exited, Record, Spawned, State, Stop, Timer, WorkersReady
 from llamad.supervise.hooks import InstanceHooks
 from llamad.supervise.inbox import Inbox
 from llamad.supervise.process import Child, ExitInfo
 from llamad.supervise.runtime import Runtime
 from llamad.supervise.spawn import await_workers, spawn
+from llamad.supervise.stepping import advance
 from llamad.supervise.watch import watch
 
 log = structlog.get_logger("llamad.instance")
@@ -129,24 +128,8 @@ class Instance:
             )
 
     async def _handle(self, event: Event) -> None:
-        loop = asyncio.get_running_loop()
         before = self.record
-        if self.runtime.cache is not None:
-            await self.runtime.cache.before(self.spec, before, event)
-        self.record, actions = step(
-            before, event, loop.time(), self.spec.knobs, random.uniform(-1.0, 1.0)
-        )
-        if self.runtime.cache is not None:
-            await self.runtime.cache.after(self.spec, before, self.record)
-        if self.record.state is not before.state:
-            log.info(
-                "instance.state_changed",
-                instance=self.spec.name,
-                **{"from": before.state.value},
-                to=self.record.state.value,
-                pid=self.record.pid or before.pid,
-                error=self.record.error,
-            )
+        self.record, actions = await advance(self.spec, self.runtime.cache, before, event)
         if isinstance(event, Exited) and self.child is not None and self.child.pid == event.pid:
             self.child = None
         for action in actions:

@@ -97,7 +97,8 @@ class Supervisor(HookRelay):
         # none finds it stopped between its arrival and its first start.
         if now:
             async with self._draining([], now):
-                await self._launch(self._add_all(specs, now))
+                # Back once each start is taken in: nothing the caller does delays a launch.
+                await asyncio.gather(*(start(inst) for inst in self._add_all(specs, now)))
         return changes
 
     def draining(self) -> list[str]:
@@ -169,10 +170,6 @@ class Supervisor(HookRelay):
         one waits for its first request)."""
         return [inst for n in names if (inst := self._add(specs[n])).spec.autostart]
 
-    async def _launch(self, starting: list[Instance]) -> None:
-        # Returns once each start is taken in: nothing the caller does can delay a launch.
-        await asyncio.gather(*(start(inst) for inst in starting))
-
     def _add(self, spec: InstanceSpec) -> Instance:
         assert self._group is not None, "apply() before run()"
         inst = Instance(spec, self.runtime, self)
@@ -183,9 +180,8 @@ class Supervisor(HookRelay):
         return inst
 
     async def restart(self, inst: Instance) -> None:
-        """Restart `inst` (start it, when it failed) inside the gateway's drain: its
-        requests in flight end first, and new ones wait for the new process. Raises
-        InstanceClosed when a reload removed it meanwhile."""
+        """Restart `inst` (start it, when failed) inside the gateway's drain: requests in
+        flight end first, new ones wait for it. InstanceClosed: a reload removed it."""
         name = inst.spec.name
         while self.handovers.pending(name):
             if self.handovers.ahead(name):
