@@ -36,6 +36,8 @@ RECORDS: dict[str, set[str]] = {
     "gateway/relay/proxy.py": {"tally"},
     "gateway/replicas/lease.py": {"tally", "held"},
     "gateway/routed.py": {"tally"},
+    "gateway/shaping/live.py": {"tally"},
+    "gateway/shaping/runner.py": {"tally"},
     "library/folder.py": {"found"},
     "library/hf_cache.py": {"found"},
     "supervise/process.py": {"prctl"},  # how ctypes declares a foreign function
