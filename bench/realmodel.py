@@ -67,18 +67,20 @@ def run(ctx: Context) -> list[Result]:
 
 
 def _same_run(ours: int | None, direct: int) -> str:
-    """Whether both llama-servers run alike: argv but the port, niceness, CPUs allowed."""
+    """Whether both llama-servers run alike: argv (but the port and the save directory),
+    `LLAMA_*` environment, niceness, CPUs allowed."""
     a, b = psutil.Process(ours), psutil.Process(direct)
 
     def argv(p: psutil.Process) -> list[str]:
         words = p.cmdline()[1:]
-        kept = [w for i, w in enumerate(words) if "--port" not in (w, words[i - 1])]
+        apart = ("--port", "--slot-save-path")  # each its own, by design
+        kept = [w for i, w in enumerate(words) if not {w, words[i - 1]} & set(apart)]
         env = sorted(f"{k}={v}" for k, v in p.environ().items() if k.startswith("LLAMA_"))
         return kept + [e for e in env if not e.startswith("LLAMA_ARG_PORT=")]
 
     alike = argv(a) == argv(b) and a.nice() == b.nice() and a.cpu_affinity() == b.cpu_affinity()
     return (
-        "same argv (but the port), niceness and CPUs"
+        "same argv (but the port and save directory), LLAMA_* environment, niceness and CPUs"
         if alike
         else (f"they differ: {argv(a)} nice {a.nice()} against {argv(b)} nice {b.nice()}")
     )

@@ -1,11 +1,12 @@
 """A returning conversation on the real model: its next turn after the model was evicted,
 idle-stopped, upgraded, the daemon restarted and the instance killed, against the same
-turn warm (never stopped) and with no cache (`cache_prompt: false`: all of it evaluated,
-as a process without the saved slot would), at about 1,500 and 3,000 prompt tokens
-(`--quick`: 1,500). A turn's time is that of a 1-token answer through llamad's gateway,
-sent once the model is back (its load and restore timed apart); its tokens evaluated are
-llama-server's `timings`. Claude-Code-shaped Anthropic turns, whose billing block's `cch`
-changes, run at the end; then the save's cost at an idle stop comes from its events.
+conversation's warm turn just before each event (the pair's ratio counts) and with no
+cache (`cache_prompt: false`: all of it evaluated, as a process without the saved slot
+would), at about 1,500 and 3,000 prompt tokens (`--quick`: 1,500, two rounds, not three).
+A turn's time is that of a 1-token answer through llamad's gateway, sent once the model is
+back (its load and restore timed apart); its tokens evaluated are llama-server's
+`timings`. Claude-Code-shaped Anthropic turns, whose billing block's `cch` changes, run at
+the end; the save's cost comes from each idle stop's events.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from bench import realmodel_client as rc
 from bench.common import Context, Result, wait_for
+from bench.conversation import Conversation, claude_turns, sentences
 from bench.procs import Daemon, event_time
 from bench.realmodel import instance
 from bench.returning_rows import Measured, rows
@@ -83,29 +85,6 @@ class Stage:
             d.stop()
 
 
-class Conversation:
-    """A long first message, then short turns; each turn's 1-token answer timed."""
-
-    def __init__(self, sentences: int) -> None:
-        text = f"{rc.story(sentences)}\nRemember the log; I will ask about it."
-        self.messages: list[dict[str, str]] = [{"role": "user", "content": text}]
-        self.turns = 0
-        self.last = 0  # prompt tokens of the latest turn
-
-    def next(self, gw: int, cache: bool = True) -> tuple[rc.Turn, int]:
-        """Send the next turn; (its answer, the tokens it added to the conversation)."""
-        if self.turns:
-            day = self.turns * 3
-            self.messages += [
-                {"role": "assistant", "content": "Noted."},
-                {"role": "user", "content": f"How many ships on day {day}? Just the number."},
-            ]
-        self.turns += 1
-        turn = rc.first_token(gw, "gemma", self.messages, cache)
-        added, self.last = turn.prompt - self.last, turn.prompt
-        return turn, added
-
-
 def run(ctx: Context) -> list[Result]:
     """Every returning-conversation row, at each size."""
     model = rc.real_model(ctx.root)
@@ -124,76 +103,70 @@ def run(ctx: Context) -> list[Result]:
 
 def _measure(s: Stage, size: int) -> Measured:
     m = Measured()
-    d = s.start()
+    s.start()
     s.load()
-    conv = Conversation(_sentences(s.port, size))
-    conv.next(s.gw)  # the whole conversation read once
-    for _ in range(2):
-        m.warm.append(conv.next(s.gw))
-    # Evicted: the tiny model's load stops gemma (max_loaded 1).
-    rc.first_token(s.gw, "other", [{"role": "user", "content": "hi"}])
-    wait_for(lambda: s.states("idle"), 60, "gemma evicted")
-    m.load["evicted"] = s.load()
-    m.after["evicted"] = conv.next(s.gw)
-    idles = len(s.states("idle"))
-    wait_for(lambda: len(s.states("idle")) > idles, IDLE_S + 60, "gemma idle-stopped")
-    m.stop_ms = (event_time(s.states("idle")[-1]) - event_time(s.states("stopping")[-1])) * 1000
-    m.saves = d.events("cache.saved", instance="gemma")[-1:]
-    m.load["idle-stopped"] = s.load()
-    m.after["idle-stopped"] = conv.next(s.gw)
-    # Upgraded: the same build under another path is a new executable: a rolling restart.
-    pid = d.running_pid("gemma")
-    s.binary = 1
-    d.rewrite(s.instances(), s.keys())
-    t0 = time.perf_counter()
-    wait_for(lambda: d.running_pid("gemma", not_pid=pid), 180, "gemma upgraded")
-    m.load["upgraded"] = time.perf_counter() - t0
-    m.after["upgraded"] = conv.next(s.gw)
-    d.stop()  # the daemon's shutdown saves; a new one starts from the same cache_dir
-    d = s.start()
-    m.load["daemon restarted"] = s.load()
-    m.after["daemon restarted"] = conv.next(s.gw)
-    pid = d.running_pid("gemma")
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
-    t0 = time.perf_counter()
-    wait_for(lambda: d.running_pid("gemma", not_pid=pid), 180, "gemma back after kill -9")
-    m.load["kill -9"] = time.perf_counter() - t0
-    m.after["kill -9"] = conv.next(s.gw)
+    # Every round adds about 260 tokens: the conversation straddles `size`.
+    conv = Conversation(sentences(s.port, size - GROWTH * s.ctx.reps(3, 2) // 2))
+    m.first = conv.next(s.gw)[0].prompt  # the whole conversation read once
+    for _ in range(s.ctx.reps(3, 2)):
+        for what, event in EVENTS.items():
+            m.warm.setdefault(what, []).append(conv.next(s.gw))  # the pair's warm turn
+            m.load.setdefault(what, []).append(event(s, m))
+            m.after.setdefault(what, []).append(conv.next(s.gw))
     m.nocache = conv.next(s.gw, cache=False)
     if size == SIZES[0]:
-        m.claude = _claude_turns(s, conv.messages[0]["content"])
+        m.claude = claude_turns(s.gw, conv.messages[0]["content"])
     return m
 
 
-def _sentences(port: int, size: int) -> int:
-    """Story lines for a conversation of about `size` tokens: guessed, then corrected."""
-    guess = max(1, round(size / (rc.tokens(port, rc.story(20)) / 20)))
-    return max(1, round(guess * size / rc.tokens(port, rc.story(guess))))
+def _evict(s: Stage, m: Measured) -> float:
+    """The tiny model's load stops gemma (max_loaded 1); then gemma is loaded again."""
+    idles = len(s.states("idle"))
+    rc.first_token(s.gw, "other", [{"role": "user", "content": "hi"}])
+    wait_for(lambda: len(s.states("idle")) > idles, 60, "gemma evicted")
+    return s.load()
 
 
-BILLING = "x-anthropic-billing-header: cc_version=2.1.42.834; cc_entrypoint=cli; cch={};"
+def _idle(s: Stage, m: Measured) -> float:
+    idles = len(s.states("idle"))
+    wait_for(lambda: len(s.states("idle")) > idles, IDLE_S + 60, "gemma idle-stopped")
+    stop = event_time(s.states("idle")[-1]) - event_time(s.states("stopping")[-1])
+    saved = s.d.events("cache.saved", instance="gemma")[-1]
+    m.saves.append((float(saved["ms"]), int(saved["bytes"]), stop * 1000))
+    return s.load()
 
 
-def _claude_turns(s: Stage, system: str) -> tuple[int, int]:
-    """Two Anthropic turns, the billing block's `cch` changed between them:
-    (the second's tokens evaluated, the tokens it added), from /v1/activity."""
-    messages: list[dict[str, str]] = [{"role": "user", "content": "What is this log about?"}]
-    seen: list[dict[str, Any]] = []
-    for cch in ("65abc", "1f0e2"):
-        body = {
-            "model": "gemma",
-            "max_tokens": 1,
-            "temperature": 0,
-            "system": [
-                {"type": "text", "text": BILLING.format(cch)},
-                {"type": "text", "text": system},
-            ],
-            "messages": messages,
-        }
-        rc.post(s.gw, "/v1/messages", body, {"anthropic-version": "2023-06-01"})
-        seen.append(rc.get_json(s.gw, "/v1/activity")["data"][0])
-        messages = [*messages, {"role": "assistant", "content": "A lighthouse."},
-                    {"role": "user", "content": "Which day had the most ships?"}]  # fmt: skip
-    total = [int(r["prompt_cached"] or 0) + int(r["prompt_evaluated"] or 0) for r in seen]
-    return int(seen[1]["prompt_evaluated"] or 0), total[1] - total[0]
+def _upgrade(s: Stage, m: Measured) -> float:
+    """The same build under another path is a new executable: a rolling restart."""
+    pid = s.d.running_pid("gemma")
+    s.binary = 1 - s.binary
+    s.d.rewrite(s.instances(), s.keys())
+    t0 = time.perf_counter()
+    wait_for(lambda: s.d.running_pid("gemma", not_pid=pid), 180, "gemma upgraded")
+    return time.perf_counter() - t0
+
+
+def _restart(s: Stage, m: Measured) -> float:
+    """The daemon's shutdown saves; a new one starts from the same cache_dir."""
+    s.d.stop()
+    s.start()
+    return s.load()
+
+
+def _kill(s: Stage, m: Measured) -> float:
+    pid = s.d.running_pid("gemma")
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.perf_counter()
+    wait_for(lambda: s.d.running_pid("gemma", not_pid=pid), 180, "gemma back after kill -9")
+    return time.perf_counter() - t0
+
+
+EVENTS = {
+    "evicted": _evict,
+    "idle-stopped": _idle,
+    "upgraded": _upgrade,
+    "daemon restarted": _restart,
+    "kill -9": _kill,
+}
+GROWTH = 2 * 26 * len(EVENTS)  # tokens a round of turns adds

@@ -8,23 +8,22 @@ from bench.returning_rows import Measured, rows
 
 
 def _measured(kill_evaluated: int, save_ms: float) -> Measured:
-    m = Measured()
-    m.warm = [(Turn(1.0, 25, 1500), 25), (Turn(1.2, 25, 1525), 25)]
+    m = Measured(first=1500)
     after = {"evicted": 1.0, "idle-stopped": 1.8, "upgraded": 1.0, "daemon restarted": 1.0}
-    m.after = {what: (Turn(s, 26, 1550), 26) for what, s in after.items()}
-    m.after["kill -9"] = (Turn(1.5, kill_evaluated, 1550), 26)
-    m.load = dict.fromkeys(m.after, 4.0)
+    m.after = {what: [(Turn(s, 26, 1550), 26)] for what, s in after.items()}
+    m.after["kill -9"] = [(Turn(1.5, kill_evaluated, 1550), 26)]
+    m.warm = {what: [(Turn(1.1, 25, 1500), 25)] for what in m.after}
+    m.load = {what: [4.0] for what in m.after}
     m.nocache = (Turn(20.0, 1600, 0), 26)
     m.claude = (20, 20)
-    m.stop_ms = 250.0
-    m.saves = [{"ms": save_ms, "bytes": 13_000_000}]
+    m.saves = [(save_ms, 13_000_000, 250.0)]
     return m
 
 
 def test_each_target_is_judged_on_its_own_figure() -> None:
     got = {r.name.split(": ", 1)[1]: r for r in rows(1500, _measured(52, 29.0))}
     assert got["warm turn"].passed is None  # information only
-    assert got["after evicted"].passed is True  # 1.0 s against a 1.1 s warm turn
+    assert got["after evicted"].passed is True  # 1.0 s against its 1.1 s warm turn
     assert got["after idle-stopped"].passed is False  # 1.8 s: over 1.5x warm
     assert got["after daemon restarted"].passed is True  # 26 evaluated of 26 added
     assert got["after kill -9"].passed is False  # 52 of 26: an older save restored
