@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 # The peer proxies `make bench` measures llamad beside (pyproject's bench-peers group) get a
 # virtualenv of their own: their pins would change the test environment's packages.
 PEERS ?= .venv-bench-peers
+# instructor pins jiter and rich below what the test extra's openai needs, so its test
+# (tests/gateway/instructor_row.py) runs in a virtualenv of its own (pyproject's group).
+INSTRUCTOR := .venv-instructor
 
 .PHONY: demo test lint docs bench bench-peers clean screenshots
 
@@ -23,7 +26,13 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+$(INSTRUCTOR)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(INSTRUCTOR)
+	$(INSTRUCTOR)/bin/python -m pip install --quiet --upgrade pip
+	$(INSTRUCTOR)/bin/python -m pip install --quiet --group instructor
+	touch $@
+
+test: lint $(INSTRUCTOR)/.installed
 	$(BIN)/pytest
 
 # The docs site, into site/: any warning (a broken link or anchor) fails the build.
@@ -51,4 +60,4 @@ bench: $(BIN)/.installed
 	$(BIN)/python -m bench $(if $(BASELINE),--baseline $(BASELINE))
 
 clean:
-	rm -rf $(VENV) $(PEERS) .venv-bench-base-* .mypy_cache .pytest_cache .ruff_cache site
+	rm -rf $(VENV) $(PEERS) $(INSTRUCTOR) .venv-bench-base-* .mypy_cache .pytest_cache .ruff_cache site
