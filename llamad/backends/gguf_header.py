@@ -32,11 +32,12 @@ _FIXED = {
 
 @dataclass(frozen=True)
 class ArrayRef:
-    """Where an array value sits: its item type, length and first item's offset."""
+    """Where an array value sits: its item type, length, first item's offset and end."""
 
     item_type: int
     count: int
     offset: int
+    end: int = 0
 
 
 # Numeric arrays up to this length are read whole: per-layer values such as head_count_kv
@@ -122,7 +123,7 @@ def _scan(buf: mmap.mmap) -> Header:
             scalars[key] = cur.value(vtype)
             continue
         item, count = cur.fixed("I"), cur.fixed("Q")
-        arrays[key] = ArrayRef(item, count, cur.pos)
+        start = cur.pos
         if item == _T.STRING:
             cur.skip_strings(count)
         elif item == _T.ARRAY:
@@ -132,6 +133,7 @@ def _scan(buf: mmap.mmap) -> Header:
             if count <= SMALL_ARRAY:
                 scalars[key] = list(struct.unpack_from(f"{cur.order}{count}{code}", buf, cur.pos))
             cur.pos += count * struct.calcsize(code)
+        arrays[key] = ArrayRef(item, count, start, cur.pos)
     elements, end = [], 0
     for _ in range(n_tensors):
         cur.string()
@@ -167,3 +169,22 @@ def array_string(path: Path, ref: ArrayRef, index: int) -> str | None:
         cur.pos = ref.offset
         cur.skip_strings(index)
         return cur.string()
+
+
+def strings_present(path: Path, ref: ArrayRef, texts: tuple[str, ...]) -> frozenset[str]:
+    """Which of `texts` are items of a string array (e.g. tokens of a 128k vocabulary).
+
+    Each item is searched as it is stored, its 8-byte length then its bytes, in the
+    array's span: one pass in C instead of decoding every item. A match off an item's
+    start would need those length bytes (seven NULs) inside another token.
+    """
+    if ref.item_type != _T.STRING or ref.end <= ref.offset:
+        return frozenset()
+    with _mapped(path) as buf:
+        try:
+            (version,) = struct.unpack_from("<I", buf, 4)
+        except struct.error as exc:  # the file was cut since its header was read
+            raise ValueError(f"truncated GGUF header ({exc})") from exc
+        order = "<" if version & 0xFFFF else ">"
+        needles = {t: struct.pack(order + "Q", len(t.encode())) + t.encode() for t in texts}
+        return frozenset(t for t, n in needles.items() if buf.find(n, ref.offset, ref.end) >= 0)

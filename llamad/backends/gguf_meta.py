@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llamad.backends.gguf_header import array_string, scan
+from llamad.backends.gguf_header import ArrayRef, array_string, scan, strings_present
 from llamad.backends.gguf_types import file_type_name
 
 # Token ids that mark fill-in-the-middle support, by the role llama-server gives them.
@@ -44,6 +44,8 @@ class GGUFMeta:
     fim_token_ids: dict[str, int] = field(default_factory=dict)
     # The texts of the end-of-sequence and end-of-turn tokens: what generation stops on.
     stop_tokens: tuple[str, ...] = ()
+    # Where the vocabulary's token texts sit in the file (`has_tokens` searches it).
+    vocab: ArrayRef | None = None
     # Every scalar key/value of the header, small numeric arrays as lists (the vocabulary
     # and other large arrays left out).
     scalars: dict[str, Any] = field(default_factory=dict)
@@ -157,8 +159,17 @@ def _parse(path: Path, size: int, mtime_ns: int) -> GGUFMeta:
         pooling_type=num("{arch}.pooling_type"),
         fim_token_ids=fim,
         stop_tokens=tuple(stops),
+        vocab=vocab,
         scalars=scalars,
     )
+
+
+def has_tokens(meta: GGUFMeta, texts: tuple[str, ...]) -> frozenset[str]:
+    """Which of `texts` are tokens of the model's vocabulary: read from the file only
+    when asked (a vocabulary can have 150k entries). OSError or ValueError as the file's."""
+    if meta.vocab is None:
+        return frozenset()
+    return strings_present(meta.path, meta.vocab, texts)
 
 
 def parameter_size(count: int) -> str:

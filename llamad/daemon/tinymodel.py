@@ -55,8 +55,9 @@ CHAT_TEMPLATE = (
 )
 
 
-def _vocab() -> tuple[list[str], list[float], list[int]]:
-    """SentencePiece ("llama") vocab, 260 tokens: 3 specials, 256 bytes, the space piece.
+def _vocab(special: tuple[str, ...]) -> tuple[list[str], list[float], list[int]]:
+    """SentencePiece ("llama") vocab, 260 tokens: 3 specials, 256 bytes, the space piece;
+    then `special` as control tokens.
 
     SPM escapes spaces to U+2581 ("▁"); as a token of its own it renders back as " ", so
     the model can emit spaces. No merges or scores matter: everything else is bytes.
@@ -68,6 +69,8 @@ def _vocab() -> tuple[list[str], list[float], list[int]]:
         types.append(_BYTE if b in _EMITTABLE else _CONTROL)
     tokens.append("\u2581")
     types.append(_NORMAL)
+    tokens += special
+    types += [_CONTROL] * len(special)
     return tokens, [0.0] * len(tokens), types
 
 
@@ -77,6 +80,7 @@ def write_tiny_model(
     shape: Shape = TINY,
     split: int = 0,
     chat_template: str | None = CHAT_TEMPLATE,
+    special_tokens: tuple[str, ...] = (),
 ) -> Path:
     """Write a tiny random llama GGUF (about 470 KB) to ``path`` and return ``path``.
 
@@ -88,6 +92,7 @@ def write_tiny_model(
     Same ``seed``, same bytes. With ``split``, at most that many tensors go in each file
     (``NAME-00001-of-0000N.gguf`` beside ``path``), as llama.cpp's gguf-split writes them;
     the first file's path is returned. `chat_template` None: the header carries none.
+    `special_tokens` are added to the vocabulary as control tokens (never emitted).
     """
     try:
         import gguf
@@ -95,7 +100,7 @@ def write_tiny_model(
     except ImportError as exc:
         raise RuntimeError(_MISSING_EXTRA) from exc
 
-    tokens, scores, types = _vocab()
+    tokens, scores, types = _vocab(special_tokens)
     rng = np.random.default_rng(seed)
 
     matrix = np.float16 if shape.f16 else np.float32

@@ -17,6 +17,7 @@ import httpx
 import pytest
 from helpers import free_port, wait_for
 
+from llamad.backends.builtin_template import template_file
 from llamad.daemon.tinymodel import write_tiny_model
 from llamad.library.ollama_template import JINJA
 
@@ -115,3 +116,19 @@ def test_a_family_renders_as_its_reference_through_the_real_binary(
         with _server(llama_server, bare_model, builtin, tmp_path / "builtin.log") as url:
             reference = _renderings(url)
     assert ours == reference
+
+
+@pytest.mark.parametrize(
+    ("family", "reference"),
+    [("llama3", "llama3"), ("mistral", "mistral-v3"), ("chatml", "chatml"), ("phi3", "phi3")],
+)
+def test_a_shipped_built_in_renders_as_llama_cpps_own(
+    family: str, reference: str, llama_server: Path, bare_model: Path, tmp_path: Path
+) -> None:
+    """The templates a GGUF without one gets (builtin_template.py), against the same."""
+    args = ["--chat-template-file", str(template_file(family))]
+    with _server(llama_server, bare_model, args, tmp_path / "ours.log") as url:
+        ours = _renderings(url)
+    builtin = ["--no-jinja", "--chat-template", reference]
+    with _server(llama_server, bare_model, builtin, tmp_path / "builtin.log") as url:
+        assert ours == _renderings(url)
