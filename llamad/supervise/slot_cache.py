@@ -84,11 +84,13 @@ class SlotCache:
         self._fits.pop(spec.name, None)
         self._marks.pop(spec.name, None)
 
-    async def checkpoint(self, spec: InstanceSpec) -> None:
+    async def checkpoint(self, spec: InstanceSpec, least: int = 0) -> None:
         """Save the slots of `spec`'s running server that changed since they were last
-        saved, beside its requests (an idle slot only); never raises."""
+        saved and hold at least `least` tokens, beside its requests (an idle slot only);
+        never raises. A short prompt is cheaper to evaluate again than to save: the save
+        would stall the server's other requests for nothing."""
         if spec.prompt_cache is not None:
-            work = self._save(spec, spec.prompt_cache, "turn")
+            work = self._save(spec, spec.prompt_cache, "turn", least)
             await _bounded(spec, "save", SAVE_BUDGET_S, work)
 
     async def restore(self, spec: InstanceSpec) -> None:
@@ -100,11 +102,13 @@ class SlotCache:
     def _lock(self, spec: InstanceSpec) -> asyncio.Lock:
         return self._locks.setdefault(spec.name, asyncio.Lock())
 
-    async def _save(self, spec: InstanceSpec, directory: Path, cause: str) -> None:
+    async def _save(self, spec: InstanceSpec, directory: Path, cause: str, least: int = 0) -> None:
         async with self._lock(spec):
-            await self._save_changed(spec, directory, cause)
+            await self._save_changed(spec, directory, cause, least)
 
-    async def _save_changed(self, spec: InstanceSpec, directory: Path, cause: str) -> None:
+    async def _save_changed(
+        self, spec: InstanceSpec, directory: Path, cause: str, least: int
+    ) -> None:
         client = self.client
         fit = self._fits.get(spec.name) or cache_fit(spec, await http.get(client, spec, "/props"))
         slots = await http.get(client, spec, "/slots")
@@ -113,7 +117,7 @@ class SlotCache:
             s
             for s in slots
             if isinstance(s, dict)
-            and s.get("n_prompt_tokens")
+            and int(s.get("n_prompt_tokens") or 0) >= max(least, 1)
             and not s.get("is_processing")
             and (_mark(s) != marks.get(int(s["id"])) or not files.has(directory, int(s["id"])))
         ]

@@ -4,9 +4,10 @@ the background once the requests it answered since its last save added enough to
 The gateway tells `grew(instance, tokens)` as each request ends (a dict update, nothing
 more on the request's path); `run` does the saves, one instance at a time, at most one
 per instance every `cache_save_interval` seconds: what grows meanwhile is coalesced into
-the next save, and only the slots that changed are written (`SlotCache.checkpoint`,
-which keeps to `cache_max` and the free-space floor like every save). llama-server
-serves nothing while it writes a slot, so saves also keep to a share of the time.
+the next save, and only the slots that changed and hold `cache_save_tokens` or more are
+written (`SlotCache.checkpoint`, which keeps to `cache_max` and the free-space floor like
+every save). llama-server serves nothing while it writes a slot, so saves also keep to a
+share of the time, and a short prompt is never worth that stall.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class Checkpoints:
                     continue
                 began = loop.time()
                 self._due[name] = began + self._settings().cache_save_interval
-                await self._cache.checkpoint(spec)
+                await self._cache.checkpoint(spec, self._settings().cache_save_tokens)
                 took = loop.time() - began
                 self._due[name] = max(self._due[name], began + took / MAX_SHARE)
 

@@ -87,3 +87,22 @@ async def test_zero_tokens_turns_background_saves_off(tmp_path: Path, tiny_model
     async with supervising(cfg) as sup, saving(sup, tokens=0) as saves:
         saves.grew("m", 10_000)
         assert not saves.owed()
+
+
+async def test_a_short_prompt_is_not_saved_in_the_background(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    """A slot holding fewer tokens than `cache_save_tokens` is not worth stalling the
+    server for: a background save leaves it, a save without the floor writes it."""
+    port = free_port()
+    with capture_logs() as logs:
+        async with supervising(config(tmp_path, _tiny(tiny_model, port))) as sup:
+            inst = await sup.state("m", State.RUNNING)
+            cache = sup.supervisor.runtime.cache
+            assert cache is not None
+            short = await complete(port, "hi")
+            held = short["timings"]["prompt_n"] + short["timings"]["predicted_n"]
+            await cache.checkpoint(inst.spec, least=held + 16)
+            assert not events(logs, "cache.saved", why="turn")
+            await cache.checkpoint(inst.spec, least=1)
+            assert len(events(logs, "cache.saved", why="turn")) == 1
