@@ -70,6 +70,8 @@ class GGUFMeta:
 
 
 _cache: dict[tuple[Path, int, int], GGUFMeta] = {}
+# `has_tokens`' answers, by file as it is and the texts asked for.
+_present: dict[tuple[Path, int, int, tuple[str, ...]], frozenset[str]] = {}
 _lock = threading.Lock()
 
 
@@ -166,10 +168,20 @@ def _parse(path: Path, size: int, mtime_ns: int) -> GGUFMeta:
 
 def has_tokens(meta: GGUFMeta, texts: tuple[str, ...]) -> frozenset[str]:
     """Which of `texts` are tokens of the model's vocabulary: read from the file only
-    when asked (a vocabulary can have 150k entries). OSError or ValueError as the file's."""
+    when asked (a vocabulary can have 150k entries), once per file as it is, since every
+    status document asks again. OSError or ValueError as the file's."""
     if meta.vocab is None:
         return frozenset()
-    return strings_present(meta.path, meta.vocab, texts)
+    key = (meta.path, meta.size_bytes, meta.mtime_ns, texts)
+    with _lock:
+        found = _present.get(key)
+    if found is None:
+        found = strings_present(meta.path, meta.vocab, texts)
+        with _lock:
+            for old in [k for k in _present if k[0] == meta.path and k[1:3] != key[1:3]]:
+                del _present[old]
+            _present[key] = found
+    return found
 
 
 def parameter_size(count: int) -> str:

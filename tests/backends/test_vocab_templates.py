@@ -75,3 +75,17 @@ def test_status_names_the_built_in_llama3_template_and_the_server_answers(
         reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=30)
         assert reply.status_code == 200, reply.text
         assert reply.json()["choices"][0]["message"]["role"] == "assistant"
+
+
+def test_a_rewritten_model_is_searched_again(tmp_path: Path) -> None:
+    """The vocabulary's answer is kept per file as it is: a model rewritten in place with
+    another vocabulary gets its own family, not the old file's."""
+    path = tmp_path / "m.gguf"
+    write_tiny_model(path, chat_template=None, special_tokens=LLAMA3)
+    assert choose(path) == Choice(
+        template_file("llama3"), "built-in llama3 (the model carries none)"
+    )
+    write_tiny_model(path, chat_template=None, special_tokens=MISTRAL)
+    assert choose(path) == Choice(
+        template_file("mistral"), "built-in mistral (the model carries none)"
+    )
