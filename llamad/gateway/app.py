@@ -36,6 +36,9 @@ from llamad.gateway.shaping.plan import shape_of
 from llamad.listener.departure import departure
 from llamad.listener.limits import Refused
 
+# The methods that change a llama-server's state (a GET of its slots only reads them).
+_CHANGES = ("POST", "PUT", "PATCH", "DELETE")
+
 
 class Proxied:
     """One routed path: lease the model the door found, relay; errors in the family's
@@ -49,8 +52,8 @@ class Proxied:
         assert tally is not None, "a route with books: the door began its tally"
         # `label`: the name the lease resolved, for the metrics ("" until one has).
         model, label = call.model, ""
-        # By path (/upstream/{model}/{path}): the rest of the path goes upstream.
-        path = "/" + call.params.get("path", "") if self.by == "path" else scope["path"]
+        # By path (/upstream/{model}/...): the rest of the path goes upstream.
+        path = "/" + scope["path"].split("/", 3)[3] if self.by == "path" else scope["path"]
 
         def first_byte(code: int) -> None:
             self.books.first_byte(tally, model, code)
@@ -141,6 +144,7 @@ def build_app(
         return JSONResponse({"status": "ok"})
 
     by_body = Proxied(gateway, relay, books, "body")
+    by_path = Proxied(gateway, relay, books, "path")
     routes = [
         Route("/health", ("GET",), Need.OPEN, responds(health)),
         Route("/v1/models", ("GET",), Need.KEY, responds(models)),
@@ -149,10 +153,16 @@ def build_app(
             "/props", ("GET",), Need.MODEL, Proxied(gateway, relay, books, "query"),
             model="query", books=books,
         ),
-        Route(
-            "/upstream/{model}/{path:path}", None, Need.MODEL,
-            Proxied(gateway, relay, books, "path"), Body.RAW, "model", books,
+        # A model's slots and adapters are every caller's: saving over, restoring,
+        # erasing or rescaling them is management, never a limited key's.
+        *(
+            Route(
+                f"/upstream/{{model}}/{part}{{rest:path}}", _CHANGES, Need.MANAGE, by_path,
+                Body.RAW, "model", books,
+            )
+            for part in ("slots", "lora-adapters")
         ),
+        Route("/upstream/{model}/{path:path}", None, Need.MODEL, by_path, Body.RAW, "model", books),
         *(
             Route(p, ("POST",), Need.MODEL, by_body, Body.JSON, "body", books)
             for p in BODY_ROUTED

@@ -141,3 +141,31 @@ def test_a_key_limited_to_some_models(tiny_model: Path, tmp_path: Path) -> None:
             "completion_tokens": 2,
         }  # fmt: skip
         assert "secret" not in str(gw.ld.status())
+
+
+def test_a_limited_key_reads_its_models_slots_but_never_changes_them(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """A model's slots hold every caller's conversations and its saved files: a key
+    limited to some models may look (GET) but not save, restore, erase or rescale, by
+    any spelling of the path llama-server would take."""
+    _keys(tmp_path)
+    keys = {"alice": {"key_file": str(tmp_path / "alice.key"), "models": ["a"]}}
+    with gateway(tiny_model, {"a": TINY}, api_key_file=str(tmp_path / "main.key"), keys=keys) as gw:
+        alice = {"Authorization": "Bearer alice-secret-0123456789"}
+        main = {"Authorization": "Bearer main-secret-0123456789"}
+        looked = httpx.get(f"{gw.base}/upstream/a/slots", headers=alice, timeout=10)
+        assert looked.status_code == 200
+        assert [s["id"] for s in looked.json()] == [0]
+        for path in (
+            "/upstream/a/slots/0?action=erase",
+            "/upstream/a/slots/0/?action=erase",  # llama-server takes it too
+            "/upstream/a/%73lots/0?action=restore",
+            "/upstream/a/lora-adapters",
+        ):
+            refused = httpx.post(f"{gw.base}{path}", json=[], headers=alice, timeout=10)
+            assert refused.status_code == 403, path
+            assert "nor a model's slots or adapters" in refused.json()["error"]["message"]
+        erased = httpx.post(f"{gw.base}/upstream/a/slots/0?action=erase", headers=main, timeout=10)
+        assert erased.status_code == 200
+        assert erased.json()["id_slot"] == 0

@@ -45,6 +45,10 @@ def unknown(models: Models, caller: Caller, name: str, path: str) -> Refusal:
 
 
 def not_for_scoped(caller: Caller) -> Refusal:
-    """403 for a key limited to some models asking to change the library."""
-    message = f"the key {caller.name!r} is limited to some models: it may not change the library"
+    """403 for a key limited to some models asking to change the library, or a model's
+    slots or adapters."""
+    message = (
+        f"the key {caller.name!r} is limited to some models: it may not change the library,"
+        " nor a model's slots or adapters"
+    )
     return Refusal(403, "forbidden", message)
