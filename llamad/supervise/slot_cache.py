@@ -129,18 +129,23 @@ class SlotCache:
         for slot in held:
             number = int(slot["id"])
             t0 = time.perf_counter()
-            kept.set_aside(directory, number)
-            name = files.data_name(number)
-            status, body = await http.post(client, spec, number, "save", name)
+            status, body = await http.post(client, spec, number, "save", files.part_name(number))
             tokens = int(body.get("n_saved", 0)) if status == 200 else 0
-            if status != 200 or tokens == 0:
-                files.remove(directory, number)
-                if status != 200:
-                    refused(spec, "save", http.error(status, body), slot=number)
-                continue
             size = int(body.get("n_written", 0))
-            ids = kept.tokens(directory / name)
+            why = http.error(status, body) if status != 200 else None
+            if tokens and why is None:
+                why = files.whole(directory, number, size)  # a full disk cuts a save short
+            if tokens == 0 or why is not None:
+                files.drop_parts(directory, number)
+                if why is not None:
+                    refused(spec, "save", why, slot=number)
+                continue
+            # No await from here to the sidecar: the old pair is set aside and the new
+            # one made whole in one step, whatever lists, clears or prunes meanwhile.
+            ids = kept.tokens(directory / files.part_name(number))
             digest = None if ids is None else kept.digest(ids)
+            kept.set_aside(directory, number)
+            files.keep(directory, number)
             files.record(directory, number, fit, tokens, size, digest)
             for gone in kept.superseded(directory, ids or b""):
                 log.info("cache.superseded", instance=spec.name, slot=gone.slot, by=number)
@@ -162,6 +167,7 @@ class SlotCache:
         async with self._lock(spec):
             # A new process: what the last one's slots held says nothing of its own.
             self._marks.pop(spec.name, None)
+            files.drop_parts(directory)  # the last process's saves never made whole
             props = await http.get(self.client, spec, "/props")
             fit = self._fits[spec.name] = cache_fit(spec, props)
             total = int(props.get("total_slots", 0))
