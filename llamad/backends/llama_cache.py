@@ -4,6 +4,8 @@ needs (`--slot-save-path`, the full-size sliding-window cache), or why it cannot
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,21 @@ from llamad.backends.spec import InstanceSpec
 SAVE_FLAG = "--slot-save-path"
 SWA_FULL = "LLAMA_ARG_SWA_FULL"
 _TRUE = ("on", "enabled", "true", "1")
+# Settings that say how a server runs, never what its KV cache holds: a reload that
+# changes only these keeps the saved slots. Any other (RoPE, adapters, a flag llamad
+# does not know) refuses them; the context per slot, the cache types, the model file
+# and the build are checked by name as well.
+_NEUTRAL = frozenset(
+    "LLAMA_ARG_" + k
+    for k in (
+        "ALIAS", "HOST", "PORT", "API_KEY", "API_KEY_FILE", "SSL_KEY_FILE", "SSL_CERT_FILE",
+        "THREADS", "THREADS_BATCH", "THREADS_HTTP", "N_PARALLEL", "TIMEOUT", "CACHE_RAM",
+        "ENDPOINT_METRICS", "ENDPOINT_SLOTS", "ENDPOINT_PROPS", "WEBUI", "NO_WEBUI",
+        "CHAT_TEMPLATE", "CHAT_TEMPLATE_FILE", "JINJA", "N_PREDICT", "CACHE_REUSE",
+        "N_GPU_LAYERS", "DEVICE", "SPLIT_MODE", "TENSOR_SPLIT", "MAIN_GPU", "RPC",
+        "BATCH", "UBATCH", "MLOCK", "NO_MMAP", "CONT_BATCHING", "NO_CONT_BATCHING",
+    )
+)  # fmt: skip
 
 
 def sliding_window(model: Path | None) -> int | None:
@@ -88,4 +105,15 @@ def cache_fit(spec: InstanceSpec, props: dict[str, Any]) -> dict[str, Any]:
         "n_ctx": generation.get("n_ctx") if isinstance(generation, dict) else None,
         "build": props.get("build_info"),
         "swa_full": swa_full(spec),
+        "launch": launch(spec),
     }
+
+
+def launch(spec: InstanceSpec) -> str:
+    """A digest of the settings and arguments that shape what `spec`'s slots hold."""
+    settings = sorted((k, v) for k, v in spec.settings if k not in _NEUTRAL)
+    args = list(spec.args)
+    if args[-2:] == [SAVE_FLAG, str(spec.prompt_cache)]:
+        args = args[:-2]  # where the files go, not what they hold
+    text = json.dumps([settings, args]).encode()
+    return hashlib.blake2b(text, digest_size=8).hexdigest()
