@@ -40,8 +40,15 @@ RESTORE_BUDGET_S = http.REQUEST_TIMEOUT_S
 class SlotCache:
     """Saves and restores the slots of the instances whose spec keeps a prompt cache."""
 
-    def __init__(self, client: Client, root: Path, max_bytes: int | None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        root: Path,
+        max_bytes: int | None,
+        restore_budget: float = RESTORE_BUDGET_S,
+    ) -> None:
         self.client = client
+        self.restore_budget = restore_budget
         self.root = root
         self.max_bytes = max_bytes
         # What each instance's running process fits, seen when it became ready: a model
@@ -97,7 +104,7 @@ class SlotCache:
         """Restore the saved slots that fit `spec`'s new process; never raises."""
         if spec.prompt_cache is not None:
             work = self._restore(spec, spec.prompt_cache)
-            await _bounded(spec, "restore", RESTORE_BUDGET_S, work)
+            await _bounded(spec, "restore", self.restore_budget, work)
 
     def _lock(self, spec: InstanceSpec) -> asyncio.Lock:
         return self._locks.setdefault(spec.name, asyncio.Lock())

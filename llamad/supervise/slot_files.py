@@ -39,6 +39,7 @@ class Saved:
     used: float  # wall time of the last save or restore
     fit: dict[str, Any]
     digest: str | None = None  # of the tokens it holds (slot_kept.digest)
+    written: int | None = None  # the bytes its sidecar says were saved
 
     @property
     def kept(self) -> bool:
@@ -148,11 +149,12 @@ def saved(directory: Path) -> list[Saved]:
             fit = body["fit"]
             tokens = int(body.get("tokens", 0))
             digest = body.get("digest")
+            written = body.get("bytes")
         except (OSError, ValueError, KeyError, TypeError):
             remove(directory, slot)
             continue
         name = unquote(directory.name)
-        out.append(Saved(name, slot, data, size, tokens, used, fit, digest))
+        out.append(Saved(name, slot, data, size, tokens, used, fit, digest, written))
     return out
 
 
