@@ -43,13 +43,11 @@ class SlotCache:
     def __init__(
         self,
         client: Client,
-        root: Path,
         max_bytes: int | None,
         restore_budget: float = RESTORE_BUDGET_S,
     ) -> None:
         self.client = client
         self.restore_budget = restore_budget
-        self.root = root
         self.max_bytes = max_bytes
         # What each instance's running process fits, seen when it became ready: a model
         # file replaced under a running server must not be recorded as what it holds.
@@ -167,7 +165,9 @@ class SlotCache:
                 ms=ms,
                 why=cause,
             )
-        for gone in files.prune(self.root, self.max_bytes):
+        # The root the instance saves under now (`cache_dir` as its spec has it, a reload
+        # may have moved it), not the one the daemon started with.
+        for gone in files.prune(directory.parent, self.max_bytes):
             log.info("cache.pruned", instance=gone.instance, slot=gone.slot, bytes=gone.bytes)
 
     async def _restore(self, spec: InstanceSpec, directory: Path) -> None:

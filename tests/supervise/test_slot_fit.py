@@ -113,7 +113,7 @@ async def _poisoned(
             directory.rmdir()
             aside.rename(directory)
             damage(directory)
-            cache = SlotCache(Client(), directory.parent, None, restore_budget=2.0)
+            cache = SlotCache(Client(), None, restore_budget=2.0)
             await cache.restore(inst.spec)
             cache.client.close()
             kept = (directory / "slot-0.bin").exists()

@@ -14,9 +14,11 @@ from inprocess import complete, config, events, supervising
 from structlog.testing import capture_logs
 
 from llamad.backends.local_http import Client, Reply
+from llamad.config.load import load
 from llamad.lifecycle.states import State
 from llamad.supervise import slot_files as files
 from llamad.supervise.slot_cache import SlotCache
+from llamad.supervise.steps import stop
 
 PROMPT = "abc def ghi jkl mno pqr stu vwx yz " * 4
 
@@ -57,7 +59,7 @@ async def _save_meddled(tmp_path: Path, tiny_model: Path, meddle: Callable[[Path
             root = directory.parent
             client = Meddling(lambda: meddle(root))
             await complete(port, PROMPT)
-            await SlotCache(client, root, None).save(inst.spec)
+            await SlotCache(client, None).save(inst.spec)
             client.close()
             return [s.slot for s in files.saved(directory)], _pairs(directory), list(logs)
 
@@ -86,3 +88,32 @@ async def test_a_short_file_is_not_recorded(tmp_path: Path, tiny_model: Path) ->
     assert (slots, pairs) == ([], (set(), set()))
     assert events(logs, "cache.refused", instance="m", op="save")
     assert not events(logs, "cache.saved", instance="m")
+
+
+def _in(cfg: Path, **daemon: str) -> Path:
+    """`cfg` with `daemon`'s keys added to its [daemon] table."""
+    keys = "".join(f'{k} = "{v}"\n' for k, v in daemon.items())
+    cfg.write_text(cfg.read_text().replace("[daemon]\n", f"[daemon]\n{keys}", 1))
+    return cfg
+
+
+async def test_a_moved_cache_dir_is_kept_to_cache_max(tmp_path: Path, tiny_model: Path) -> None:
+    """A reload that moves `cache_dir` restarts the instances into the new directory:
+    that is the one held to `cache_max`, not the one the daemon started with."""
+    port = free_port()
+    table = {"m": {"model": tiny_model, "port": port, "ctx_size": 512, "n_parallel": 1}}
+    first = _in(config(tmp_path, table), cache_dir=str(tmp_path / "one"), cache_max="1KiB")
+    with capture_logs() as logs:
+        async with supervising(first) as sup:
+            await sup.state("m", State.RUNNING)
+            second = _in(config(tmp_path, table), cache_dir=str(tmp_path / "two"), cache_max="1KiB")
+            await sup.supervisor.apply(load(second).instances)
+            await sup.drained()
+            inst = await sup.state("m", State.RUNNING)
+            assert inst.spec.prompt_cache == tmp_path / "two" / "m"
+            await complete(port, PROMPT)
+            await stop(inst)
+            held = [s.slot for s in files.everything(tmp_path / "two")]
+    assert events(logs, "cache.saved", instance="m")
+    assert held == []  # pruned: a slot of the tiny model is more than 1 KiB
+    assert events(logs, "cache.pruned", instance="m")
