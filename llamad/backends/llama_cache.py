@@ -90,10 +90,14 @@ def cache_fit(spec: InstanceSpec, props: dict[str, Any]) -> dict[str, Any]:
     """What a saved slot fits: a file saved under any other is refused, never loaded.
     `props` is the running server's `GET /props`."""
     settings = dict(spec.settings)
-    model: dict[str, Any] = {"path": str(spec.model)}
-    if spec.model is not None:
+    # A model llama-server downloads itself (`hf_repo`, `model_url`) is the file it
+    # loaded: a new revision lands under the same name.
+    loaded = props.get("model_path")
+    path = spec.model or (Path(loaded) if isinstance(loaded, str) and loaded else None)
+    model: dict[str, Any] = {"path": str(path)}
+    if path is not None:
         try:
-            st = spec.model.stat()
+            st = path.stat()
             model |= {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
         except OSError:
             pass
