@@ -27,6 +27,7 @@ from llamad.lifecycle.states import Event, Ready, Record, State
 from llamad.supervise import slot_files as files
 from llamad.supervise import slot_http as http
 from llamad.supervise import slot_kept as kept
+from llamad.supervise import slot_room as room
 from llamad.supervise.slot_restore import refused, restore_fitting
 
 log = structlog.get_logger("llamad.cache")
@@ -128,7 +129,8 @@ class SlotCache:
         ]
         if not held:
             return
-        if (why := files.no_room(directory)) is not None:
+        need = room.need(directory, (int(s.get("n_prompt_tokens") or 0) for s in held))
+        if (why := room.no_room(directory, need)) is not None:
             refused(spec, "save", why)
             return
         for slot in held:

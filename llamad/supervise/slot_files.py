@@ -21,8 +21,6 @@ from typing import Any
 from urllib.parse import unquote
 
 GIB = 1024**3
-# Below this much free space nothing is saved: a cache never fills the disk.
-MIN_FREE = 512 * 1024**2
 # A file numbered from here up is a kept conversation, not a slot's.
 KEPT = 1000
 
@@ -172,16 +170,6 @@ def everything(root: Path) -> list[Saved]:
     except OSError:
         return []
     return [item for d in dirs for item in saved(d)]
-
-
-def no_room(directory: Path) -> str | None:
-    """Make `directory` if need be; why a save cannot go there now, or None."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        free = shutil.disk_usage(directory).free
-    except OSError as exc:
-        return f"cannot use {directory}: {exc.strerror}"
-    return "disk full" if free < MIN_FREE else None
 
 
 def limit(root: Path, configured: int | None, held: int) -> int:
