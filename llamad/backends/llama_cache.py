@@ -17,14 +17,16 @@ SAVE_FLAG = "--slot-save-path"
 SWA_FULL = "LLAMA_ARG_SWA_FULL"
 _TRUE = ("on", "enabled", "true", "1")
 # Settings that say how a server runs, never what its KV cache holds: a reload that
-# changes only these keeps the saved slots. Any other (RoPE, adapters, a flag llamad
-# does not know) refuses them; the context per slot, the cache types, the model file
-# and the build are checked by name as well.
+# changes only these keeps the saved slots. Any other (RoPE, adapters, the slot count,
+# a flag llamad does not know) refuses them; the context per slot, the cache types, the
+# model file and the build are checked by name as well.
 _NEUTRAL = frozenset(
     "LLAMA_ARG_" + k
     for k in (
         "ALIAS", "HOST", "PORT", "API_KEY", "API_KEY_FILE", "SSL_KEY_FILE", "SSL_CERT_FILE",
-        "THREADS", "THREADS_BATCH", "THREADS_HTTP", "N_PARALLEL", "TIMEOUT", "CACHE_RAM",
+        "THREADS", "THREADS_BATCH", "THREADS_HTTP", "TIMEOUT", "CACHE_RAM",
+        "CTX_SIZE",  # what a slot gets of it is checked by name; the slot count is not
+        # neutral: llama-server refuses a file saved with another (measured)
         "ENDPOINT_METRICS", "ENDPOINT_SLOTS", "ENDPOINT_PROPS", "WEBUI", "NO_WEBUI",
         "CHAT_TEMPLATE", "CHAT_TEMPLATE_FILE", "JINJA", "N_PREDICT", "CACHE_REUSE",
         "N_GPU_LAYERS", "DEVICE", "SPLIT_MODE", "TENSOR_SPLIT", "MAIN_GPU", "RPC",

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import free_port
 from inprocess import complete, config, events, supervising
 from structlog.testing import capture_logs
@@ -51,8 +52,16 @@ async def test_a_rope_change_refuses_the_file(tmp_path: Path, tiny_model: Path) 
     assert not events(logs, "cache.restored")
 
 
-async def test_a_flag_in_args_refuses_the_file(tmp_path: Path, tiny_model: Path) -> None:
-    logs = await _after_reload(tmp_path, tiny_model, args=["--rope-scale", "2"])
+@pytest.mark.parametrize(
+    "change",
+    # The second keeps 512 tokens a slot, but llama-server cannot load the file then.
+    [{"args": ["--rope-scale", "2"]}, {"ctx_size": 1024, "n_parallel": 2}],
+    ids=["args", "slots"],
+)
+async def test_a_flag_or_the_slot_count_refuses_the_file(
+    tmp_path: Path, tiny_model: Path, change: dict[str, Any]
+) -> None:
+    logs = await _after_reload(tmp_path, tiny_model, **change)
     assert "launch" in events(logs, "cache.refused", op="restore")[0]["reason"]
     assert not events(logs, "cache.restored")
 
