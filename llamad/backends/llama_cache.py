@@ -4,6 +4,8 @@ needs (`--slot-save-path`, the full-size sliding-window cache), or why it cannot
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,23 @@ from llamad.backends.spec import InstanceSpec
 SAVE_FLAG = "--slot-save-path"
 SWA_FULL = "LLAMA_ARG_SWA_FULL"
 _TRUE = ("on", "enabled", "true", "1")
+# Settings that say how a server runs, never what its KV cache holds: a reload that
+# changes only these keeps the saved slots. Any other (RoPE, adapters, the slot count,
+# a flag llamad does not know) refuses them; the context per slot, the cache types, the
+# model file and the build are checked by name as well.
+_NEUTRAL = frozenset(
+    "LLAMA_ARG_" + k
+    for k in (
+        "ALIAS", "HOST", "PORT", "API_KEY", "API_KEY_FILE", "SSL_KEY_FILE", "SSL_CERT_FILE",
+        "THREADS", "THREADS_BATCH", "THREADS_HTTP", "TIMEOUT", "CACHE_RAM",
+        "CTX_SIZE",  # what a slot gets of it is checked by name; the slot count is not
+        # neutral: llama-server refuses a file saved with another (measured)
+        "ENDPOINT_METRICS", "ENDPOINT_SLOTS", "ENDPOINT_PROPS", "WEBUI", "NO_WEBUI",
+        "CHAT_TEMPLATE", "CHAT_TEMPLATE_FILE", "JINJA", "N_PREDICT", "CACHE_REUSE",
+        "N_GPU_LAYERS", "DEVICE", "SPLIT_MODE", "TENSOR_SPLIT", "MAIN_GPU", "RPC",
+        "BATCH", "UBATCH", "MLOCK", "NO_MMAP", "CONT_BATCHING", "NO_CONT_BATCHING",
+    )
+)  # fmt: skip
 
 
 def sliding_window(model: Path | None) -> int | None:
@@ -73,10 +92,14 @@ def cache_fit(spec: InstanceSpec, props: dict[str, Any]) -> dict[str, Any]:
     """What a saved slot fits: a file saved under any other is refused, never loaded.
     `props` is the running server's `GET /props`."""
     settings = dict(spec.settings)
-    model: dict[str, Any] = {"path": str(spec.model)}
-    if spec.model is not None:
+    # A model llama-server downloads itself (`hf_repo`, `model_url`) is the file it
+    # loaded: a new revision lands under the same name.
+    loaded = props.get("model_path")
+    path = spec.model or (Path(loaded) if isinstance(loaded, str) and loaded else None)
+    model: dict[str, Any] = {"path": str(path)}
+    if path is not None:
         try:
-            st = spec.model.stat()
+            st = path.stat()
             model |= {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
         except OSError:
             pass
@@ -88,4 +111,15 @@ def cache_fit(spec: InstanceSpec, props: dict[str, Any]) -> dict[str, Any]:
         "n_ctx": generation.get("n_ctx") if isinstance(generation, dict) else None,
         "build": props.get("build_info"),
         "swa_full": swa_full(spec),
+        "launch": launch(spec),
     }
+
+
+def launch(spec: InstanceSpec) -> str:
+    """A digest of the settings and arguments that shape what `spec`'s slots hold."""
+    settings = sorted((k, v) for k, v in spec.settings if k not in _NEUTRAL)
+    args = list(spec.args)
+    if args[-2:] == [SAVE_FLAG, str(spec.prompt_cache)]:
+        args = args[:-2]  # where the files go, not what they hold
+    text = json.dumps([settings, args]).encode()
+    return hashlib.blake2b(text, digest_size=8).hexdigest()

@@ -73,7 +73,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
     notifier = Notifier.from_env()
     # Its httpx pool is built at the first probe: httpx loads after the first launch.
     prober = Prober()
-    cache = SlotCache(prober.client, d.cache_dir, d.cache_max)
+    cache = SlotCache(prober.client, d.cache_max)
     runtime = Runtime(
         tools=resolved.tools,
         prober=prober,

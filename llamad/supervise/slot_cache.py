@@ -27,6 +27,7 @@ from llamad.lifecycle.states import Event, Ready, Record, State
 from llamad.supervise import slot_files as files
 from llamad.supervise import slot_http as http
 from llamad.supervise import slot_kept as kept
+from llamad.supervise import slot_room as room
 from llamad.supervise.slot_restore import refused, restore_fitting
 
 log = structlog.get_logger("llamad.cache")
@@ -40,9 +41,14 @@ RESTORE_BUDGET_S = http.REQUEST_TIMEOUT_S
 class SlotCache:
     """Saves and restores the slots of the instances whose spec keeps a prompt cache."""
 
-    def __init__(self, client: Client, root: Path, max_bytes: int | None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        max_bytes: int | None,
+        restore_budget: float = RESTORE_BUDGET_S,
+    ) -> None:
         self.client = client
-        self.root = root
+        self.restore_budget = restore_budget
         self.max_bytes = max_bytes
         # What each instance's running process fits, seen when it became ready: a model
         # file replaced under a running server must not be recorded as what it holds.
@@ -97,7 +103,7 @@ class SlotCache:
         """Restore the saved slots that fit `spec`'s new process; never raises."""
         if spec.prompt_cache is not None:
             work = self._restore(spec, spec.prompt_cache)
-            await _bounded(spec, "restore", RESTORE_BUDGET_S, work)
+            await _bounded(spec, "restore", self.restore_budget, work)
 
     def _lock(self, spec: InstanceSpec) -> asyncio.Lock:
         return self._locks.setdefault(spec.name, asyncio.Lock())
@@ -123,24 +129,30 @@ class SlotCache:
         ]
         if not held:
             return
-        if (why := files.no_room(directory)) is not None:
+        need = room.need(directory, (int(s.get("n_prompt_tokens") or 0) for s in held))
+        if (why := room.no_room(directory, need)) is not None:
             refused(spec, "save", why)
             return
         for slot in held:
             number = int(slot["id"])
             t0 = time.perf_counter()
-            kept.set_aside(directory, number)
-            name = files.data_name(number)
-            status, body = await http.post(client, spec, number, "save", name)
+            status, body = await http.post(client, spec, number, "save", files.part_name(number))
             tokens = int(body.get("n_saved", 0)) if status == 200 else 0
-            if status != 200 or tokens == 0:
-                files.remove(directory, number)
-                if status != 200:
-                    refused(spec, "save", http.error(status, body), slot=number)
-                continue
             size = int(body.get("n_written", 0))
-            ids = kept.tokens(directory / name)
+            why = http.error(status, body) if status != 200 else None
+            if tokens and why is None:
+                why = files.whole(directory, number, size)  # a full disk cuts a save short
+            if tokens == 0 or why is not None:
+                files.drop_parts(directory, number)
+                if why is not None:
+                    refused(spec, "save", why, slot=number)
+                continue
+            # No await from here to the sidecar: the old pair is set aside and the new
+            # one made whole in one step, whatever lists, clears or prunes meanwhile.
+            ids = kept.tokens(directory / files.part_name(number))
             digest = None if ids is None else kept.digest(ids)
+            kept.set_aside(directory, number)
+            files.keep(directory, number)
             files.record(directory, number, fit, tokens, size, digest)
             for gone in kept.superseded(directory, ids or b""):
                 log.info("cache.superseded", instance=spec.name, slot=gone.slot, by=number)
@@ -155,13 +167,16 @@ class SlotCache:
                 ms=ms,
                 why=cause,
             )
-        for gone in files.prune(self.root, self.max_bytes):
+        # The root the instance saves under now (`cache_dir` as its spec has it, a reload
+        # may have moved it), not the one the daemon started with.
+        for gone in files.prune(directory.parent, self.max_bytes):
             log.info("cache.pruned", instance=gone.instance, slot=gone.slot, bytes=gone.bytes)
 
     async def _restore(self, spec: InstanceSpec, directory: Path) -> None:
         async with self._lock(spec):
             # A new process: what the last one's slots held says nothing of its own.
             self._marks.pop(spec.name, None)
+            files.drop_parts(directory)  # the last process's saves never made whole
             props = await http.get(self.client, spec, "/props")
             fit = self._fits[spec.name] = cache_fit(spec, props)
             total = int(props.get("total_slots", 0))

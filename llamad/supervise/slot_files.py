@@ -1,7 +1,9 @@
 """The prompt cache on disk: one directory per instance, a slot's file (`slot-N.bin`, as
 llama-server wrote it) beside its sidecar (`slot-N.json`: what it fits, when, how big).
 Numbers from KEPT up are conversations no slot held when they were last saved
-(slot_kept.py).
+(slot_kept.py). llama-server writes a save as `slot-N.part`, which nothing lists or
+prunes; it becomes `slot-N.bin` with its sidecar in one step, so whoever looks between
+two awaits (a listing, a clear, a prune) sees a whole pair or none.
 
 The sidecar's mtime is the file's last use: the least recently used go first when the
 cache outgrows its bound."""
@@ -19,8 +21,6 @@ from typing import Any
 from urllib.parse import unquote
 
 GIB = 1024**3
-# Below this much free space nothing is saved: a cache never fills the disk.
-MIN_FREE = 512 * 1024**2
 # A file numbered from here up is a kept conversation, not a slot's.
 KEPT = 1000
 
@@ -37,6 +37,7 @@ class Saved:
     used: float  # wall time of the last save or restore
     fit: dict[str, Any]
     digest: str | None = None  # of the tokens it holds (slot_kept.digest)
+    written: int | None = None  # the bytes its sidecar says were saved
 
     @property
     def kept(self) -> bool:
@@ -59,6 +60,11 @@ def data_name(slot: int) -> str:
     return f"slot-{slot}.bin"
 
 
+def part_name(slot: int) -> str:
+    """The bare file name llama-server writes slot `slot`'s save under, until it is whole."""
+    return f"slot-{slot}.part"
+
+
 def has(directory: Path, slot: int) -> bool:
     """Slot `slot` has a file and sidecar in `directory` (not pruned or cleared since)."""
     return (directory / data_name(slot)).is_file() and sidecar(directory, slot).is_file()
@@ -66,6 +72,30 @@ def has(directory: Path, slot: int) -> bool:
 
 def sidecar(directory: Path, slot: int) -> Path:
     return directory / f"slot-{slot}.json"
+
+
+def whole(directory: Path, slot: int, size: int) -> str | None:
+    """Why slot `slot`'s written save is not the `size` bytes llama-server said it wrote
+    (a full disk cuts it short), or None when it is."""
+    try:
+        held = (directory / part_name(slot)).stat().st_size
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror}"
+    return None if held == size > 0 else f"{held} of {size} bytes written"
+
+
+def keep(directory: Path, slot: int) -> None:
+    """Slot `slot`'s written save becomes its file (its sidecar is written next)."""
+    os.replace(directory / part_name(slot), directory / data_name(slot))
+
+
+def drop_parts(directory: Path, slot: int | None = None) -> None:
+    """Remove the saves never made whole: slot `slot`'s, or every one of `directory`."""
+    names = [part_name(slot)] if slot is not None else _names(directory)
+    for name in names:
+        if name.startswith("slot-") and name.endswith(".part"):
+            with contextlib.suppress(FileNotFoundError):
+                (directory / name).unlink()
 
 
 def record(
@@ -103,11 +133,7 @@ def saved(directory: Path) -> list[Saved]:
     """The slots saved in one instance's directory; a file without a readable sidecar
     (a save cut short) is removed."""
     out: list[Saved] = []
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return out
-    for name in names:
+    for name in _names(directory):
         if not (name.startswith("slot-") and name.endswith(".bin")):
             continue
         slot_text = name[len("slot-") : -len(".bin")]
@@ -121,12 +147,20 @@ def saved(directory: Path) -> list[Saved]:
             fit = body["fit"]
             tokens = int(body.get("tokens", 0))
             digest = body.get("digest")
+            written = body.get("bytes")
         except (OSError, ValueError, KeyError, TypeError):
             remove(directory, slot)
             continue
         name = unquote(directory.name)
-        out.append(Saved(name, slot, data, size, tokens, used, fit, digest))
+        out.append(Saved(name, slot, data, size, tokens, used, fit, digest, written))
     return out
+
+
+def _names(directory: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(directory))
+    except OSError:
+        return []
 
 
 def everything(root: Path) -> list[Saved]:
@@ -136,16 +170,6 @@ def everything(root: Path) -> list[Saved]:
     except OSError:
         return []
     return [item for d in dirs for item in saved(d)]
-
-
-def no_room(directory: Path) -> str | None:
-    """Make `directory` if need be; why a save cannot go there now, or None."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        free = shutil.disk_usage(directory).free
-    except OSError as exc:
-        return f"cannot use {directory}: {exc.strerror}"
-    return "disk full" if free < MIN_FREE else None
 
 
 def limit(root: Path, configured: int | None, held: int) -> int:

@@ -40,12 +40,20 @@ async def restore_fitting(
         differs = sorted(k for k in fit.keys() | item.fit.keys() if fit.get(k) != item.fit.get(k))
         if item.slot >= total and not memory:
             differs.append(f"slot {item.slot} of {total}")
+        if item.written != item.bytes:  # cut short on disk: llama-server dies loading it
+            differs.append(f"size {item.bytes} of {item.written} bytes")
         if differs:
             files.remove(directory, item.slot)
             refused(spec, "restore", "differs: " + ", ".join(differs), slot=item.slot)
             continue
         t0 = time.perf_counter()
-        status, body = await http.post(client, spec, into, "restore", item.data.name)
+        try:
+            status, body = await http.post(client, spec, into, "restore", item.data.name)
+        except BaseException:
+            # Cut off: the server died or hung loading it, or the budget ran out. Left,
+            # the file would do the same to every next process.
+            files.remove(directory, item.slot)
+            raise
         tokens = body.get("n_restored")
         if status == 200 and into != item.slot:
             status, body = await http.send(client, spec, "/completion", kept.NUDGE)

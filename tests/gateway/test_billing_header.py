@@ -5,7 +5,9 @@ table of bodies, and the whole app in process over a recording upstream."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +17,7 @@ from pool_helpers import read_request, upstream
 from supervisor_double import Double, spec
 
 from llamad.config.gateway_table import GatewayConfig
+from llamad.gateway.access.door import Door
 from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
 from llamad.gateway.relay.billing_header import stabilise
@@ -82,9 +85,10 @@ def test_replica_affinity_sees_one_conversation() -> None:
     assert first["system"][0]["text"].endswith("cch=65abc;")  # the request is left as sent
 
 
-async def test_two_turns_differing_in_cch_reach_the_upstream_alike() -> None:
+@contextlib.asynccontextmanager
+async def recording(answer: bytes) -> AsyncIterator[tuple[Door, list[bytes]]]:
+    """The app in process over an upstream answering `answer`: it, and the bodies sent."""
     seen: list[bytes] = []
-    answer = b'{"type":"message","content":[]}'
 
     async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
@@ -97,13 +101,36 @@ async def test_two_turns_differing_in_cch_reach_the_upstream_alike() -> None:
         double.add(replace(spec("a"), port=int(url.rsplit(":", 1)[1])), State.RUNNING)
         cfg = GatewayConfig(host="127.0.0.1", port=8080, memory_budget=None)
         pool = Pool()
-        door = build_app(Gateway(double, lambda: cfg), pool=pool)
+        try:
+            yield build_app(Gateway(double, lambda: cfg), pool=pool), seen
+        finally:
+            await pool.close()
+
+
+async def test_two_turns_differing_in_cch_reach_the_upstream_alike() -> None:
+    async with recording(b'{"type":"message","content":[]}') as (door, seen):
         for path in ("/v1/messages", "/upstream/a/v1/messages", "/v1/messages/count_tokens"):
             for cch in ("65abc", "1f2e3"):
                 got = await ask(door, "POST", path, blocks(cch))
                 assert got.status == 200, got.body
-        await pool.close()
     assert len(seen) == 6
     assert seen[0] == seen[1] == seen[2] == seen[3]  # /upstream/ sends the same body
     assert seen[4] == seen[5]
     assert b"cch=fffff;" in seen[0]
+
+
+async def test_a_forced_tool_call_sent_as_chat_keeps_the_block_stable() -> None:
+    """A Messages request that forces a tool goes upstream as a chat request (shaping/):
+    its system message, built from the billing block, is as stable as on /v1/messages,
+    and the system prompt after it is left alone."""
+    tool = {"name": "t", "input_schema": {"type": "object"}}
+    answer = b'{"choices":[{"index":0,"message":{"role":"assistant","content":"{}"}}]}'
+    async with recording(answer) as (door, seen):
+        for cch in ("65abc", "1f2e3"):
+            doc = {**blocks(cch), "tools": [tool], "tool_choice": {"type": "tool", "name": "t"}}
+            await ask(door, "POST", "/v1/messages", doc)
+    assert len(seen) == 2
+    assert seen[0] == seen[1]
+    system = json.loads(seen[0])["messages"][0]
+    assert system["role"] == "system"
+    assert system["content"] == billing("fffff") + "Be terse."

@@ -74,7 +74,7 @@ async def supervising(cfg: Path, draining: Drain | None = None) -> AsyncIterator
     resolved = load(cfg)
     prober = Prober()
     d = resolved.daemon
-    cache = SlotCache(prober.client, d.cache_dir, d.cache_max)
+    cache = SlotCache(prober.client, d.cache_max)
     runtime = Runtime(tools=resolved.tools, prober=prober, log_dir=d.log_dir, cache=cache)
     drain = {} if draining is None else {"draining": draining}
     observe = lambda n, h: sup.probes.append((n, h))  # noqa: E731

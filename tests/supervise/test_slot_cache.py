@@ -79,7 +79,9 @@ async def test_a_file_that_does_not_fit_or_load_is_removed(
             # Now one that fits on paper but holds garbage.
             await _complete(port)
             await stop(inst)
-            (directory / "slot-0.bin").write_bytes(b"not a slot" * 10)
+            data = directory / "slot-0.bin"
+            size = data.stat().st_size  # the size its sidecar says: llama-server reads it
+            data.write_bytes((b"not a slot" * size)[:size])
             await start(inst)
             await sup.state("m", State.RUNNING)
             assert not (directory / "slot-0.bin").exists()

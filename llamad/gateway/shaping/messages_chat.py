@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from llamad.gateway.relay.billing_header import stable_system
+
 # Sampling keys both APIs spell alike, and Anthropic's that chat spells otherwise.
 _SAME = ("max_tokens", "temperature", "top_p", "top_k")
 _RENAMED = {"stop_sequences": "stop"}
@@ -60,7 +62,9 @@ def _message(role: str, content: Any) -> list[dict[str, Any]]:
 def chat_of_messages(doc: dict[str, Any]) -> dict[str, Any]:
     """`doc` (a Messages body without its tools) as a chat completions body."""
     messages = []
-    if system := _text(doc.get("system")):
+    # Sent as chat, the route no longer says Anthropic: Claude Code's billing block is
+    # made stable here, as on /v1/messages, or its prompt is evaluated anew each turn.
+    if system := _text(stable_system(doc.get("system"))):
         messages.append({"role": "system", "content": system})
     for m in doc.get("messages") or []:
         if isinstance(m, dict):
