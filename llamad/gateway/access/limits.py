@@ -1,4 +1,5 @@
-"""The gateway's request limits: `[gateway] max_body`, an instance's own, the deadline.
+"""The gateway's request limits: `[gateway] max_body`, an instance's own, the deadline,
+and the bounds on what the gateway itself does for a request (shaping/).
 
 The listener (`llamad/listener`) refuses a body over the largest limit any model
 has, by its Content-Length before reading it or as a chunked body grows. Only when some
@@ -15,7 +16,10 @@ from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.contract.families import gateway_shape
 from llamad.listener.limits import Limits
 
-__all__ = ["GatewayLimits", "gateway_shape"]
+__all__ = ["MAX_CHOICES", "GatewayLimits", "gateway_shape"]
+
+# `n`: OpenAI's own bound; each choice is one more upstream request.
+MAX_CHOICES = 128
 
 
 class GatewayLimits:

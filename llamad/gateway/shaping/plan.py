@@ -3,9 +3,13 @@ one decision, made once per request from its path and body."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
+from llamad.gateway.access.limits import MAX_CHOICES
+from llamad.gateway.contract.shapes import valid_text
+from llamad.gateway.relay.proxy import Bad
 from llamad.gateway.shaping.forced import Tool, forced, schema
 from llamad.gateway.shaping.grammar import compact
 from llamad.gateway.shaping.messages_chat import chat_of_messages
@@ -34,8 +38,16 @@ class Shape:
 
 
 def _count(doc: dict[str, Any]) -> int:
-    n = doc.get("n", 1)
-    return n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 128 else 1
+    """How many choices the request asks for; Bad for an `n` that is not a count of
+    them (the gateway runs each choice, so it is held here, not left to llama-server)."""
+    n = doc.get("n")
+    if n is None:
+        return 1
+    if isinstance(n, float) and n.is_integer():
+        n = int(n)
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_CHOICES:
+        raise Bad(f"`n` must be an integer from 1 to {MAX_CHOICES}, not {json.dumps(n)[:40]}")
+    return n
 
 
 def _echo(path: str, doc: dict[str, Any]) -> str | None:
@@ -49,7 +61,7 @@ def _echo(path: str, doc: dict[str, Any]) -> str | None:
 
 def shape_of(path: str, doc: Any) -> Shape | None:
     """The shape of a request that needs the gateway (a forced tool call, `n` > 1,
-    `echo`), or None for one relayed as it came."""
+    `echo`), or None for one relayed as it came; Bad for one the gateway cannot shape."""
     if path not in (CHAT, COMPLETIONS, RESPONSES, MESSAGES) or not isinstance(doc, dict):
         return None
     tools = forced(path, doc) if path != COMPLETIONS else None
@@ -57,6 +69,10 @@ def shape_of(path: str, doc: Any) -> Shape | None:
     echo = _echo(path, doc)
     if tools is None and n == 1 and echo is None:
         return None
+    # The gateway writes this request and its answer anew, as UTF-8: a `\ud800` escape
+    # (relayed as it came, llama-server's to refuse) cannot be written.
+    if not valid_text(json.dumps(doc, ensure_ascii=False)):
+        raise Bad("the request holds a lone surrogate (a \\ud800 escape), which is no text")
     one = {k: v for k, v in doc.items() if k not in _OWN}
     upstream_path = path
     if tools is not None:

@@ -1,0 +1,98 @@
+"""What the gateway does itself for a client (forced tool calls, `n`, `echo`: shaping/)
+against hostile or merely odd requests, on the real llama-server and the tiny model: a
+clear 400 in the family's shape, never a 500 or a traceback, and nothing held or left
+running once the client has gone."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from gateway_helpers import LONG, Gw, gateway
+from helpers import wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+HI = [{"role": "user", "content": "hi"}]
+FLAG = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+TOOL = {"type": "function", "function": {"name": "f", "parameters": FLAG}}
+
+
+@pytest.fixture
+def gw(tiny_model: Path) -> Iterator[Gw]:
+    with gateway(tiny_model, {"tiny": {**LONG, "n_parallel": 4, "ctx_size": 1024}}) as gw:
+        yield gw
+
+
+def _post(gw: Gw, path: str, body: dict[str, Any]) -> httpx.Response:
+    data = json.dumps(body).encode()  # ASCII: a lone surrogate goes as its `\ud800` escape
+    return httpx.post(f"{gw.base}{path}", content=data, timeout=60)
+
+
+def _chat(**fields: Any) -> dict[str, Any]:
+    return {"model": "tiny", "messages": HI, "max_tokens": 3, **fields}
+
+
+CHAT, MESSAGES = "/v1/chat/completions", "/v1/messages"
+ANY = {"type": "any"}
+# (route, body, what the 400 says; None: served or refused as llama-server would, no 5xx)
+ODD: list[tuple[str, dict[str, Any], str | None]] = [
+    (CHAT, _chat(tools=5, tool_choice="required"), "no function"),
+    (CHAT, _chat(tools=[{"type": "function", "function": "x"}], tool_choice="required"),
+     "no function"),
+    (CHAT, _chat(tools=[TOOL], tool_choice={"type": "function", "function": {"name": "g"}}),
+     '"g", which is no function'),
+    (CHAT, _chat(tool_choice="required"), "no function"),
+    (MESSAGES, {"model": "tiny", "max_tokens": 3, "messages": 5, "tool_choice": ANY,
+                "tools": [{"name": "f", "input_schema": FLAG}]}, None),
+    (MESSAGES, {"model": "tiny", "max_tokens": 3, "tool_choice": ANY,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}],
+                "tools": [{"name": "f", "input_schema": FLAG}]}, None),
+    (CHAT, _chat(n="3"), "`n` must be an integer from 1 to 128"),
+    (CHAT, _chat(n=10**9), "`n` must be"),
+    (CHAT, _chat(n=-1), "`n` must be"),
+    (CHAT, _chat(n=True), "`n` must be"),
+    (CHAT, _chat(n=2, messages=[{"role": "user", "content": "hi \ud800"}]), "lone surrogate"),
+    ("/v1/completions", {"model": "tiny", "prompt": "a\ud800", "echo": True}, "lone surrogate"),
+]  # fmt: skip
+
+
+def test_odd_requests_get_a_400_in_their_family_shape_and_no_traceback(gw: Gw) -> None:
+    """Each odd field the gateway reads itself is a one-line 400; the daemon logs no
+    failure and serves on."""
+    for path, body, said in ODD:
+        got = _post(gw, path, body)
+        if said is None:
+            assert got.status_code < 500, got.text[:300]
+            continue
+        assert got.status_code == 400, (body, got.text[:300])
+        error = got.json()["error"]
+        assert said in error["message"], (said, error)
+        if path == MESSAGES:
+            assert got.json()["type"] == "error"
+    assert gw.ld.events("listener.app_failed") == []
+    assert _post(gw, CHAT, _chat(n=2)).json()["choices"][1]["index"] == 1
+    n2 = _post(gw, CHAT, _chat(n=2.0))  # an integral float is a count all the same
+    assert len(n2.json()["choices"]) == 2
+
+
+def test_a_client_leaving_an_n_stream_frees_every_slot_and_its_lease(gw: Gw) -> None:
+    """`n: 4` streamed for a long time: the client reads a chunk and leaves; every one of
+    the four upstream streams stops and nothing stays in flight."""
+    port = gw.ld.instance("tiny")["port"]
+
+    def processing() -> int:
+        slots = httpx.get(f"http://127.0.0.1:{port}/slots", timeout=5).json()
+        return sum(bool(s["is_processing"]) for s in slots)
+
+    body = _chat(n=4, max_tokens=100_000, stream=True)
+    with httpx.stream("POST", f"{gw.base}{CHAT}", json=body, timeout=60) as r:
+        lines = r.iter_lines()
+        assert next(line for line in lines if line.startswith("data: {"))
+        wait_for(lambda: processing() == 4, 20, "four choices generating")
+    wait_for(lambda: processing() == 0, 10, "llama-server to stop every choice")
+    wait_for(lambda: gw.ld.instance("tiny")["gateway"]["in_flight"] == 0, 5, "nothing in flight")
