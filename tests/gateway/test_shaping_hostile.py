@@ -37,6 +37,19 @@ def _chat(**fields: Any) -> dict[str, Any]:
     return {"model": "tiny", "messages": HI, "max_tokens": 3, **fields}
 
 
+def _nested_types(depth: int) -> dict[str, Any]:
+    """~100 bytes a level; each level's `type` list copies all below it 8 times."""
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": ["object"] * 8, "properties": {"a": schema}}
+    return schema
+
+
+def _forcing(parameters: dict[str, Any]) -> dict[str, Any]:
+    fn = {"name": "f", "parameters": parameters}
+    return _chat(tools=[{"type": "function", "function": fn}], tool_choice="required")
+
+
 CHAT, MESSAGES = "/v1/chat/completions", "/v1/messages"
 ANY = {"type": "any"}
 # (route, body, what the 400 says; None: served or refused as llama-server would, no 5xx)
@@ -58,12 +71,16 @@ ODD: list[tuple[str, dict[str, Any], str | None]] = [
     (CHAT, _chat(n=True), "`n` must be"),
     (CHAT, _chat(n=2, messages=[{"role": "user", "content": "hi \ud800"}]), "lone surrogate"),
     ("/v1/completions", {"model": "tiny", "prompt": "a\ud800", "echo": True}, "lone surrogate"),
+    (CHAT, _forcing(_nested_types(8)), "too large"),
+    (CHAT, _forcing({"type": "object", "properties": {"a": {"enum": list(range(200_000))}}}),
+     "too large"),
 ]  # fmt: skip
 
 
 def test_odd_requests_get_a_400_in_their_family_shape_and_no_traceback(gw: Gw) -> None:
-    """Each odd field the gateway reads itself is a one-line 400; the daemon logs no
-    failure and serves on."""
+    """Each odd field the gateway reads itself is a one-line 400, fast (a hostile tool
+    schema is refused before the gateway or llama-server build its grammar); the
+    daemon logs no failure and serves on."""
     for path, body, said in ODD:
         got = _post(gw, path, body)
         if said is None:
@@ -96,3 +113,20 @@ def test_a_client_leaving_an_n_stream_frees_every_slot_and_its_lease(gw: Gw) -> 
         wait_for(lambda: processing() == 4, 20, "four choices generating")
     wait_for(lambda: processing() == 0, 10, "llama-server to stop every choice")
     wait_for(lambda: gw.ld.instance("tiny")["gateway"]["in_flight"] == 0, 5, "nothing in flight")
+
+
+def test_schema_size_counts_type_list_copies_and_lets_real_schemas_through() -> None:
+    """A tool schema as pydantic writes it passes; 8 types deep 5 levels (8**5 copies of
+    the rest, ~500 bytes) and an enum of 5,001 values are refused."""
+    from llamad.gateway.relay.proxy import Bad
+    from llamad.gateway.shaping.schema_size import check
+
+    field = {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "title": "P"}
+    person = {"type": "object", "properties": {f"p{i}": field for i in range(100)}}
+    check({"$defs": {"Person": person}, "type": "object", "title": "Team",
+           "properties": {"people": {"type": "array", "items": {"$ref": "#/$defs/Person"}}},
+           "required": ["people"]})  # fmt: skip
+    check({"type": ["string", "null"], "enum": list(range(2000))})
+    for hostile in (_nested_types(5), {"enum": list(range(5001))}):
+        with pytest.raises(Bad):
+            check(hostile)

@@ -16,10 +16,14 @@ from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.contract.families import gateway_shape
 from llamad.listener.limits import Limits
 
-__all__ = ["MAX_CHOICES", "GatewayLimits", "gateway_shape"]
+__all__ = ["MAX_CHOICES", "MAX_SCHEMA_NODES", "GatewayLimits", "gateway_shape"]
 
 # `n`: OpenAI's own bound; each choice is one more upstream request.
 MAX_CHOICES = 128
+# A forced tool call's schema, counted as the grammar it becomes (an enum value, a
+# property, each branch of a `type` list a copy of its schema): llama-server's grammar
+# costs grow past linear with it (20,000 enum values: 3.7 s for 10 tokens on one core).
+MAX_SCHEMA_NODES = 5_000
 
 
 class GatewayLimits:

@@ -14,6 +14,7 @@ from llamad.gateway.shaping.forced import Tool, forced, schema
 from llamad.gateway.shaping.grammar import compact
 from llamad.gateway.shaping.messages_chat import chat_of_messages
 from llamad.gateway.shaping.prompt_tokens import asked as logprobs_asked
+from llamad.gateway.shaping.schema_size import check
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = (
     "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
@@ -77,6 +78,7 @@ def shape_of(path: str, doc: Any) -> Shape | None:
     upstream_path = path
     if tools is not None:
         wanted = schema(tools)
+        check(wanted)
         if path == MESSAGES:  # llama-server's /v1/messages takes no schema: sent as chat
             one, upstream_path = chat_of_messages(one), CHAT
         grammar = compact(wanted) if upstream_path == CHAT else None
