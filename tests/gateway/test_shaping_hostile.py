@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from flood import rss
 from gateway_helpers import LONG, Gw, gateway
 from helpers import wait_for
 
@@ -95,6 +96,31 @@ def test_odd_requests_get_a_400_in_their_family_shape_and_no_traceback(gw: Gw) -
     assert _post(gw, CHAT, _chat(n=2)).json()["choices"][1]["index"] == 1
     n2 = _post(gw, CHAT, _chat(n=2.0))  # an integral float is a count all the same
     assert len(n2.json()["choices"]) == 2
+
+
+def test_echo_with_logprobs_of_a_prompt_past_the_context_holds_no_memory(gw: Gw) -> None:
+    """The echoed prompt's tokens are asked for only once llama-server took the prompt:
+    a prompt of a body's size (2 MB: two million tokens of the tiny model) is the
+    context's 400, and the daemon does not hold its tokens (a GB, before)."""
+    before = rss(gw.ld.proc.pid)
+    body = {"model": "tiny", "prompt": "ab " * 700_000, "max_tokens": 1, "echo": True,
+            "logprobs": 1, "n": 2}  # fmt: skip
+    got = _post(gw, "/v1/completions", body)
+    assert got.status_code == 400
+    assert "context" in got.json()["error"]["message"]
+    assert rss(gw.ld.proc.pid) - before < 150 * 2**20
+    small = {"model": "tiny", "prompt": "Once upon", "max_tokens": 2, "echo": True,
+             "logprobs": 1, "n": 2}  # fmt: skip
+    done = _post(gw, "/v1/completions", small).json()
+    for choice in done["choices"]:
+        assert choice["text"].startswith("Once upon")
+        assert choice["logprobs"]["content"][0]["logprob"] is None  # the prompt's first
+    streamed = httpx.post(f"{gw.base}/v1/completions", json={**small, "stream": True}, timeout=60)
+    lines = streamed.text.splitlines()
+    firsts = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+    echoes = [c for d in firsts for c in d["choices"] if c["text"].startswith("Once upon")]
+    assert len(echoes) == 2
+    assert all(c["logprobs"]["content"] for c in echoes)
 
 
 def test_a_client_leaving_an_n_stream_frees_every_slot_and_its_lease(gw: Gw) -> None:

@@ -72,16 +72,17 @@ class Call:
 class Choice:
     """Choice `index` of a shaped stream, from llama-server's stream for it."""
 
-    def __init__(
-        self, shape: Shape, index: int, asked: str, rid: str, prompt: list[dict[str, Any]] | None
-    ) -> None:
-        self.shape, self.index, self.asked, self.rid, self.prompt = shape, index, asked, rid, prompt
+    def __init__(self, shape: Shape, index: int, asked: str, rid: str) -> None:
+        self.shape, self.index, self.asked, self.rid = shape, index, asked, rid
         self.call = Call(shape.tools) if shape.tools else None
         self.started = False
         self.end: dict[str, Any] = {}  # its usage and timings, from its last chunks
 
-    def chunks(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
-        """The client's chunks for one of llama-server's."""
+    def chunks(
+        self, doc: dict[str, Any], prompt: list[dict[str, Any]] | None = None
+    ) -> list[dict[str, Any]]:
+        """The client's chunks for one of llama-server's (`prompt`: the echoed prompt's
+        logprobs entries, when asked for)."""
         for key in ("usage", "timings"):
             if isinstance(doc.get(key), dict):
                 self.end[key] = doc[key]
@@ -89,7 +90,7 @@ class Choice:
         base.update(id=self.rid, model=self.asked)
         out = []
         if not self.started and self.shape.echo is not None:
-            said = None if self.prompt is None else with_prompt(None, self.prompt)
+            said = None if prompt is None else with_prompt(None, prompt)
             first = {"text": self.shape.echo, "index": self.index, "logprobs": said}
             out.append({**base, "choices": [{**first, "finish_reason": None}]})
         self.started = True

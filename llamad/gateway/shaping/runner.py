@@ -84,19 +84,30 @@ async def serve(
         first_byte(status)
         await send({"type": "http.response.body", "body": body})
 
+    lock, tokens = asyncio.Lock(), list[list[dict[str, Any]]]()
+
+    async def echoed() -> list[dict[str, Any]] | None:
+        # Asked only once llama-server took the prompt, which then fits its context:
+        # `/tokenize` takes any length, and a body's worth of tokens is gigabytes here.
+        if not shape.prompt_logprobs or shape.echo is None:
+            return None
+        async with lock:
+            if not tokens:
+                body = tokenize_body(shape.echo)
+                said = await _whole(gateway, pool, upstream, TOKENIZE, body, outgoing)
+                tokens.append(entries(said))
+        return tokens[0]
+
     try:
-        prompt = None
-        if shape.prompt_logprobs and shape.echo is not None:
-            body = tokenize_body(shape.echo)
-            prompt = entries(await _whole(gateway, pool, upstream, TOKENIZE, body, outgoing))
         if live.incremental(shape):
             await live.stream(
                 gateway, pool, upstream, shape, asked=asked, slots=slots, send=send,
                 first_byte=first_byte, outgoing=outgoing, refuse=refuse, tally=tally,
-                prompt=prompt,
+                prompt=echoed,
             )  # fmt: skip
             return
         answers = await _choices(gateway, pool, upstream, shape, slots, outgoing)
+        prompt = await echoed()
     except Failed as failed:
         await refuse(failed)
         return
