@@ -156,3 +156,23 @@ def test_schema_size_counts_type_list_copies_and_lets_real_schemas_through() -> 
     for hostile in (_nested_types(5), {"enum": list(range(5001))}):
         with pytest.raises(Bad):
             check(hostile)
+
+
+def test_a_whole_answer_past_what_the_gateway_holds_is_a_400(gw: Gw) -> None:
+    """`logprobs` runs to the whole vocabulary a token (16 KB with the tiny model's
+    260): sixteen choices of 200 tokens are ~60 MB the gateway would hold to build the
+    answer. Past 32 MiB it answers a 400 and cancels the choices still running (a
+    stream holds none of it: asked so, it would be served)."""
+    port = gw.ld.instance("tiny")["port"]
+    body = {"model": "tiny", "prompt": "hi", "max_tokens": 200, "logprobs": 100_000, "n": 16}
+    got = _post(gw, "/v1/completions", body)
+    assert got.status_code == 400
+    assert "MiB the gateway holds" in got.json()["error"]["message"]
+
+    def processing() -> int:
+        slots = httpx.get(f"http://127.0.0.1:{port}/slots", timeout=5).json()
+        return sum(bool(s["is_processing"]) for s in slots)
+
+    wait_for(lambda: processing() == 0, 10, "llama-server to stop every choice")
+    small = _post(gw, "/v1/completions", {**body, "max_tokens": 5, "n": 2})
+    assert len(small.json()["choices"]) == 2
