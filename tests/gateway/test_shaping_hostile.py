@@ -51,7 +51,13 @@ def _forcing(parameters: dict[str, Any]) -> dict[str, Any]:
     return _chat(tools=[{"type": "function", "function": fn}], tool_choice="required")
 
 
-CHAT, MESSAGES = "/v1/chat/completions", "/v1/messages"
+def _ollama(**message: Any) -> dict[str, Any]:
+    said = {"role": "assistant", "content": "", **message}
+    options = {"num_predict": 2}
+    return {"model": "tiny", "stream": False, "messages": [*HI, said], "options": options}
+
+
+CHAT, MESSAGES, OLLAMA = "/v1/chat/completions", "/v1/messages", "/api/chat"
 ANY = {"type": "any"}
 # (route, body, what the 400 says; None: served or refused as llama-server would, no 5xx)
 ODD: list[tuple[str, dict[str, Any], str | None]] = [
@@ -72,6 +78,8 @@ ODD: list[tuple[str, dict[str, Any], str | None]] = [
     (CHAT, _chat(n=True), "`n` must be"),
     (CHAT, _chat(n=2, messages=[{"role": "user", "content": "hi \ud800"}]), "lone surrogate"),
     ("/v1/completions", {"model": "tiny", "prompt": "a\ud800", "echo": True}, "lone surrogate"),
+    (CHAT, _chat(messages=[{"role": "user", "content": "\udc00 hi"}]), "lone surrogate"),
+    (OLLAMA, _ollama(content="hi \ud800"), "lone surrogate"),
     (CHAT, _forcing(_nested_types(8)), "too large"),
     (CHAT, _forcing({"type": "object", "properties": {"a": {"enum": list(range(200_000))}}}),
      "too large"),
@@ -89,10 +97,11 @@ def test_odd_requests_get_a_400_in_their_family_shape_and_no_traceback(gw: Gw) -
             continue
         assert got.status_code == 400, (body, got.text[:300])
         error = got.json()["error"]
-        assert said in error["message"], (said, error)
+        assert said in (error if path == OLLAMA else error["message"]), (said, error)
         if path == MESSAGES:
             assert got.json()["type"] == "error"
     assert gw.ld.events("listener.app_failed") == []
+    assert gw.ld.events("ollama.request_failed") == []
     assert _post(gw, CHAT, _chat(n=2)).json()["choices"][1]["index"] == 1
     n2 = _post(gw, CHAT, _chat(n=2.0))  # an integral float is a count all the same
     assert len(n2.json()["choices"]) == 2

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from llamad.gateway.access.limits import MAX_CHOICES
-from llamad.gateway.contract.shapes import valid_text
 from llamad.gateway.relay.proxy import Bad
 from llamad.gateway.shaping.forced import Tool, forced, schema
 from llamad.gateway.shaping.grammar import compact
@@ -70,10 +69,6 @@ def shape_of(path: str, doc: Any) -> Shape | None:
     echo = _echo(path, doc)
     if tools is None and n == 1 and echo is None:
         return None
-    # The gateway writes this request and its answer anew, as UTF-8: a `\ud800` escape
-    # (relayed as it came, llama-server's to refuse) cannot be written.
-    if not valid_text(json.dumps(doc, ensure_ascii=False)):
-        raise Bad("the request holds a lone surrogate (a \\ud800 escape), which is no text")
     one = {k: v for k, v in doc.items() if k not in _OWN}
     upstream_path = path
     if tools is not None:
