@@ -189,3 +189,22 @@ def test_a_whole_answer_past_what_the_gateway_holds_is_a_400(gw: Gw) -> None:
     wait_for(lambda: processing() == 0, 10, "llama-server to stop every choice")
     small = _post(gw, "/v1/completions", {**body, "max_tokens": 5, "n": 2})
     assert len(small.json()["choices"]) == 2
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": [5]},
+        {"enum": 2},
+        {"anyOf": 10**20},
+        {"type": {"a": 1}},
+        {"type": []},
+        {"oneOf": []},
+    ],
+)
+def test_a_schema_that_is_none_is_left_to_llama_server(schema: dict[str, Any]) -> None:
+    """What is not a JSON schema makes no compact grammar, and raises nothing (it was a
+    500): llama-server gets it as a schema, and says what is wrong with it."""
+    from llamad.gateway.shaping.grammar import compact
+
+    assert compact(schema) is None
