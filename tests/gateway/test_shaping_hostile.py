@@ -76,6 +76,8 @@ ODD: list[tuple[str, dict[str, Any], str | None]] = [
     (CHAT, _chat(n=10**9), "`n` must be"),
     (CHAT, _chat(n=-1), "`n` must be"),
     (CHAT, _chat(n=True), "`n` must be"),
+    ("/v1/completions", {"model": "tiny", "prompt": ["a"] * 10_000, "n": 128, "max_tokens": 1},
+     "takes one prompt"),
     (CHAT, _chat(n=2, messages=[{"role": "user", "content": "hi \ud800"}]), "lone surrogate"),
     ("/v1/completions", {"model": "tiny", "prompt": "a\ud800", "echo": True}, "lone surrogate"),
     (CHAT, _chat(messages=[{"role": "user", "content": "\udc00 hi"}]), "lone surrogate"),

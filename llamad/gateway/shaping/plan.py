@@ -50,6 +50,14 @@ def _count(doc: dict[str, Any]) -> int:
     return n
 
 
+def _several_prompts(doc: dict[str, Any]) -> bool:
+    """A completions body with a list of prompts (llama-server runs each: `n` of them
+    would be n times as many, and each answer's first choice alone is read)."""
+    prompt = doc.get("prompt")
+    tokens = isinstance(prompt, list) and all(isinstance(t, int) for t in prompt)
+    return isinstance(prompt, list) and len(prompt) > 1 and not tokens
+
+
 def _echo(path: str, doc: dict[str, Any]) -> str | None:
     if path != COMPLETIONS or doc.get("echo") is not True:
         return None
@@ -66,6 +74,8 @@ def shape_of(path: str, doc: Any) -> Shape | None:
         return None
     tools = forced(path, doc) if path != COMPLETIONS else None
     n = _count(doc) if path in (CHAT, COMPLETIONS) else 1
+    if n > 1 and path == COMPLETIONS and _several_prompts(doc):
+        raise Bad("`n` > 1 takes one prompt; send several prompts one request each")
     echo = _echo(path, doc)
     if tools is None and n == 1 and echo is None:
         return None
