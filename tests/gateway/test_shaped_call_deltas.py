@@ -55,3 +55,14 @@ def test_a_call_cut_short_keeps_its_finish() -> None:
     choices = _told(Call(TWO), '{"name":"f","arguments":{"ok"', finish="length")
     assert _arguments(choices) == (["f"], '{"ok"')
     assert choices[-1]["finish_reason"] == "length"
+
+
+def test_text_no_grammar_held_to_is_told_as_text_not_a_failure() -> None:
+    """A backend that ignores the grammar may write a name JSON cannot read (`"\\q"`) or
+    one no tool has: no call is made of it, nothing raises, and the text comes at the
+    end, as a whole answer has it."""
+    for text in ('{"name": "\\q", "arguments": {"ok": true}}', '{"name": "zz", "arguments": {}}'):
+        choices = _told(Call(TWO), text)
+        assert _arguments(choices)[0] == []
+        assert choices[-1]["finish_reason"] == "stop"
+        assert "".join(c["delta"].get("content") or "" for c in choices) == text

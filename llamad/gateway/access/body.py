@@ -4,7 +4,10 @@ the body limit of that model.
 `json.loads` takes bytes in UTF-16 or 32 too (it guesses from the first bytes), and
 llama-server does not: such a body came back as its 500. Here a body is decoded as
 UTF-8, strictly, before it is parsed, once for every route that takes JSON, and it is
-relayed only as it came. The messages are each family's own (Ollama's are Ollama's).
+relayed only as it came. A string with a lone surrogate (JSON's `\\ud800` escape) is no
+UTF-8 either: llama-server answered it with a 500, and what the gateway writes anew
+(Ollama's requests, shaped ones) could not be written. The messages are each family's
+own (Ollama's are Ollama's).
 """
 
 from __future__ import annotations
@@ -25,6 +28,16 @@ from llamad.gateway.contract.shapes import valid_text
 def parse(body: bytes, ollama: bool) -> Any:
     """The JSON document of `body`: any value (None for no body) on OpenAI's and
     Anthropic's routes, which say what is missing; an object on Ollama's."""
+    doc = _document(body, ollama)
+    # Only a body with a surrogate's escape (rare: an astral character from a client
+    # that writes ASCII) is written out to look closer.
+    escaped = b"\\ud" in body or b"\\uD" in body
+    if escaped and not valid_text(json.dumps(doc, ensure_ascii=False)):
+        raise bad("the request body holds a lone surrogate (a \\ud800 escape), which is no text")
+    return doc
+
+
+def _document(body: bytes, ollama: bool) -> Any:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:

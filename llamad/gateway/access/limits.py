@@ -1,4 +1,5 @@
-"""The gateway's request limits: `[gateway] max_body`, an instance's own, the deadline.
+"""The gateway's request limits: `[gateway] max_body`, an instance's own, the deadline,
+and the bounds on what the gateway itself does for a request (shaping/).
 
 The listener (`llamad/listener`) refuses a body over the largest limit any model
 has, by its Content-Length before reading it or as a chunked body grows. Only when some
@@ -15,7 +16,18 @@ from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.contract.families import gateway_shape
 from llamad.listener.limits import Limits
 
-__all__ = ["GatewayLimits", "gateway_shape"]
+__all__ = ["MAX_CHOICES", "MAX_HELD", "MAX_SCHEMA_NODES", "GatewayLimits", "gateway_shape"]
+
+# `n`: OpenAI's own bound; each choice is one more upstream request.
+MAX_CHOICES = 128
+# A forced tool call's schema, counted as the grammar it becomes (an enum value, a
+# property, each branch of a `type` list a copy of its schema): llama-server's grammar
+# costs grow past linear with it (20,000 enum values: 3.7 s for 10 tokens on one core).
+MAX_SCHEMA_NODES = 5_000
+# The bytes of llama-server's answers the gateway holds to build one answer itself (all
+# `n` choices are in before it is written; a stream holds none): logprobs run to the
+# whole vocabulary per token, and Python holds ~6x the bytes it parses.
+MAX_HELD = 32 * 2**20
 
 
 class GatewayLimits:

@@ -50,9 +50,13 @@ def _content(text: str, images: list[Any] | None) -> str | list[dict[str, Any]]:
 
 
 def _tool_calls(calls: list[Any]) -> list[dict[str, Any]]:
+    """Ollama's tool calls as OpenAI's; what is not a call (no function object) is
+    skipped."""
     out = []
     for i, call in enumerate(calls):
-        fn = call.get("function", {}) if isinstance(call, dict) else {}
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict):
+            continue
         args = fn.get("arguments", {})
         out.append(
             {
@@ -78,11 +82,11 @@ def openai_message(msg: object) -> dict[str, Any]:
     if msg.get("tool_calls"):
         out["tool_calls"] = _tool_calls(field(msg, "tool_calls", list))
     if msg.get("thinking"):
-        out["reasoning_content"] = msg["thinking"]
+        out["reasoning_content"] = field(msg, "thinking", str)
     if msg.get("tool_name"):
-        out["name"] = msg["tool_name"]
+        out["name"] = field(msg, "tool_name", str)
     if msg.get("tool_call_id"):
-        out["tool_call_id"] = msg["tool_call_id"]
+        out["tool_call_id"] = field(msg, "tool_call_id", str)
     return out
 
 

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from llamad.gateway.access.limits import MAX_HELD
 from llamad.gateway.contract.port import Upstream
 from llamad.gateway.relay.answer import Answer
 from llamad.gateway.relay.connection import Broken
@@ -22,6 +23,24 @@ class Failed(Exception):
     def __init__(self, status: int, raw: bytes) -> None:
         super().__init__(status)
         self.status, self.raw = status, raw
+
+
+class Budget:
+    """What is left of MAX_HELD for one shaped request's answers; Failed (a 400) once
+    they pass it, and the choices still running are cancelled."""
+
+    def __init__(self, left: int = MAX_HELD) -> None:
+        self.left = left
+
+    def take(self, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            message = (
+                f"the answer is over the {MAX_HELD >> 20} MiB the gateway holds to build it "
+                "(choices x tokens x logprobs): ask for less, or for a stream"
+            )
+            error = {"code": 400, "message": message, "type": "invalid_request_error"}
+            raise Failed(400, json.dumps({"error": error}).encode())
 
 
 def broke(exc: Exception) -> Failed:
@@ -41,19 +60,26 @@ async def opened(pool: Pool, upstream: Upstream, path: str, data: bytes) -> Answ
     raise Failed(answer.status, await _body(answer))
 
 
-async def _body(answer: Answer) -> bytes:
-    """The whole body, the answer closed; Failed when it broke off."""
+async def _body(answer: Answer, budget: Budget | None = None) -> bytes:
+    """The whole body, the answer closed; Failed when it broke off or passed `budget`."""
+    chunks = []
     try:
-        return await answer.aread()
+        async for chunk in answer.chunks():
+            if budget is not None:
+                budget.take(len(chunk))
+            chunks.append(chunk)
+        return b"".join(chunks)
     except Broken as exc:
         raise broke(exc) from exc
     finally:
         answer.close()
 
 
-async def one(pool: Pool, upstream: Upstream, path: str, data: bytes) -> dict[str, Any]:
-    """The whole JSON answer to a POST of `data`."""
-    doc = json.loads(await _body(await opened(pool, upstream, path, data)))
+async def one(
+    pool: Pool, upstream: Upstream, path: str, data: bytes, budget: Budget
+) -> dict[str, Any]:
+    """The whole JSON answer to a POST of `data`, its bytes taken from `budget`."""
+    doc = json.loads(await _body(await opened(pool, upstream, path, data), budget))
     if not isinstance(doc, dict):
         raise Failed(502, b'{"error": {"message": "llama-server answered no object"}}')
     return doc

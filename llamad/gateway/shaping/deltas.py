@@ -18,6 +18,14 @@ _HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\
 _SPENT = ("usage", "timings", "choices")
 
 
+def _name(text: str) -> str | None:
+    try:
+        name = json.loads(text)
+    except ValueError:
+        return None
+    return name if isinstance(name, str) else None
+
+
 class Call:
     """A forced call's generated text as OpenAI's tool-call deltas, arguments passed on
     as they come. With several tools the text is `{"name": ..., "arguments": {...}}`:
@@ -26,6 +34,7 @@ class Call:
 
     def __init__(self, tools: list[Tool]) -> None:
         self.tools, self.text, self.sent, self.begun = tools, "", 0, False
+        self.names = {t.name for t in tools}
         self.name: str | None = tools[0].name if len(tools) == 1 else None
         self.id = new_id("call_")
 
@@ -33,9 +42,9 @@ class Call:
         if len(self.tools) == 1:
             return self.text
         head = _HEAD.match(self.text)
-        if head is None:
-            return ""
-        self.name = json.loads(head.group(1))
+        if head is None or (name := _name(head.group(1))) not in self.names:
+            return ""  # not (yet) a call to one of them: a backend may not hold to the grammar
+        self.name = name
         rest = self.text[head.end() :]
         if finish == "stop":  # whole: the wrapper's brace ends it
             return rest.rstrip().removesuffix("}")
@@ -62,6 +71,8 @@ class Call:
                 {"index": 0, "id": self.id, "type": "function", "function": function}
             ]
             self.begun = True
+        elif finish and not self.begun and self.text:
+            delta["content"] = self.text  # no call after all: the text, as a whole answer has it
         if not delta and not finish:
             return None
         out = {**choice, "delta": delta}
@@ -72,16 +83,17 @@ class Call:
 class Choice:
     """Choice `index` of a shaped stream, from llama-server's stream for it."""
 
-    def __init__(
-        self, shape: Shape, index: int, asked: str, rid: str, prompt: list[dict[str, Any]] | None
-    ) -> None:
-        self.shape, self.index, self.asked, self.rid, self.prompt = shape, index, asked, rid, prompt
+    def __init__(self, shape: Shape, index: int, asked: str, rid: str) -> None:
+        self.shape, self.index, self.asked, self.rid = shape, index, asked, rid
         self.call = Call(shape.tools) if shape.tools else None
         self.started = False
         self.end: dict[str, Any] = {}  # its usage and timings, from its last chunks
 
-    def chunks(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
-        """The client's chunks for one of llama-server's."""
+    def chunks(
+        self, doc: dict[str, Any], prompt: list[dict[str, Any]] | None = None
+    ) -> list[dict[str, Any]]:
+        """The client's chunks for one of llama-server's (`prompt`: the echoed prompt's
+        logprobs entries, when asked for)."""
         for key in ("usage", "timings"):
             if isinstance(doc.get(key), dict):
                 self.end[key] = doc[key]
@@ -89,7 +101,7 @@ class Choice:
         base.update(id=self.rid, model=self.asked)
         out = []
         if not self.started and self.shape.echo is not None:
-            said = None if self.prompt is None else with_prompt(None, self.prompt)
+            said = None if prompt is None else with_prompt(None, prompt)
             first = {"text": self.shape.echo, "index": self.index, "logprobs": said}
             out.append({**base, "choices": [{**first, "finish_reason": None}]})
         self.started = True

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from llamad.gateway.relay.proxy import Bad
+
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
 
@@ -26,17 +28,21 @@ class Tool:
 
 
 def _tools(path: str, doc: dict[str, Any]) -> list[Tool]:
-    """The request's function tools, in any family's shape."""
+    """The request's function tools, in any family's shape (what is not one is skipped)."""
     out = []
-    for item in doc.get("tools") or []:
+    items = doc.get("tools")
+    for item in items if isinstance(items, list) else []:
         if not isinstance(item, dict):
             continue
+        fn: Any
         if path == "/v1/messages":  # {name, input_schema}
             fn, key = item, "input_schema"
         elif path == "/v1/responses":  # {type: function, name, parameters}
             fn, key = item, "parameters"
         else:  # {type: function, function: {name, parameters}}
-            fn, key = item.get("function") or {}, "parameters"
+            fn, key = item.get("function"), "parameters"
+        if not isinstance(fn, dict):
+            continue
         name, params = fn.get("name"), fn.get(key)
         if isinstance(name, str) and name:
             out.append(Tool(name, params if isinstance(params, dict) and params else ANY_OBJECT))
@@ -64,14 +70,19 @@ def _named(path: str, choice: Any) -> str | bool | None:
 
 
 def forced(path: str, doc: dict[str, Any]) -> list[Tool] | None:
-    """The tools of which the answer must call one, or None when none is forced (a name
-    no tool has forces nothing: llama-server answers as it would)."""
+    """The tools of which the answer must call one, or None when none is forced; Bad
+    when the call is forced and no tool fits (OpenAI's 400: an answer in text would
+    only fail the client later, where it parses the call)."""
     named = _named(path, doc.get("tool_choice"))
     if named is None:
         return None
     tools = _tools(path, doc)
     chosen = tools if named is True else [t for t in tools if t.name == named]
-    return chosen or None
+    if chosen:
+        return chosen
+    if named is True:
+        raise Bad("`tool_choice` forces a tool call, and `tools` has no function to call")
+    raise Bad(f"`tool_choice` names {json.dumps(named)[:80]}, which is no function in `tools`")
 
 
 def schema(tools: list[Tool]) -> dict[str, Any]:

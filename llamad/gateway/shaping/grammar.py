@@ -26,6 +26,13 @@ class _Unsupported(Exception):
     pass
 
 
+def _listed(value: Any) -> list[Any]:
+    """`value` if it is a non-empty list (an enum's values, anyOf's schemas)."""
+    if not isinstance(value, list) or not value:
+        raise _Unsupported
+    return value
+
+
 def _literal(value: Any) -> str:
     """A GBNF literal matching `value` as compact JSON."""
     return json.dumps(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
@@ -48,13 +55,15 @@ class _Builder:
         if "const" in schema:
             return _literal(schema["const"])
         if "enum" in schema:
-            return "(" + " | ".join(_literal(v) for v in schema["enum"]) + ")"
+            return "(" + " | ".join(_literal(v) for v in _listed(schema["enum"])) + ")"
         for key in ("anyOf", "oneOf"):
             if key in schema:
-                return "(" + " | ".join(self.rule(self.of(s)) for s in schema[key]) + ")"
+                return "(" + " | ".join(self.rule(self.of(s)) for s in _listed(schema[key])) + ")"
         of_type = schema.get("type")
+        if not isinstance(of_type, str | list | None):
+            raise _Unsupported  # not a schema: llama-server says what is wrong with it
         if isinstance(of_type, list):
-            each = (self.rule(self.of({**schema, "type": k})) for k in of_type)
+            each = (self.rule(self.of({**schema, "type": k})) for k in _listed(of_type))
             return "(" + " | ".join(each) + ")"
         if of_type in _PRIMITIVES:
             return "(" + _PRIMITIVES[of_type] + ")"
@@ -63,7 +72,7 @@ class _Builder:
             return f'"[" ({item} ("," {item})*)? "]"'
         if of_type == "object" or "properties" in schema:
             props = schema.get("properties") or {}
-            if not props:
+            if not props or not isinstance(props, dict):
                 raise _Unsupported  # an open object: any keys
             # Every property, in order: optional ones too (the output still follows the
             # schema, and a grammar of optional commas grows with their number).

@@ -59,13 +59,14 @@ async def stream(
     gateway: GatewayPort, pool: Pool, upstream: Upstream, shape: Shape, *, asked: str,
     slots: int, send: Send, first_byte: Callable[[int], None], outgoing: Outgoing,
     refuse: Callable[[Failed], Awaitable[None]], tally: Tally | None,
-    prompt: list[dict[str, Any]] | None,
+    prompt: Callable[[], Awaitable[list[dict[str, Any]] | None]],
 ) -> None:  # fmt: skip
-    """Answer `shape`'s client as its choices are generated."""
+    """Answer `shape`'s client as its choices are generated (`prompt`: the echoed
+    prompt's logprobs entries, asked for once a choice's stream has opened)."""
     room = asyncio.Semaphore(max(1, slots))
     queue: asyncio.Queue[Any] = asyncio.Queue(_AHEAD)
     rid = new_id("chatcmpl-" if shape.path == CHAT else "cmpl-")
-    choices = [Choice(shape, i, asked, rid, prompt) for i in range(len(shape.bodies))]
+    choices = [Choice(shape, i, asked, rid) for i in range(len(shape.bodies))]
     path = shape.upstream_path
 
     async def run(choice: Choice, body: dict[str, Any]) -> None:
@@ -77,9 +78,10 @@ async def stream(
                     gateway, upstream, lambda up: opened(pool, up, path, outgoing(up, path, data))
                 )
                 try:
+                    said = await prompt()  # the stream opened: its prompt fits the context
                     async for line in answer.lines():
                         if line.startswith("data: {"):
-                            for chunk in choice.chunks(_chunk(line[6:])):
+                            for chunk in choice.chunks(_chunk(line[6:]), said):
                                 await queue.put(chunk)
                 finally:
                     answer.close()

@@ -13,14 +13,19 @@ _SAME = ("max_tokens", "temperature", "top_p", "top_k")
 _RENAMED = {"stop_sequences": "stop"}
 
 
+def _is_text(block: Any) -> bool:
+    """A text block (one whose text is not a string is no text: skipped)."""
+    if not isinstance(block, dict) or block.get("type") != "text":
+        return False
+    return isinstance(block.get("text"), str)
+
+
 def _text(blocks: Any) -> str:
     if isinstance(blocks, str):
         return blocks
     if not isinstance(blocks, list):
         return ""
-    return "".join(
-        b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-    )
+    return "".join(b["text"] for b in blocks if _is_text(b))
 
 
 def _message(role: str, content: Any) -> list[dict[str, Any]]:
@@ -34,8 +39,8 @@ def _message(role: str, content: Any) -> list[dict[str, Any]]:
         if not isinstance(block, dict):
             continue
         of_type = block.get("type")
-        if of_type == "text":
-            parts.append({"type": "text", "text": block.get("text", "")})
+        if _is_text(block):
+            parts.append({"type": "text", "text": block["text"]})
         elif of_type == "image" and isinstance(source := block.get("source"), dict):
             url = f"data:{source.get('media_type')};base64,{source.get('data')}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
@@ -66,7 +71,8 @@ def chat_of_messages(doc: dict[str, Any]) -> dict[str, Any]:
     # made stable here, as on /v1/messages, or its prompt is evaluated anew each turn.
     if system := _text(stable_system(doc.get("system"))):
         messages.append({"role": "system", "content": system})
-    for m in doc.get("messages") or []:
+    given = doc.get("messages")
+    for m in given if isinstance(given, list) else []:
         if isinstance(m, dict):
             messages.extend(_message(str(m.get("role", "user")), m.get("content")))
     out: dict[str, Any] = {"model": doc.get("model"), "messages": messages}

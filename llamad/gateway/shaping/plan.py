@@ -3,13 +3,17 @@ one decision, made once per request from its path and body."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
+from llamad.gateway.access.limits import MAX_CHOICES
+from llamad.gateway.relay.proxy import Bad
 from llamad.gateway.shaping.forced import Tool, forced, schema
 from llamad.gateway.shaping.grammar import compact
 from llamad.gateway.shaping.messages_chat import chat_of_messages
 from llamad.gateway.shaping.prompt_tokens import asked as logprobs_asked
+from llamad.gateway.shaping.schema_size import check
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = (
     "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
@@ -34,8 +38,24 @@ class Shape:
 
 
 def _count(doc: dict[str, Any]) -> int:
-    n = doc.get("n", 1)
-    return n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 128 else 1
+    """How many choices the request asks for; Bad for an `n` that is not a count of
+    them (the gateway runs each choice, so it is held here, not left to llama-server)."""
+    n = doc.get("n")
+    if n is None:
+        return 1
+    if isinstance(n, float) and n.is_integer():
+        n = int(n)
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_CHOICES:
+        raise Bad(f"`n` must be an integer from 1 to {MAX_CHOICES}, not {json.dumps(n)[:40]}")
+    return n
+
+
+def _several_prompts(doc: dict[str, Any]) -> bool:
+    """A completions body with a list of prompts (llama-server runs each: `n` of them
+    would be n times as many, and each answer's first choice alone is read)."""
+    prompt = doc.get("prompt")
+    tokens = isinstance(prompt, list) and all(isinstance(t, int) for t in prompt)
+    return isinstance(prompt, list) and len(prompt) > 1 and not tokens
 
 
 def _echo(path: str, doc: dict[str, Any]) -> str | None:
@@ -49,11 +69,13 @@ def _echo(path: str, doc: dict[str, Any]) -> str | None:
 
 def shape_of(path: str, doc: Any) -> Shape | None:
     """The shape of a request that needs the gateway (a forced tool call, `n` > 1,
-    `echo`), or None for one relayed as it came."""
+    `echo`), or None for one relayed as it came; Bad for one the gateway cannot shape."""
     if path not in (CHAT, COMPLETIONS, RESPONSES, MESSAGES) or not isinstance(doc, dict):
         return None
     tools = forced(path, doc) if path != COMPLETIONS else None
     n = _count(doc) if path in (CHAT, COMPLETIONS) else 1
+    if n > 1 and path == COMPLETIONS and _several_prompts(doc):
+        raise Bad("`n` > 1 takes one prompt; send several prompts one request each")
     echo = _echo(path, doc)
     if tools is None and n == 1 and echo is None:
         return None
@@ -61,6 +83,7 @@ def shape_of(path: str, doc: Any) -> Shape | None:
     upstream_path = path
     if tools is not None:
         wanted = schema(tools)
+        check(wanted)
         if path == MESSAGES:  # llama-server's /v1/messages takes no schema: sent as chat
             one, upstream_path = chat_of_messages(one), CHAT
         grammar = compact(wanted) if upstream_path == CHAT else None

@@ -19,7 +19,7 @@ from llamad.gateway.relay.upstream_errors import refit
 from llamad.gateway.relay.upstream_pool import Pool
 from llamad.gateway.shaping import live
 from llamad.gateway.shaping.answers import whole
-from llamad.gateway.shaping.calls import Failed, Outgoing, one
+from llamad.gateway.shaping.calls import Budget, Failed, Outgoing, one
 from llamad.gateway.shaping.counts import usage_of
 from llamad.gateway.shaping.plan import Shape
 from llamad.gateway.shaping.prompt_tokens import TOKENIZE, entries, tokenize_body, with_prompt
@@ -29,24 +29,24 @@ from llamad.supervise.facts import Facts
 
 async def _whole(
     gateway: GatewayPort, pool: Pool, upstream: Upstream, path: str, body: dict[str, Any],
-    outgoing: Outgoing,
+    outgoing: Outgoing, budget: Budget,
 ) -> dict[str, Any]:  # fmt: skip
     data = json.dumps(body, ensure_ascii=False).encode()
     return await answered(
-        gateway, upstream, lambda up: one(pool, up, path, outgoing(up, path, data))
+        gateway, upstream, lambda up: one(pool, up, path, outgoing(up, path, data), budget)
     )
 
 
 async def _choices(
     gateway: GatewayPort, pool: Pool, upstream: Upstream, shape: Shape, slots: int,
-    outgoing: Outgoing,
+    outgoing: Outgoing, budget: Budget,
 ) -> list[dict[str, Any]]:  # fmt: skip
     room = asyncio.Semaphore(max(1, slots))
 
     async def run(body: dict[str, Any]) -> dict[str, Any]:
         async with room:
             path, whole_body = shape.upstream_path, {**body, "stream": False}
-            return await _whole(gateway, pool, upstream, path, whole_body, outgoing)
+            return await _whole(gateway, pool, upstream, path, whole_body, outgoing, budget)
 
     try:
         async with asyncio.TaskGroup() as group:
@@ -84,19 +84,32 @@ async def serve(
         first_byte(status)
         await send({"type": "http.response.body", "body": body})
 
+    lock, tokens, budget = asyncio.Lock(), list[list[dict[str, Any]]](), Budget()
+
+    async def echoed() -> list[dict[str, Any]] | None:
+        # Asked only once llama-server took the prompt, which then fits its context:
+        # `/tokenize` takes any length, and a body's worth of tokens is gigabytes here.
+        if not shape.prompt_logprobs or shape.echo is None:
+            return None
+        async with lock:
+            if not tokens:
+                body = tokenize_body(shape.echo)
+                said = await _whole(gateway, pool, upstream, TOKENIZE, body, outgoing, budget)
+                tokens.append(entries(said))
+        return tokens[0]
+
     try:
-        prompt = None
-        if shape.prompt_logprobs and shape.echo is not None:
-            body = tokenize_body(shape.echo)
-            prompt = entries(await _whole(gateway, pool, upstream, TOKENIZE, body, outgoing))
         if live.incremental(shape):
             await live.stream(
                 gateway, pool, upstream, shape, asked=asked, slots=slots, send=send,
                 first_byte=first_byte, outgoing=outgoing, refuse=refuse, tally=tally,
-                prompt=prompt,
+                prompt=echoed,
             )  # fmt: skip
             return
-        answers = await _choices(gateway, pool, upstream, shape, slots, outgoing)
+        answers = await _choices(gateway, pool, upstream, shape, slots, outgoing, budget)
+        before = budget.left
+        prompt = await echoed()
+        budget.take((len(answers) - 1) * (before - budget.left))  # a copy in every choice
     except Failed as failed:
         await refuse(failed)
         return
