@@ -158,19 +158,42 @@ def test_a_client_leaving_an_n_stream_frees_every_slot_and_its_lease(gw: Gw) -> 
 
 def test_schema_size_counts_type_list_copies_and_lets_real_schemas_through() -> None:
     """A tool schema as pydantic writes it passes; 8 types deep 5 levels (8**5 copies of
-    the rest, ~500 bytes) and an enum of 5,001 values are refused."""
-    from llamad.gateway.relay.proxy import Bad
-    from llamad.gateway.shaping.schema_size import check
+    the rest, ~500 bytes) and an enum of 5,001 values are refused, in every place an API
+    puts a schema, and several schemas count together."""
+    from llamad.gateway.access.refusal import Refusal
+    from llamad.gateway.access.schemas import check
+
+    def placed(schema: dict[str, Any]) -> list[dict[str, Any]]:
+        tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+        return [
+            {"tools": [tool]},
+            {"tools": [{"type": "function", "name": "f", "parameters": schema}]},
+            {"tools": [{"name": "f", "input_schema": schema}]},
+            {"response_format": {"type": "json_schema", "json_schema": {"schema": schema}}},
+            {"response_format": {"type": "json_object", "schema": schema}},
+            {"text": {"format": {"type": "json_schema", "schema": schema}}},
+            {"json_schema": schema},
+            {"format": schema},
+        ]
+
+    def check_doc(doc: dict[str, Any]) -> None:
+        check(json.dumps(doc).encode())
 
     field = {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "title": "P"}
     person = {"type": "object", "properties": {f"p{i}": field for i in range(100)}}
-    check({"$defs": {"Person": person}, "type": "object", "title": "Team",
-           "properties": {"people": {"type": "array", "items": {"$ref": "#/$defs/Person"}}},
-           "required": ["people"]})  # fmt: skip
-    check({"type": ["string", "null"], "enum": list(range(2000))})
+    team = {"$defs": {"Person": person}, "type": "object", "title": "Team",
+            "properties": {"people": {"type": "array", "items": {"$ref": "#/$defs/Person"}}},
+            "required": ["people"]}  # fmt: skip
+    for doc in placed(team) + placed({"type": ["string", "null"], "enum": list(range(2000))}):
+        check_doc(doc)
     for hostile in (_nested_types(5), {"enum": list(range(5001))}):
-        with pytest.raises(Bad):
-            check(hostile)
+        for doc in placed(hostile):
+            with pytest.raises(Refusal):
+                check_doc(doc)
+    half = {"type": "string", "enum": list(range(2600))}
+    check_doc({"tools": [{"name": "f", "input_schema": half}]})
+    with pytest.raises(Refusal):
+        check_doc({"tools": [{"name": f, "input_schema": half} for f in "fg"]})
 
 
 def test_a_whole_answer_past_what_the_gateway_holds_is_a_400(gw: Gw) -> None:
@@ -210,3 +233,24 @@ def test_a_schema_that_is_none_is_left_to_llama_server(schema: dict[str, Any]) -
     from llamad.gateway.shaping.grammar import compact
 
     assert compact(schema) is None
+
+
+def test_a_hostile_schema_is_refused_on_every_route_not_only_a_forced_call(gw: Gw) -> None:
+    """The schema's size is the door's: a plain chat's response format, llama-server's
+    own `json_schema` through /upstream (relayed as it came) and Ollama's `format` get
+    the same 400 before llama-server builds anything; a modest schema is served."""
+    hostile = _nested_types(6)
+    wanted = {"type": "json_schema", "json_schema": {"name": "x", "schema": hostile}}
+    for path, body in (
+        (CHAT, _chat(response_format=wanted)),
+        ("/upstream/tiny/completion", {"prompt": "hi", "n_predict": 2, "json_schema": hostile}),
+        (OLLAMA, {"model": "tiny", "messages": HI, "format": hostile, "stream": False}),
+        (MESSAGES, {"model": "tiny", "max_tokens": 3, "messages": HI,
+                    "tools": [{"name": "f", "input_schema": hostile}]}),
+    ):  # fmt: skip
+        got = _post(gw, path, body)
+        assert got.status_code == 400, (path, got.text[:200])
+        assert "too large" in got.text, path
+    modest = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    fine = {"type": "json_schema", "json_schema": {"name": "x", "schema": modest}}
+    assert _post(gw, CHAT, _chat(response_format=fine)).status_code == 200

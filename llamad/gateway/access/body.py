@@ -20,6 +20,7 @@ from starlette.types import Scope
 from llamad.gateway.access.call import query
 from llamad.gateway.access.limits import GatewayLimits
 from llamad.gateway.access.refusal import Refusal, bad, too_large
+from llamad.gateway.access.schemas import check as check_schemas
 from llamad.gateway.access.table import Body, Route
 from llamad.gateway.contract.families import family
 from llamad.gateway.contract.shapes import valid_text
@@ -108,6 +109,8 @@ def decide(
         if route.body is Body.JSON:
             doc = parse(body, family(scope["path"]) == "ollama")
         model = named(route, scope, params, doc)
+        if route.body is not Body.NONE:
+            check_schemas(body, doc, parsed=route.body is Body.JSON)
     except Refusal as exc:
         refusal = exc
     if len(body) > limits.default:

@@ -20,9 +20,9 @@ __all__ = ["MAX_CHOICES", "MAX_HELD", "MAX_SCHEMA_NODES", "GatewayLimits", "gate
 
 # `n`: OpenAI's own bound; each choice is one more upstream request.
 MAX_CHOICES = 128
-# A forced tool call's schema, counted as the grammar it becomes (an enum value, a
-# property, each branch of a `type` list a copy of its schema): llama-server's grammar
-# costs grow past linear with it (20,000 enum values: 3.7 s for 10 tokens on one core).
+# A request's JSON schemas, counted as the grammars they become (schemas.py): an enum
+# value, a property, each branch of a `type` list a copy of its schema. llama-server's
+# grammar costs grow past linear with them (20,000 enum values: 3.7 s for 10 tokens).
 MAX_SCHEMA_NODES = 5_000
 # The bytes of llama-server's answers the gateway holds to build one answer itself (all
 # `n` choices are in before it is written; a stream holds none): logprobs run to the

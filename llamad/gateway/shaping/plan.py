@@ -13,7 +13,6 @@ from llamad.gateway.shaping.forced import Tool, forced, schema
 from llamad.gateway.shaping.grammar import compact
 from llamad.gateway.shaping.messages_chat import chat_of_messages
 from llamad.gateway.shaping.prompt_tokens import asked as logprobs_asked
-from llamad.gateway.shaping.schema_size import check
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = (
     "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
@@ -82,8 +81,7 @@ def shape_of(path: str, doc: Any) -> Shape | None:
     one = {k: v for k, v in doc.items() if k not in _OWN}
     upstream_path = path
     if tools is not None:
-        wanted = schema(tools)
-        check(wanted)
+        wanted = schema(tools)  # its size: the door's (access/schemas.py)
         if path == MESSAGES:  # llama-server's /v1/messages takes no schema: sent as chat
             one, upstream_path = chat_of_messages(one), CHAT
         grammar = compact(wanted) if upstream_path == CHAT else None
