@@ -38,6 +38,22 @@ def test_a_client_mistake_is_a_400_in_every_family() -> None:
     assert json.loads(body)["error"]["type"] == "invalid_request_error"
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Failed to parse messages: [json.exception.type_error.302] type must be string",
+        "Failed to parse tools: Missing tool type: 5; tools = [5]",
+    ],
+)
+def test_a_wrong_typed_field_is_the_clients_mistake(message: str) -> None:
+    """llama-server's 500 for a message field or tool of the wrong type (as it words
+    it) is a 400: the OpenAI SDK would send it twice more."""
+    raw = json.dumps({"error": {"code": 500, "message": message, "type": "server_error"}})
+    status, body = refit("/v1/chat/completions", 500, raw.encode())
+    assert status == 400
+    assert json.loads(body)["error"]["message"] == message
+
+
 def test_an_honest_openai_error_passes_as_it_came() -> None:
     raw = b'{"error":{"code":400,"message":"too long","type":"exceed_context_size_error"}}'
     assert refit("/v1/completions", 400, raw) == (400, raw)

@@ -254,3 +254,15 @@ def test_a_hostile_schema_is_refused_on_every_route_not_only_a_forced_call(gw: G
     modest = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     fine = {"type": "json_schema", "json_schema": {"name": "x", "schema": modest}}
     assert _post(gw, CHAT, _chat(response_format=fine)).status_code == 200
+
+
+def test_a_field_of_the_wrong_type_is_a_400_from_llama_server_too(gw: Gw) -> None:
+    """A plain chat the gateway relays as it came, with a `name` or a tool llama-server
+    cannot read: its 500 ("Failed to parse ...") reaches the client as a 400."""
+    for body in (
+        {**_chat(), "messages": [{"role": "user", "content": "hi", "name": 5}]},
+        _chat(tools=[5]),
+    ):
+        got = _post(gw, CHAT, body)
+        assert got.status_code == 400, got.text[:200]
+        assert "Failed to parse" in got.json()["error"]["message"]

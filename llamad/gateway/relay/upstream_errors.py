@@ -15,7 +15,11 @@ from typing import Any
 from llamad.gateway.contract.families import family, gateway_shape
 
 # Messages of llama-server errors that are the client's, whatever status it gave.
-_CLIENT_MISTAKES = ("image input is not supported", "audio input is not supported")
+_CLIENT_MISTAKES = (
+    "image input is not supported", "audio input is not supported",
+    # A field of the wrong type in the messages or tools (a `name` that is a number).
+    "Failed to parse messages", "Failed to parse tools",
+)  # fmt: skip
 
 
 def parse(raw: bytes) -> tuple[str, str]:
