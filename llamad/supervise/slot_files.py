@@ -94,7 +94,7 @@ def drop_parts(directory: Path, slot: int | None = None) -> None:
     names = [part_name(slot)] if slot is not None else _names(directory)
     for name in names:
         if name.startswith("slot-") and name.endswith(".part"):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 (directory / name).unlink()
 
 
@@ -123,9 +123,10 @@ def touch(item: Saved) -> None:
 
 
 def remove(directory: Path, slot: int) -> None:
-    """Remove a slot's file and sidecar; what is already gone is fine."""
+    """Remove a slot's file and sidecar; what is already gone is fine, and what a disk
+    will not let go of (read-only) stays: the fit check still refuses it."""
     for path in (directory / data_name(slot), sidecar(directory, slot)):
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             path.unlink()
 
 

@@ -48,3 +48,20 @@ def test_clear_one_model_or_all(tmp_path: Path) -> None:
 def test_the_default_bound_is_a_tenth_of_the_free_space_at_most_10_gib(tmp_path: Path) -> None:
     assert files.limit(tmp_path, 123, held=0) == 123
     assert 0 < files.limit(tmp_path, None, held=0) <= 10 * files.GIB
+
+
+def test_a_file_that_cannot_be_removed_is_left_and_nothing_fails(tmp_path: Path) -> None:
+    """A cache on a disk that refuses to delete (read-only, or, here, a directory where a
+    slot's file should be: unlink fails as it would there) lists, prunes and clears
+    what it can, and never raises into `llamactl cache` or a stop."""
+    _save(tmp_path, "a", 0, 400, used=1000)
+    stuck = tmp_path / "a" / files.data_name(1)
+    stuck.mkdir()
+    (stuck / "inside").write_text("x")
+    files.sidecar(tmp_path / "a", 1).write_text("not json")
+    listed = files.everything(tmp_path)  # slot 1's sidecar is unreadable: removed, if it can
+    assert [(s.instance, s.slot) for s in listed] == [("a", 0)]
+    files.remove(tmp_path / "a", 1)
+    assert stuck.is_dir()
+    files.prune(tmp_path, configured=1)
+    assert files.everything(tmp_path) == []
