@@ -15,7 +15,10 @@ from remote_helpers import write_token
 pytestmark = pytest.mark.timeout(120)
 
 MAIN, ALICE = "main-secret-0123456789", "alice-secret-0123456789"
-REFUSED = {"error": "the key 'alice' is limited to some models: it may not change the library"}
+REFUSED = {
+    "error": "the key 'alice' is limited to some models: it may not change the library,"
+    " nor a model's slots or adapters"
+}
 
 
 @pytest.fixture
