@@ -84,7 +84,7 @@ class SlotCache:
         if spec.prompt_cache is not None:
             t0 = time.perf_counter()
             budget = min(SAVE_BUDGET_S, spec.knobs.stop_timeout / 2)
-            done = _Done()
+            done = Written()
             await _bounded(spec, "save", budget, self._save(spec, spec.prompt_cache, "stop", done))
             ms = round((time.perf_counter() - t0) * 1000, 1)
             log.info("cache.stop_saved", instance=spec.name, ms=ms, slots=done.slots,
@@ -92,17 +92,16 @@ class SlotCache:
         self._fits.pop(spec.name, None)
         self._marks.pop(spec.name, None)
 
-    async def checkpoint(self, spec: InstanceSpec, least: int = 0) -> bool:
+    async def checkpoint(self, spec: InstanceSpec, least: int = 0) -> Written:
         """Save the slots of `spec`'s running server that changed since they were last
         saved and hold at least `least` tokens, beside its requests (an idle slot only);
         never raises. A short prompt is cheaper to evaluate again than to save: the save
-        would stall the server's other requests for nothing. True when such a slot was
-        busy and left for a later save."""
-        done = _Done()
+        would stall the server's other requests for nothing."""
+        done = Written()
         if spec.prompt_cache is not None:
             work = self._save(spec, spec.prompt_cache, "turn", done, least)
             await _bounded(spec, "save", SAVE_BUDGET_S, work)
-        return done.busy
+        return done
 
     async def restore(self, spec: InstanceSpec) -> None:
         """Restore the saved slots that fit `spec`'s new process; never raises."""
@@ -114,13 +113,13 @@ class SlotCache:
         return self._locks.setdefault(spec.name, asyncio.Lock())
 
     async def _save(
-        self, spec: InstanceSpec, directory: Path, cause: str, done: _Done, least: int = 0
+        self, spec: InstanceSpec, directory: Path, cause: str, done: Written, least: int = 0
     ) -> None:
         async with self._lock(spec):
             await self._save_changed(spec, directory, cause, done, least)
 
     async def _save_changed(
-        self, spec: InstanceSpec, directory: Path, cause: str, done: _Done, least: int
+        self, spec: InstanceSpec, directory: Path, cause: str, done: Written, least: int
     ) -> None:
         client = self.client
         fit = self._fits.get(spec.name) or cache_fit(spec, await http.get(client, spec, "/props"))
@@ -145,7 +144,14 @@ class SlotCache:
             t0 = time.perf_counter()
             kept.set_aside(directory, number)
             name = files.data_name(number)
+            sent = time.perf_counter()
             status, body = await http.post(client, spec, number, "save", name)
+            # llama-server holds a save until the slot is idle: a request that came first
+            # is no part of what the save cost it.
+            timings = body.get("timings")
+            server = timings.get("save_ms") if isinstance(timings, dict) else None
+            cost = server / 1000 if isinstance(server, int | float) else time.perf_counter() - sent
+            done.seconds += cost
             tokens = int(body.get("n_saved", 0)) if status == 200 else 0
             if status != 200 or tokens == 0:
                 files.remove(directory, number)
@@ -161,8 +167,6 @@ class SlotCache:
             marks[number] = _mark(slot)
             done.slots, done.bytes = done.slots + 1, done.bytes + size
             ms = round((time.perf_counter() - t0) * 1000, 1)
-            timings = body.get("timings")
-            server = timings.get("save_ms") if isinstance(timings, dict) else None
             log.info("cache.saved", instance=spec.name, slot=number, tokens=tokens, bytes=size,
                      ms=ms, server_ms=server, why=cause)  # fmt: skip
         for gone in files.prune(self.root, self.max_bytes):
@@ -179,11 +183,13 @@ class SlotCache:
 
 
 @dataclass
-class _Done:
-    """What one save wrote, and whether it left a changed slot that was busy."""
+class Written:
+    """What one save wrote; how long llama-server was kept busy writing (its own
+    `save_ms`, else the request's time); whether it left a changed slot that was busy."""
 
     slots: int = 0
     bytes: int = 0
+    seconds: float = 0.0
     busy: bool = False
 
 

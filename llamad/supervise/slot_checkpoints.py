@@ -23,18 +23,19 @@ from llamad.common.waits import first_of
 from llamad.config.load import Daemon
 from llamad.lifecycle.states import State
 from llamad.supervise.instance import Instance
+from llamad.supervise.slot_cache import Written
 
 # Background saves take at most this share of an instance's time (and of the disk's):
-# a save that took 2 s waits 40 s before the next, whatever the interval.
+# a save that kept llama-server writing for 2 s waits 40 s before the next, whatever
+# the interval.
 MAX_SHARE = 0.05
 
 
 class Saver(Protocol):
     """What writes the slots (`SlotCache`)."""
 
-    async def checkpoint(self, spec: InstanceSpec, least: int = 0) -> bool:
-        """Save the idle changed slots holding `least` tokens; True when such a slot
-        was busy and left."""
+    async def checkpoint(self, spec: InstanceSpec, least: int = 0) -> Written:
+        """Save the idle changed slots holding `least` tokens."""
         ...
 
 
@@ -84,10 +85,9 @@ class Checkpoints:
                     continue
                 began = loop.time()
                 self._due[name] = began + self._settings().cache_save_interval
-                left = await self._cache.checkpoint(spec, self._settings().cache_save_tokens)
-                took = loop.time() - began
-                self._due[name] = max(self._due[name], began + took / MAX_SHARE)
-                if left:  # a changed slot was busy: deferred to the next save, not dropped
+                done = await self._cache.checkpoint(spec, self._settings().cache_save_tokens)
+                self._due[name] = max(self._due[name], began + done.seconds / MAX_SHARE)
+                if done.busy:  # a changed slot was busy: deferred to the next save, not dropped
                     self._pending.add(name)
 
     def _serving(self, name: str) -> InstanceSpec | None:

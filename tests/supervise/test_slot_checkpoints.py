@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from helpers import free_port, until
-from inprocess import complete, config, events, saving, supervising
+from inprocess import Sup, complete, config, events, saving, supervising
 from structlog.testing import capture_logs
 
 from llamad.backends.spec import InstanceSpec
 from llamad.lifecycle.states import State
+from llamad.supervise.slot_cache import Written
 from llamad.supervise.slot_checkpoints import Checkpoints
 from llamad.supervise.steps import stop
 
@@ -102,16 +103,35 @@ async def test_a_slot_under_the_threshold_owes_no_save(tmp_path: Path, tiny_mode
 
 
 @dataclass
-class _Busy:
-    """A saver whose first save finds the changed slot busy."""
+class _Saver:
+    """A saver that answers each save with the next of `results` (then `rest`), after
+    `wait` seconds: a save llama-server held behind a request."""
 
-    busy: int = 1
+    results: list[Written]
+    rest: Written = field(default_factory=Written)
+    wait: float = 0.0
     calls: list[float] = field(default_factory=list)
 
-    async def checkpoint(self, spec: InstanceSpec, least: int = 0) -> bool:
+    async def checkpoint(self, spec: InstanceSpec, least: int = 0) -> Written:
         self.calls.append(time.monotonic())
-        self.busy -= 1
-        return self.busy >= 0
+        await asyncio.sleep(self.wait)
+        return self.results.pop(0) if self.results else self.rest
+
+
+async def _two_saves(sup: Sup, saver: _Saver, interval: float, requests: int) -> Checkpoints:
+    """Background saves with `saver` until it was called twice; `requests` end, each
+    once the save before has begun."""
+    daemon = replace(sup.resolved.daemon, cache_save_tokens=16, cache_save_interval=interval)
+    saves = Checkpoints(saver, sup.supervisor.instances, lambda: daemon)
+    done = asyncio.Event()
+    async with asyncio.TaskGroup() as group:
+        group.create_task(saves.run(done))
+        for n in range(requests):
+            await until(lambda: len(saver.calls) >= n, 10, "the save before")  # noqa: B023
+            saves.grew("m", 100)
+        await until(lambda: len(saver.calls) >= 2, 10, "the second save")
+        done.set()
+    return saves
 
 
 async def test_a_busy_slot_is_saved_later_not_dropped(tmp_path: Path, tiny_model: Path) -> None:
@@ -121,17 +141,21 @@ async def test_a_busy_slot_is_saved_later_not_dropped(tmp_path: Path, tiny_model
     interval = 0.5
     async with supervising(config(tmp_path, _tiny(tiny_model, port))) as sup:
         await sup.state("m", State.RUNNING)
-        daemon = replace(sup.resolved.daemon, cache_save_tokens=16, cache_save_interval=interval)
-        saver = _Busy()
-        saves = Checkpoints(saver, sup.supervisor.instances, lambda: daemon)
-        done = asyncio.Event()
-        async with asyncio.TaskGroup() as group:
-            group.create_task(saves.run(done))
-            saves.grew("m", 100)
-            await until(lambda: len(saver.calls) >= 2, 10, "the save deferred")
-            done.set()
+        saver = _Saver([Written(busy=True)])
+        saves = await _two_saves(sup, saver, interval, requests=1)
     assert saver.calls[1] - saver.calls[0] >= interval * 0.9
     assert not saves.owed()
+
+
+async def test_the_share_counts_the_write_not_the_wait(tmp_path: Path, tiny_model: Path) -> None:
+    """A save llama-server held behind a request for 1 s, then wrote in 10 ms, kept it
+    busy 10 ms: the next save waits the interval, not 20 s."""
+    port = free_port()
+    async with supervising(config(tmp_path, _tiny(tiny_model, port))) as sup:
+        await sup.state("m", State.RUNNING)
+        saver = _Saver([], rest=Written(slots=1, seconds=0.01), wait=1.0)
+        await _two_saves(sup, saver, 0.2, requests=2)
+    assert saver.calls[1] - saver.calls[0] < 5
 
 
 async def test_zero_tokens_turns_background_saves_off(tmp_path: Path, tiny_model: Path) -> None:
