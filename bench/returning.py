@@ -6,11 +6,13 @@ would), at about 1,500 and 3,000 prompt tokens (`--quick`: 1,500, two rounds, no
 A turn's time is that of a 1-token answer through llamad's gateway, sent once the model is
 back (its load and restore timed apart); its tokens evaluated are llama-server's
 `timings`. Claude-Code-shaped Anthropic turns, whose billing block's `cch` changes, run at
-the end; the save's cost comes from each idle stop's events.
+the end; the save's cost comes from each idle stop's events (the background saves'
+beside it, in the note).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -23,7 +25,7 @@ from bench.common import Context, Result, wait_for
 from bench.conversation import Conversation, claude_turns, sentences
 from bench.procs import Daemon, event_time
 from bench.realmodel import instance
-from bench.returning_rows import Measured, rows
+from bench.returning_rows import Measured, Stop, rows
 from llamad.client.http import Client
 
 IDLE_S = 8.0  # gemma's idle_timeout: long enough for every other step between turns
@@ -113,6 +115,8 @@ def _measure(s: Stage, size: int) -> Measured:
             m.warm.setdefault(what, []).append(conv.next(s.gw))  # the pair's warm turn
             m.load.setdefault(what, []).append(event(s, m))
             m.after.setdefault(what, []).append(conv.next(s.gw))
+    m.background = [(float(e["ms"]), e.get("server_ms"), int(e["bytes"])) for d in s.started
+                    for e in d.events("cache.saved", instance="gemma", why="turn")]  # fmt: skip
     m.nocache = conv.next(s.gw, cache=False)
     if size == SIZES[0]:
         m.claude = claude_turns(s.gw, conv.messages[0]["content"])
@@ -128,11 +132,15 @@ def _evict(s: Stage, m: Measured) -> float:
 
 
 def _idle(s: Stage, m: Measured) -> float:
+    """What the save added to the stop is its `cache.stop_saved` (the whole step, logged
+    before `stopping`); what it kept, the slot's latest save, at the stop or before."""
     idles = len(s.states("idle"))
     wait_for(lambda: len(s.states("idle")) > idles, IDLE_S + 60, "gemma idle-stopped")
-    stop = event_time(s.states("idle")[-1]) - event_time(s.states("stopping")[-1])
-    saved = s.d.events("cache.saved", instance="gemma")[-1]
-    m.saves.append((float(saved["ms"]), int(saved["bytes"]), stop * 1000))
+    step = s.d.events("cache.stop_saved", instance="gemma")[-1]
+    rest = event_time(s.states("idle")[-1]) - event_time(s.states("stopping")[-1])
+    kept = s.d.events("cache.saved", instance="gemma", slot=0)[-1]
+    m.saves.append(Stop(float(step["ms"]), int(step["bytes"]), int(kept["bytes"]),
+                        float(step["ms"]) + rest * 1000))  # fmt: skip
     return s.load()
 
 
@@ -154,6 +162,17 @@ def _restart(s: Stage, m: Measured) -> float:
 
 
 def _kill(s: Stage, m: Measured) -> float:
+    """A crash loses what ended since the last background save, which comes at most
+    `cache_save_interval` after a turn: the kill waits for the warm turn's (how long is
+    reported), then comes anyway."""
+    t0, turn = time.perf_counter(), m.warm["kill -9"][-1][0].prompt
+
+    def saved() -> bool:
+        return any(int(e["tokens"]) >= turn for e in s.d.events("cache.saved", instance="gemma"))
+
+    with contextlib.suppress(TimeoutError):
+        wait_for(saved, 30, "the last turn saved")
+    m.kill_wait.append(time.perf_counter() - t0)
     pid = s.d.running_pid("gemma")
     assert pid is not None
     os.kill(pid, signal.SIGKILL)

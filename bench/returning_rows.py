@@ -5,7 +5,9 @@
 - after an upgrade, a daemon restart (SIGTERM, start again) or a `kill -9` of the
   instance: the turn evaluates no more tokens than it added to the conversation;
 - Claude-Code-shaped turns (the billing block's `cch` changed): the same;
-- saving adds <= 50 ms per 100 MB saved to an idle stop's wall time.
+- saving adds <= 50 ms per 100 MB saved to an idle stop's wall time: the stop's whole save
+  step, over the slot it leaves on disk (saved at the stop, or before it in the
+  background and unchanged since, when the stop only asks llama-server for its slots).
 """
 
 from __future__ import annotations
@@ -23,6 +25,17 @@ SAVE_MS_PER_100MB = 50.0
 BY_TIME = ("evicted", "idle-stopped")  # judged on time; the others on tokens evaluated
 
 
+@dataclass(frozen=True)
+class Stop:
+    """An idle stop's save: the step's ms, the bytes it wrote, the bytes of the slot left on
+    disk, and the whole stop's ms (its save, then `stopping` to `idle`)."""
+
+    ms: float
+    written: int
+    kept: int
+    whole_ms: float
+
+
 @dataclass
 class Measured:
     """What one size's run saw; a turn is (its answer, the tokens it added). Each event
@@ -35,7 +48,10 @@ class Measured:
     load: dict[str, list[float]] = field(default_factory=dict)  # seconds until it ran again
     nocache: tuple[Turn, int] | None = None
     claude: tuple[int, int] | None = None  # (evaluated, added) of the second turn
-    saves: list[tuple[float, int, float]] = field(default_factory=list)  # ms, bytes, stop ms
+    saves: list[Stop] = field(default_factory=list)
+    # the background saves: (ms, llama-server's own ms, bytes)
+    background: list[tuple[float, float | None, int]] = field(default_factory=list)
+    kill_wait: list[float] = field(default_factory=list)  # s from the turn to its save
 
 
 def _ms(turns: list[tuple[Turn, int]]) -> list[float]:
@@ -67,6 +83,9 @@ def rows(size: int, m: Measured) -> list[Result]:
             f"{faster:.1f}x faster than no cache; back in "
             f"{statistics.median(m.load[what]):.1f} s (load + restore, median)"
         )
+        if what == "kill -9" and m.kill_wait:
+            note += f"; killed {[round(w, 1) for w in m.kill_wait]} s after the turn before"
+            note += " (once its background save was logged)"
         if what in BY_TIME:
             row = Result(
                 f"{head} after {what}", tokens, "ms", ms, _ms(m.warm[what]), "ratio", "ratio",
@@ -96,15 +115,23 @@ def rows(size: int, m: Measured) -> list[Result]:
 def _save_row(head: str, tokens: int, m: Measured) -> list[Result]:
     if not m.saves:
         return []
-    per = [ms / (size / MB100) if size else ms for ms, size, _ in m.saves]
-    stops = [stop for _, _, stop in m.saves]
+    per = [s.ms / (s.kept / MB100) if s.kept else s.ms for s in m.saves]
+    stops = [s.whole_ms for s in m.saves]
+    back = m.background
     row = Result(
         f"{head} save at idle stop", tokens, "ms/100MB", per, stops, "overhead",
         "median", SAVE_MS_PER_100MB, "<= 50 ms per 100 MB",
-        f"saves {[round(ms) for ms, _, _ in m.saves]} ms for "
-        f"{[round(size / 1e6, 1) for _, size, _ in m.saves]} MB; the whole idle stops "
-        f"(floor column) {[round(s) for s in stops]} ms",
+        f"the stops' save steps {[round(s.ms, 1) for s in m.saves]} ms, writing "
+        f"{[round(s.written / 1e6, 1) for s in m.saves]} MB, for "
+        f"{[round(s.kept / 1e6, 1) for s in m.saves]} MB kept; the whole idle stops "
+        f"(floor column) {[round(s) for s in stops]} ms; background saves "
+        f"{[round(ms) for ms, _, _ in back]} ms (llama-server's own "
+        f"{[None if own is None else round(own) for _, own, _ in back]}) for "
+        f"{min((b for _, _, b in back), default=0) / 1e6:.1f} to "
+        f"{max((b for _, _, b in back), default=0) / 1e6:.1f} MB",
     )  # fmt: skip
-    row.extra.update(saves=[{"ms": ms, "bytes": size, "stop_ms": round(stop, 1)}
-                            for ms, size, stop in m.saves])  # fmt: skip
+    row.extra.update(saves=[{"ms": s.ms, "written": s.written, "kept": s.kept,
+                             "stop_ms": round(s.whole_ms, 1)} for s in m.saves],
+                     background=[{"ms": ms, "server_ms": own, "bytes": b}
+                                 for ms, own, b in back])  # fmt: skip
     return [row]

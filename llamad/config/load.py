@@ -49,8 +49,8 @@ class Daemon:
     remote: Remote | None = None  # fleet: the control API on TCP, when configured
     cache_dir: Path = Path()  # the prompt cache's root (one directory per instance)
     cache_max: int | None = None  # bytes; None: min(10 GiB, 10% of free space)
-    cache_save_tokens: int = 512  # a background save after this many tokens; 0: none
-    cache_save_interval: float = 30.0  # at most one background save per instance this often
+    cache_save_tokens: int = 512  # background saves of changed slots holding this many; 0: none
+    cache_save_interval: float = 2.0  # at most one background save per instance this often
 
 
 @dataclass(frozen=True)

@@ -71,10 +71,10 @@ class DaemonSettings(BaseModel):
     prompt_cache: bool = True
     cache_dir: str | None = None
     cache_max: str | None = None  # a size, e.g. "10GiB"; default bounded by free space
-    # A crash loses at most the last turn: slots are saved in the background once the
-    # requests since the last save added this many tokens (0: only before planned stops).
+    # A crash loses at most the last turn: an idle slot that holds this many tokens is
+    # saved in the background once it changed (0: only before planned stops).
     cache_save_tokens: NonNegativeInt = 512
-    cache_save_interval: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 30.0
+    cache_save_interval: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 2.0
 
 
 # Durations are finite: `inf` would hang a stop and break the service files' timeouts.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,21 +84,30 @@ class SlotCache:
             await self.save(spec)
 
     async def save(self, spec: InstanceSpec) -> None:
-        """Save every slot of `spec`'s running server that holds a prompt; never raises."""
+        """Save every slot of `spec`'s running server that holds a prompt and changed
+        since it was last saved; never raises. `cache.stop_saved` says what the stop
+        waited for: the whole step, and what it wrote."""
         if spec.prompt_cache is not None:
+            t0 = time.perf_counter()
             budget = min(SAVE_BUDGET_S, spec.knobs.stop_timeout / 2)
-            await _bounded(spec, "save", budget, self._save(spec, spec.prompt_cache, "stop"))
+            done = Written()
+            await _bounded(spec, "save", budget, self._save(spec, spec.prompt_cache, "stop", done))
+            ms = round((time.perf_counter() - t0) * 1000, 1)
+            log.info("cache.stop_saved", instance=spec.name, ms=ms, slots=done.slots,
+                     bytes=done.bytes)  # fmt: skip
         self._fits.pop(spec.name, None)
         self._marks.pop(spec.name, None)
 
-    async def checkpoint(self, spec: InstanceSpec, least: int = 0) -> None:
+    async def checkpoint(self, spec: InstanceSpec, least: int = 0) -> Written:
         """Save the slots of `spec`'s running server that changed since they were last
         saved and hold at least `least` tokens, beside its requests (an idle slot only);
         never raises. A short prompt is cheaper to evaluate again than to save: the save
         would stall the server's other requests for nothing."""
+        done = Written()
         if spec.prompt_cache is not None:
-            work = self._save(spec, spec.prompt_cache, "turn", least)
+            work = self._save(spec, spec.prompt_cache, "turn", done, least)
             await _bounded(spec, "save", SAVE_BUDGET_S, work)
+        return done
 
     async def restore(self, spec: InstanceSpec) -> None:
         """Restore the saved slots that fit `spec`'s new process; never raises."""
@@ -108,25 +118,28 @@ class SlotCache:
     def _lock(self, spec: InstanceSpec) -> asyncio.Lock:
         return self._locks.setdefault(spec.name, asyncio.Lock())
 
-    async def _save(self, spec: InstanceSpec, directory: Path, cause: str, least: int = 0) -> None:
+    async def _save(
+        self, spec: InstanceSpec, directory: Path, cause: str, done: Written, least: int = 0
+    ) -> None:
         async with self._lock(spec):
-            await self._save_changed(spec, directory, cause, least)
+            await self._save_changed(spec, directory, cause, done, least)
 
     async def _save_changed(
-        self, spec: InstanceSpec, directory: Path, cause: str, least: int
+        self, spec: InstanceSpec, directory: Path, cause: str, done: Written, least: int
     ) -> None:
         client = self.client
         fit = self._fits.get(spec.name) or cache_fit(spec, await http.get(client, spec, "/props"))
         slots = await http.get(client, spec, "/slots")
         marks = self._marks.setdefault(spec.name, {})
-        held = [
+        changed = [
             s
             for s in slots
             if isinstance(s, dict)
             and int(s.get("n_prompt_tokens") or 0) >= max(least, 1)
-            and not s.get("is_processing")
             and (_mark(s) != marks.get(int(s["id"])) or not files.has(directory, int(s["id"])))
         ]
+        held = [s for s in changed if not s.get("is_processing")]
+        done.busy = len(held) < len(changed)
         if not held:
             return
         need = room.need(directory, (int(s.get("n_prompt_tokens") or 0) for s in held))
@@ -137,6 +150,12 @@ class SlotCache:
             number = int(slot["id"])
             t0 = time.perf_counter()
             status, body = await http.post(client, spec, number, "save", files.part_name(number))
+            # llama-server holds a save until the slot is idle: a request that came first
+            # is no part of what the save cost it.
+            timings = body.get("timings")
+            server = timings.get("save_ms") if isinstance(timings, dict) else None
+            cost = server / 1000 if isinstance(server, int | float) else time.perf_counter() - t0
+            done.seconds += cost
             tokens = int(body.get("n_saved", 0)) if status == 200 else 0
             size = int(body.get("n_written", 0))
             why = http.error(status, body) if status != 200 else None
@@ -157,16 +176,10 @@ class SlotCache:
             for gone in kept.superseded(directory, ids or b""):
                 log.info("cache.superseded", instance=spec.name, slot=gone.slot, by=number)
             marks[number] = _mark(slot)
+            done.slots, done.bytes = done.slots + 1, done.bytes + size
             ms = round((time.perf_counter() - t0) * 1000, 1)
-            log.info(
-                "cache.saved",
-                instance=spec.name,
-                slot=number,
-                tokens=tokens,
-                bytes=size,
-                ms=ms,
-                why=cause,
-            )
+            log.info("cache.saved", instance=spec.name, slot=number, tokens=tokens, bytes=size,
+                     ms=ms, server_ms=server, why=cause)  # fmt: skip
         # The root the instance saves under now (`cache_dir` as its spec has it, a reload
         # may have moved it), not the one the daemon started with.
         for gone in files.prune(directory.parent, self.max_bytes):
@@ -181,6 +194,17 @@ class SlotCache:
             fit = self._fits[spec.name] = cache_fit(spec, props)
             total = int(props.get("total_slots", 0))
             await restore_fitting(self.client, spec, directory, fit, total)
+
+
+@dataclass
+class Written:
+    """What one save wrote; how long llama-server was kept busy writing (its own
+    `save_ms`, else the request's time); whether it left a changed slot that was busy."""
+
+    slots: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    busy: bool = False
 
 
 async def _bounded(

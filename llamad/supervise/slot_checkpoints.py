@@ -1,55 +1,64 @@
-"""A crash loses at most the last turn: the slots of a running llama-server are saved in
-the background once the requests it answered since its last save added enough tokens.
+"""A crash loses at most the last turn: the slots of a running llama-server that hold
+`cache_save_tokens` or more are saved in the background once they changed and went idle.
 
-The gateway tells `grew(instance, tokens)` as each request ends (a dict update, nothing
-more on the request's path); `run` does the saves, one instance at a time, at most one
-per instance every `cache_save_interval` seconds: what grows meanwhile is coalesced into
-the next save, and only the slots that changed and hold `cache_save_tokens` or more are
-written (`SlotCache.checkpoint`, which keeps to `cache_max` and the free-space floor like
-every save). llama-server serves nothing while it writes a slot, so saves also keep to a
-share of the time, and a short prompt is never worth that stall.
+The gateway tells `grew(instance, held)` as each request ends (a dict update, nothing
+more on the request's path): a request that left its slot holding `cache_save_tokens` or
+more makes a save owed. `run` does the saves, one instance at a time, at most one per
+instance every `cache_save_interval` seconds: a turn that ends meanwhile is saved when
+the bound allows, coalesced with what else ended. Only the idle slots that changed and
+hold enough are written (`SlotCache.checkpoint`, which keeps to `cache_max` and the
+free-space floor like every save); a changed slot found busy keeps the save owed.
+llama-server serves nothing while it writes a slot, so saves also keep to a share of the
+time, and a short prompt is never worth that stall.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from llamad.backends.spec import InstanceSpec
 from llamad.common.waits import first_of
 from llamad.config.load import Daemon
 from llamad.lifecycle.states import State
 from llamad.supervise.instance import Instance
-from llamad.supervise.slot_cache import SlotCache
+from llamad.supervise.slot_cache import Written
 
 # Background saves take at most this share of an instance's time (and of the disk's):
-# a save that took 2 s waits 40 s before the next, whatever the interval.
+# a save that kept llama-server writing for 2 s waits 40 s before the next, whatever
+# the interval.
 MAX_SHARE = 0.05
 
 
+class Saver(Protocol):
+    """What writes the slots (`SlotCache`)."""
+
+    async def checkpoint(self, spec: InstanceSpec, least: int = 0) -> Written:
+        """Save the idle changed slots holding `least` tokens."""
+        ...
+
+
 class Checkpoints:
-    """Background saves of instances' slots after their requests added tokens."""
+    """Background saves of instances' slots after their requests changed them."""
 
     def __init__(
         self,
-        cache: SlotCache,
+        cache: Saver,
         instances: Mapping[str, Instance],
         settings: Callable[[], Daemon],
     ) -> None:
         """`instances`: the supervisor's, by name; `settings()`: `[daemon]` as it is now
         (`cache_save_tokens`, `cache_save_interval`)."""
         self._cache, self._instances, self._settings = cache, instances, settings
-        self._grown: dict[str, int] = {}  # tokens added since the last save began
-        self._pending: set[str] = set()  # enough added: a save is owed
+        self._pending: set[str] = set()  # a slot worth saving changed: a save is owed
         self._due: dict[str, float] = {}  # loop time the next save may begin
         self._wake = asyncio.Event()
 
-    def grew(self, instance: str, tokens: int) -> None:
-        """Requests on `instance` added `tokens` to its slots (called as each ends)."""
-        total = self._grown.get(instance, 0) + tokens
-        self._grown[instance] = total
+    def grew(self, instance: str, held: int) -> None:
+        """A request on `instance` ended, leaving its slot holding `held` tokens."""
         wanted = self._settings().cache_save_tokens
-        if 0 < wanted <= total and instance not in self._pending:
+        if 0 < wanted <= held and instance not in self._pending:
             self._pending.add(instance)
             self._wake.set()
 
@@ -69,17 +78,17 @@ class Checkpoints:
                 await _either(stop, self._wake, min(later, default=None))
                 continue
             for name in ready:
-                # Owed no more from here: what is added during the save calls for the next.
+                # Owed no more from here: a request that ends during the save owes the next.
                 self._pending.discard(name)
-                self._grown[name] = 0
                 spec = self._serving(name)
                 if spec is None or spec.prompt_cache is None:
                     continue
                 began = loop.time()
                 self._due[name] = began + self._settings().cache_save_interval
-                await self._cache.checkpoint(spec, self._settings().cache_save_tokens)
-                took = loop.time() - began
-                self._due[name] = max(self._due[name], began + took / MAX_SHARE)
+                done = await self._cache.checkpoint(spec, self._settings().cache_save_tokens)
+                self._due[name] = max(self._due[name], began + done.seconds / MAX_SHARE)
+                if done.busy:  # a changed slot was busy: deferred to the next save, not dropped
+                    self._pending.add(name)
 
     def _serving(self, name: str) -> InstanceSpec | None:
         inst = self._instances.get(name)

@@ -1,4 +1,5 @@
-"""What a finished request tells the prompt cache's background saves, alone."""
+"""What a finished request tells the prompt cache's background saves, alone: what its
+slot holds now, not what it added."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ class _Told:
 @pytest.mark.parametrize(
     ("status", "host", "usage", "told"),
     [
-        # Evaluated prompt tokens and generated ones: what the slot grew by.
-        (200, None, Usage(900, 20, cached_tokens=880, evaluated_tokens=20), [("m", 40)]),
-        # No timings (a route that drops them): the whole prompt counts.
+        # The whole prompt, cached or evaluated, and the tokens generated: what the slot
+        # holds, however few of them the request added.
+        (200, None, Usage(900, 20, cached_tokens=880, evaluated_tokens=20), [("m", 920)]),
         (200, None, Usage(300, 5), [("m", 305)]),
         (200, None, Usage(), []),  # nothing said
         (500, None, Usage(300, 5), []),  # an error answer

@@ -1,4 +1,4 @@
-"""What each request added to its instance's slots, told to whoever saves them
+"""What each request left in its instance's slots, told to whoever saves them
 (`supervise/slot_checkpoints.py`), so a crash loses at most the last turn."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from llamad.gateway.books.activity import Record
 
 
 class Grown(Protocol):
-    """Learns how many tokens requests added to an instance's slots."""
+    """Learns that a request ended, leaving its slot holding `held` tokens."""
 
-    def grew(self, instance: str, tokens: int) -> None: ...
+    def grew(self, instance: str, held: int) -> None: ...
 
 
 class SlotGrowth:
-    """An activity listener: a request this host's instance answered added the prompt
-    tokens it evaluated and the tokens it generated to the slot it ran in."""
+    """An activity listener: a request this host's instance answered leaves the slot it
+    ran in holding its whole prompt and the tokens it generated."""
 
     def __init__(self, saves: Grown) -> None:
         self.saves = saves
@@ -24,8 +24,6 @@ class SlotGrowth:
     def __call__(self, r: Record) -> None:
         if r.host is not None or r.instance is None or r.status != 200:
             return
-        # Without llama-server's timings (a route that drops them), the whole prompt.
-        prompt = r.prompt_evaluated if r.prompt_evaluated is not None else r.prompt_tokens
-        added = (prompt or 0) + (r.completion_tokens or 0)
-        if added:
-            self.saves.grew(r.instance, added)
+        held = (r.prompt_tokens or 0) + (r.completion_tokens or 0)
+        if held:
+            self.saves.grew(r.instance, held)
