@@ -27,9 +27,9 @@ from llamad.backends.spec import InstanceSpec
 from llamad.lifecycle.states import Event, Ready, Record, State
 from llamad.supervise import slot_files as files
 from llamad.supervise import slot_http as http
-from llamad.supervise import slot_kept as kept
 from llamad.supervise import slot_room as room
 from llamad.supervise.slot_restore import refused, restore_fitting
+from llamad.supervise.slot_save import save_slot
 
 log = structlog.get_logger("llamad.cache")
 
@@ -148,38 +148,11 @@ class SlotCache:
             return
         for slot in held:
             number = int(slot["id"])
-            t0 = time.perf_counter()
-            status, body = await http.post(client, spec, number, "save", files.part_name(number))
-            # llama-server holds a save until the slot is idle: a request that came first
-            # is no part of what the save cost it.
-            timings = body.get("timings")
-            server = timings.get("save_ms") if isinstance(timings, dict) else None
-            cost = server / 1000 if isinstance(server, int | float) else time.perf_counter() - t0
-            done.seconds += cost
-            tokens = int(body.get("n_saved", 0)) if status == 200 else 0
-            size = int(body.get("n_written", 0))
-            why = http.error(status, body) if status != 200 else None
-            if tokens and why is None:
-                why = files.whole(directory, number, size)  # a full disk cuts a save short
-            if tokens == 0 or why is not None:
-                files.drop_parts(directory, number)
-                if why is not None:
-                    refused(spec, "save", why, slot=number)
-                continue
-            # No await from here to the sidecar: the old pair is set aside and the new
-            # one made whole in one step, whatever lists, clears or prunes meanwhile.
-            ids = kept.tokens(directory / files.part_name(number))
-            digest = None if ids is None else kept.digest(ids)
-            kept.set_aside(directory, number)
-            files.keep(directory, number)
-            files.record(directory, number, fit, tokens, size, digest)
-            for gone in kept.superseded(directory, ids or b""):
-                log.info("cache.superseded", instance=spec.name, slot=gone.slot, by=number)
-            marks[number] = _mark(slot)
-            done.slots, done.bytes = done.slots + 1, done.bytes + size
-            ms = round((time.perf_counter() - t0) * 1000, 1)
-            log.info("cache.saved", instance=spec.name, slot=number, tokens=tokens, bytes=size,
-                     ms=ms, server_ms=server, why=cause)  # fmt: skip
+            seconds, size = await save_slot(self.client, spec, directory, number, fit, cause)
+            done.seconds += seconds
+            if size:
+                marks[number] = _mark(slot)
+                done.slots, done.bytes = done.slots + 1, done.bytes + size
         # The root the instance saves under now (`cache_dir` as its spec has it, a reload
         # may have moved it), not the one the daemon started with.
         for gone in files.prune(directory.parent, self.max_bytes):
