@@ -4,7 +4,7 @@ states them."""
 from __future__ import annotations
 
 from bench.realmodel_client import Turn
-from bench.returning_rows import Measured, rows
+from bench.returning_rows import Measured, Stop, rows
 
 
 def _measured(kill_evaluated: int, save_ms: float) -> Measured:
@@ -16,7 +16,7 @@ def _measured(kill_evaluated: int, save_ms: float) -> Measured:
     m.load = {what: [4.0] for what in m.after}
     m.nocache = (Turn(20.0, 1600, 0), 26)
     m.claude = (20, 20)
-    m.saves = [(save_ms, 13_000_000, 250.0)]
+    m.saves = [Stop(save_ms, 13_000_000, 13_000_000, 250.0)]
     return m
 
 
@@ -37,3 +37,14 @@ def test_ten_times_faster_than_no_cache_is_part_of_the_time_target() -> None:
     m.nocache = (Turn(5.0, 1600, 0), 26)  # 5x the evicted turn's time only
     evicted = next(r for r in rows(1500, m) if r.name.endswith("after evicted"))
     assert evicted.passed is False
+
+
+def test_a_stop_that_found_its_slot_saved_is_judged_on_its_step() -> None:
+    """The stop wrote nothing (the background save had the slot): its step's 1 ms is
+    weighed against the 12 MB the slot keeps on disk, not against what it wrote."""
+    m = _measured(26, 1.0)
+    m.saves = [Stop(1.0, 0, 12_000_000, 66.0)]
+    m.background = [(7.0, 5.0, 12_000_000)]
+    save = rows(1500, m)[-1]
+    assert save.passed is True
+    assert "writing [0.0] MB, for [12.0] MB kept" in save.note
