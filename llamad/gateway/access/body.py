@@ -110,7 +110,7 @@ def decide(
             doc = parse(body, family(scope["path"]) == "ollama")
         model = named(route, scope, params, doc)
         if route.body is not Body.NONE:
-            check_schemas(body, doc, parsed=route.body is Body.JSON)
+            check_schemas(body, doc)
     except Refusal as exc:
         refusal = exc
     if len(body) > limits.default:

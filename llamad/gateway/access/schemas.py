@@ -70,28 +70,27 @@ def _schemas(doc: dict[str, Any]) -> Iterator[Any]:
     yield doc.get("format")
 
 
-def count(doc: Any) -> int:
-    """The nodes of every schema in `doc`; raises _Over past MAX_SCHEMA_NODES."""
+def _count(doc: Any) -> None:
+    """Raises _Over once the schemas in `doc` together pass MAX_SCHEMA_NODES."""
     left = MAX_SCHEMA_NODES
     for schema in _schemas(doc) if isinstance(doc, dict) else ():
         if schema is not None:
             left -= _nodes(schema, left)
-    return MAX_SCHEMA_NODES - left
 
 
-def check(body: bytes, doc: Any = None, parsed: bool = False) -> None:
+def check(body: bytes, doc: Any = None) -> None:
     """A 400 when the schemas in a request pass MAX_SCHEMA_NODES together, or are nested
-    deeper than the gateway follows. `doc` is the parsed body when the door parsed it;
-    a body relayed as it came is parsed here only if it may hold a schema."""
+    deeper than the gateway follows. `doc` is the body as the door parsed it; a body
+    relayed as it came (None) is parsed here only if it may hold a schema."""
     if not any(mark in body for mark in _MARKS):
         return
-    if not parsed:
+    if doc is None:
         try:
             doc = json.loads(body)
         except (ValueError, RecursionError):
             return  # not JSON: llama-server says what is wrong with it
     try:
-        count(doc)
+        _count(doc)
     except (_Over, RecursionError):
         message = (
             f"the request's JSON schemas (tools, response format) are too large: over "
