@@ -11,6 +11,7 @@ that no client reads half an answer as the whole.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Protocol
 
@@ -21,6 +22,11 @@ from llamad.listener.departure import DEPARTURE, Departure
 from llamad.listener.flow import Flow
 
 log = structlog.get_logger("llamad.listener")
+
+# What h11 writes (RFC 9110 5.1 and 5.5): a name is a token; a value has no NUL, no CR or
+# LF, and no white space at either end.
+_NAME = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_VALUE = re.compile(rb"(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
 
 Message = MutableMapping[str, Any]
 Scope = MutableMapping[str, Any]
@@ -115,6 +121,11 @@ class Exchange:
         if not self.started:
             if message["type"] != "http.response.start":
                 raise RuntimeError(f"an answer begins with its start, not {message['type']}")
+            if self.expect and self.more:
+                # Answered before it asked for the body it was told to wait with: a client
+                # that waits sends no body, one that stops waiting sends it, so what comes
+                # next cannot be told apart from the next request (RFC 9110 10.1.1).
+                self.keep_alive = False
             self.started, self.expect = True, False
             self._held = self._head(message["status"], message.get("headers", ()))
             self.wire.loop.call_soon(self._flush)
@@ -144,8 +155,8 @@ class Exchange:
         parts = [status_line(status), date_line()]
         length, chunked, said_close = None, False, False
         for name, value in headers:
-            if b"\n" in value or b"\r" in value or b"\n" in name or b"\r" in name:
-                raise RuntimeError("a line break in an answer's header")
+            if not (_NAME.fullmatch(name) and _VALUE.fullmatch(value)):
+                raise RuntimeError(f"an answer's header h11 would not write: {name!r}")
             low = name.lower()
             if low == b"content-length":
                 length = int(value)

@@ -67,6 +67,21 @@ def head_too_large(limits: Limits) -> Refusal:
     return Refusal(431, "head_too_large", message)
 
 
+def host_required() -> Refusal:
+    """400: an HTTP/1.1 request without a Host, or any request with two."""
+    return Refusal(400, "host_required", "a request needs exactly one Host header")
+
+
+def coding_not_implemented() -> Refusal:
+    """501: a Transfer-Encoding other than `chunked` alone (nginx answers the same)."""
+    return Refusal(501, "coding_not_implemented", "only the chunked transfer coding is read")
+
+
+def version_not_supported(version: str) -> Refusal:
+    """505: an HTTP version other than 1.0 and 1.1."""
+    return Refusal(505, "version_not_supported", f"HTTP/{version} is not served here")
+
+
 def body_too_large(cap: int) -> Refusal:
     """413: the body is (or says it will be) past `cap` bytes."""
     return Refusal(413, "body_too_large", f"the request body is over the limit of {cap} bytes")

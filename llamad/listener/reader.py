@@ -2,22 +2,40 @@
 
 llhttp refuses what would let a request be read two ways (Content-Length beside
 Transfer-Encoding, a repeated Content-Length, obs-fold, a bare LF, a Transfer-Encoding
-that does not end in chunked); the `Reader` counts each head against the listener's
-limits as the parser's callbacks come, and hands its connection each request's head,
-its body and its end.
+that does not end in chunked); the `Reader` refuses the rest of what RFC 9112 and nginx
+refuse (no Host, or two; a transfer coding other than `chunked`, 501; a version other than
+1.0 and 1.1, 505), counts each head against the listener's limits as the bytes come, and
+hands its connection each request's head, its body and its end.
+
+The bytes a chunked body spends on anything but its data (chunk sizes and extensions,
+trailers) count against the head's limit too: llhttp gathers a header line, a trailer's
+as well, into one value piece by piece before it calls back, so an endless line is
+refused by the bytes fed, not when it ends.
 """
 
 from __future__ import annotations
 
 import urllib.parse
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import httptools
 
-from llamad.listener.limits import Limits, Refusal, head_too_large
+from llamad.listener.limits import (
+    Limits,
+    Refusal,
+    coding_not_implemented,
+    head_too_large,
+    host_required,
+    version_not_supported,
+)
 
 Headers = list[tuple[bytes, bytes]]
+
+
+# What a chunk's own framing may cost beyond the head's allowance: its size line (sixteen
+# hex digits at most) and the CRLFs around its data.
+_CHUNK_FRAMING = 24
 
 
 class Invalid(Exception):
@@ -57,9 +75,9 @@ class Requests(Protocol):
 class Reader:
     """One connection's parser and the head it is reading."""
 
-    __slots__ = ("_expect", "_headers", "_in_body", "_in_head", "_length", "_lines",
-                 "_max_head", "_max_lines", "_raw", "_size", "parser", "requests",
-                 "url")  # fmt: skip
+    __slots__ = ("_allow", "_authority", "_codings", "_expect", "_headers", "_hosts",
+                 "_in_body", "_in_head", "_length", "_lines", "_max_head", "_max_lines",
+                 "_raw", "_refused", "_size", "parser", "requests", "url")  # fmt: skip
 
     def __init__(self, requests: Requests) -> None:
         self.requests = requests
@@ -71,27 +89,33 @@ class Reader:
         self._headers: Headers = []
         self._size = self._lines = self._length = 0
         self._max_head = self._max_lines = 0  # the limits in force for this head
-        self._raw = 0  # bytes since the last head ended: a bound on the next one's size
+        # Bytes fed since the last head ended, less the body's data: a bound on the next
+        # head, or on a chunked body's framing and trailers, which may reach `_allow`.
+        self._raw = 0
+        self._allow = requests.limits.max_head
+        self._hosts = self._codings = 0
+        self._authority: bytes | None = None  # an absolute-form target's
+        self._refused: Refusal | None = None  # raised by a callback, for `feed`
         self._expect = self._in_head = self._in_body = False
 
     def feed(self, data: bytes) -> None:
         """Read `data`; raises a `Refusal` (a limit), `Invalid` or `Upgraded`."""
-        if not self._in_body:
-            self._raw += len(data)
+        self._raw += len(data)
+        self._refused = None
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
-            if isinstance(exc.__context__, Refusal):
-                raise exc.__context__ from None
+            if self._refused is not None:
+                raise self._refused from None
             raise Invalid from exc  # a target that is not one (a CONNECT's, a non-ASCII path)
         except httptools.HttpParserUpgrade:
             raise Upgraded from None
         except httptools.HttpParserError as exc:
             raise Invalid from exc
-        limits = self.requests.limits
-        if not self._in_body and self._raw > limits.max_head:
-            # Past the limit before llhttp has called back: a header line it still gathers.
-            raise head_too_large(limits)
+        if self._raw > self._allow:
+            # Past the limit before llhttp has called back: a header or trailer line it
+            # still gathers, or a chunk's extension.
+            raise head_too_large(self.requests.limits)
 
     def path(self) -> str:
         """The path of the request being read, as far as it has come (for a refusal)."""
@@ -100,11 +124,12 @@ class Reader:
     # llhttp's callbacks.
     def on_message_begin(self) -> None:
         self.url, self._headers = b"", []
-        self._size = self._lines = self._length = 0
-        self._expect, self._in_head = False, True
+        self._size = self._lines = self._length = self._hosts = self._codings = 0
+        self._expect, self._in_head, self._authority = False, True, None
         self.requests.begin()
         limits = self.requests.limits
         self._max_head, self._max_lines = limits.max_head, limits.max_headers
+        self._allow = self._max_head
 
     def on_url(self, url: bytes) -> None:
         self._count(len(url))
@@ -114,12 +139,18 @@ class Reader:
         self._lines += 1
         self._size += len(name) + len(value) + 4
         if self._size > self._max_head or self._lines > self._max_lines:
-            raise head_too_large(self.requests.limits)
+            self._refuse(head_too_large(self.requests.limits))
         if not self._in_head:
             return  # a chunked body's trailer: never a header of the request
         name = name.lower()
         if name == b"content-length":
             self._length = int(value)  # llhttp has refused one that is not digits
+        elif name == b"host":
+            self._hosts += 1
+        elif name == b"transfer-encoding":
+            self._codings += 1
+            if self._codings > 1 or value.strip().lower() != b"chunked":
+                self._refuse(coding_not_implemented())
         elif name == b"expect" and value.lower() == b"100-continue":
             self._expect = True
         self._headers.append((name, value))
@@ -127,30 +158,57 @@ class Reader:
     def on_headers_complete(self) -> None:
         self._in_head, self._in_body, self._raw = False, True, 0
         parser = self.parser
-        path, raw_path, query = _target(self.url)
+        version = parser.get_http_version()
+        if version not in ("1.1", "1.0"):
+            self._refuse(version_not_supported(version))
+        if self._hosts > 1 or (self._hosts == 0 and version == "1.1"):
+            self._refuse(host_required())  # RFC 9112 3.2: exactly one, in HTTP/1.1
+        path, raw_path, query, authority = _target(self.url)
+        headers = self._headers
+        if authority is not None:
+            # RFC 9112 3.2.2: an absolute-form target's authority is the request's host.
+            headers = [(b"host", authority) if k == b"host" else (k, v) for k, v in headers]
         head = Head(
-            parser.get_method().decode("ascii"), path, raw_path, query,
-            parser.get_http_version(), self._headers, parser.should_keep_alive(),
-            self._expect, self._length,
+            parser.get_method().decode("ascii"), path, raw_path, query, version, headers,
+            parser.should_keep_alive(), self._expect, self._length,
         )  # fmt: skip
-        self.requests.head(head)
+        try:
+            self.requests.head(head)
+        except Refusal as why:  # a body that says it is over the limit
+            self._refuse(why)
+
+    def on_chunk_header(self) -> None:
+        self._allow += _CHUNK_FRAMING
 
     def on_body(self, body: bytes) -> None:
-        self.requests.body(body)
+        self._raw -= len(body)
+        try:
+            self.requests.body(body)
+        except Refusal as why:  # a body past the limit
+            self._refuse(why)
 
     def on_message_complete(self) -> None:
         self._in_body = False
+        self._raw, self._allow = 0, self._max_head
         self.requests.end()
 
     def _count(self, size: int) -> None:
         self._size += size
         if self._size > self._max_head or self._lines > self._max_lines:
-            raise head_too_large(self.requests.limits)
+            self._refuse(head_too_large(self.requests.limits))
+
+    def _refuse(self, why: Refusal) -> NoReturn:
+        """Raise `why` out of a callback: llhttp wraps what a callback raises, so `feed`
+        finds it here."""
+        self._refused = why
+        raise why
 
 
-def _target(url: bytes) -> tuple[str, bytes, bytes]:
-    """(path, raw path, query) of a request target; raises ValueError for one that is
-    not a path (a CONNECT's authority, `*`) or not ASCII."""
+def _target(url: bytes) -> tuple[str, bytes, bytes, bytes | None]:
+    """(path, raw path, query, the authority of an absolute-form target) of a request
+    target; raises ValueError for one that is not a path (a CONNECT's authority, `*`) or
+    not ASCII."""
+    authority = None
     if url[:1] == b"/" and b"#" not in url:
         raw, _, query = url.partition(b"?")
     else:  # absolute form, or a fragment to drop
@@ -158,5 +216,8 @@ def _target(url: bytes) -> tuple[str, bytes, bytes]:
         if parsed.path is None:
             raise ValueError("no path in the request target")
         raw, query = parsed.path, parsed.query or b""
+        if parsed.host:
+            port = b"" if parsed.port is None else b":%d" % parsed.port
+            authority = parsed.host + port
     path = raw.decode("ascii")
-    return (urllib.parse.unquote(path) if "%" in path else path), raw, query
+    return (urllib.parse.unquote(path) if "%" in path else path), raw, query, authority

@@ -11,9 +11,9 @@ content type, and answers CORS itself (`access/cors.py`).
 `Host` must name this listener: its own address (any loopback form on loopback, with
 its port), this machine's name, or one of `allowed_hosts`. A rebinding page's requests
 carry the attacker's name, so they stop here even on a keyless gateway. A request with
-no `Host` (HTTP/1.0) comes from no browser and passes; one with two is refused, whatever
-they name (a proxy in front may read the other). Both checks are header lookups: no body
-is read.
+no `Host` (HTTP/1.0) comes from no browser and passes; the listener has refused one with
+two, whatever they name (a proxy in front may read the other). Both checks are header
+lookups: no body is read.
 """
 
 from __future__ import annotations
