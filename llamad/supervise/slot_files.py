@@ -5,12 +5,17 @@ Numbers from KEPT up are conversations no slot held when they were last saved
 prunes; it becomes `slot-N.bin` with its sidecar in one step, so whoever looks between
 two awaits (a listing, a clear, a prune) sees a whole pair or none.
 
+The sidecar holds the file's sha256 as llamad kept it: only a file whose bytes are still
+those is restored (`matches`), so a file llamad did not write in that slot's name (a
+client's save through llama-server, a copy, a disk's damage) is never loaded.
+
 The sidecar's mtime is the file's last use: the least recently used go first when the
 cache outgrows its bound."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -38,6 +43,7 @@ class Saved:
     fit: dict[str, Any]
     digest: str | None = None  # of the tokens it holds (slot_kept.digest)
     written: int | None = None  # the bytes its sidecar says were saved
+    sha256: str | None = None  # of the bytes llamad kept; None: not llamad's record
 
     @property
     def kept(self) -> bool:
@@ -84,6 +90,23 @@ def whole(directory: Path, slot: int, size: int) -> str | None:
     return None if held == size > 0 else f"{held} of {size} bytes written"
 
 
+def content_digest(path: Path) -> str:
+    """The sha256 of `path`'s bytes (read in blocks; hashlib lets go of the GIL, so a
+    thread may run it beside the loop). Raises OSError."""
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def matches(item: Saved) -> str | None:
+    """Why `item`'s file is not the one llamad saved (no record of its bytes, or other
+    bytes), or None when it is. Raises OSError when it cannot be read."""
+    if item.sha256 is None:
+        return "no record of the bytes llamad saved"
+    if content_digest(item.data) != item.sha256:
+        return "its bytes are not those llamad saved"
+    return None
+
+
 def keep(directory: Path, slot: int) -> None:
     """Slot `slot`'s written save becomes its file (its sidecar is written next)."""
     os.replace(directory / part_name(slot), directory / data_name(slot))
@@ -105,9 +128,12 @@ def record(
     tokens: int,
     size: int,
     digest: str | None = None,
+    sha256: str | None = None,
 ) -> None:
     """Write the sidecar of a slot just saved."""
-    body = {"fit": fit, "tokens": tokens, "bytes": size, "saved_at": time.time()}
+    body: dict[str, Any] = {"fit": fit, "tokens": tokens, "bytes": size, "saved_at": time.time()}
+    if sha256 is not None:
+        body["sha256"] = sha256
     if digest is not None:
         body["digest"] = digest
     final = sidecar(directory, slot)
@@ -149,11 +175,13 @@ def saved(directory: Path) -> list[Saved]:
             tokens = int(body.get("tokens", 0))
             digest = body.get("digest")
             written = body.get("bytes")
+            sha256 = body.get("sha256")
         except (OSError, ValueError, KeyError, TypeError):
             remove(directory, slot)
             continue
         name = unquote(directory.name)
-        out.append(Saved(name, slot, data, size, tokens, used, fit, digest, written))
+        sha256 = sha256 if isinstance(sha256, str) else None
+        out.append(Saved(name, slot, data, size, tokens, used, fit, digest, written, sha256))
     return out
 
 

@@ -3,11 +3,13 @@
 The slots' own files go back into their slots; kept conversations (slot_kept.py), and
 the files of slots this process does not have, go first, oldest first, through slot 0
 into llama-server's prompt cache in memory, so slot 0 ends up holding its own. A file
-that does not fit the process, or that llama-server cannot load, is refused and removed.
+that does not fit the process, that is not the bytes llamad saved (its sidecar's sha256),
+or that llama-server cannot load, is refused and removed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,13 @@ async def restore_fitting(
             differs.append(f"slot {item.slot} of {total}")
         if item.written != item.bytes:  # cut short on disk: llama-server dies loading it
             differs.append(f"size {item.bytes} of {item.written} bytes")
+        elif not differs:
+            try:
+                # Off the loop, and only for a file that passed the cheap checks.
+                if (why := await asyncio.to_thread(files.matches, item)) is not None:
+                    differs.append(why)
+            except OSError as exc:
+                differs.append(f"cannot read it: {exc.strerror}")
         if differs:
             files.remove(directory, item.slot)
             refused(spec, "restore", "differs: " + ", ".join(differs), slot=item.slot)

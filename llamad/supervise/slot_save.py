@@ -3,12 +3,14 @@
 llama-server writes the save as `slot-N.part`; once it holds every byte llama-server
 said it wrote (a full disk cuts a save short, and llama-server still answers 200), the
 slot's old file is set aside as a kept conversation and the part becomes its file, with
-its sidecar, in one step with no await between: whatever lists, clears or prunes the
-cache meanwhile sees the old pair or the new one, never half of each.
+its sidecar (and the sha256 of its bytes, taken from the part before), in one step with
+no await between: whatever lists, clears or prunes the cache meanwhile sees the old pair
+or the new one, never half of each.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -43,16 +45,24 @@ async def save_slot(
     why = http.error(status, body) if status != 200 else None
     if tokens and why is None:
         why = files.whole(directory, number, size)
+    part = directory / files.part_name(number)
+    sha256 = None
+    if tokens and why is None:
+        try:
+            # Off the loop: a long context's file is gigabytes.
+            sha256 = await asyncio.to_thread(files.content_digest, part)
+        except OSError as exc:
+            why = f"cannot read it: {exc.strerror}"
     if tokens == 0 or why is not None:
         files.drop_parts(directory, number)
         if why is not None:
             refused(spec, "save", why, slot=number)
         return seconds, 0
-    ids = kept.tokens(directory / files.part_name(number))
+    ids = kept.tokens(part)
     digest = None if ids is None else kept.digest(ids)
     kept.set_aside(directory, number)
     files.keep(directory, number)
-    files.record(directory, number, fit, tokens, size, digest)
+    files.record(directory, number, fit, tokens, size, digest, sha256)
     for gone in kept.superseded(directory, ids or b""):
         log.info("cache.superseded", instance=spec.name, slot=gone.slot, by=number)
     ms = round((time.perf_counter() - t0) * 1000, 1)

@@ -13,6 +13,7 @@ from inprocess import complete, config, events, supervising
 from structlog.testing import capture_logs
 
 from llamad.lifecycle.states import State
+from llamad.supervise.slot_files import content_digest
 from llamad.supervise.steps import start, stop
 
 PROMPT = "abc def ghi jkl mno pqr stu vwx yz " * 4
@@ -57,11 +58,19 @@ async def test_saved_before_a_stop_and_restored_before_routing(
     assert restored[0]["tokens"] == saved[0]["tokens"]
 
 
+def reseal(directory: Path) -> None:
+    """Record slot 0's bytes as they are now, as llamad would have saved them."""
+    side = directory / "slot-0.json"
+    body = json.loads(side.read_text())
+    side.write_text(json.dumps({**body, "sha256": content_digest(directory / "slot-0.bin")}))
+
+
 async def test_a_file_that_does_not_fit_or_load_is_removed(
     tmp_path: Path, tiny_model: Path
 ) -> None:
-    """A sidecar from another build is refused unloaded; a file llama-server cannot load
-    is removed; neither keeps the instance from running."""
+    """A sidecar from another build is refused unloaded; a file whose bytes are not those
+    llamad saved, or that has no record of them, is refused unloaded; a file llama-server
+    cannot load is removed; none keeps the instance from running."""
     port = free_port()
     with capture_logs() as logs:
         async with supervising(config(tmp_path, _tiny(tiny_model, port))) as sup:
@@ -76,18 +85,30 @@ async def test_a_file_that_does_not_fit_or_load_is_removed(
             await start(inst)
             await sup.state("m", State.RUNNING)
             assert not (directory / "slot-0.bin").exists()
-            # Now one that fits on paper but holds garbage.
-            await _complete(port)
-            await stop(inst)
             data = directory / "slot-0.bin"
-            size = data.stat().st_size  # the size its sidecar says: llama-server reads it
-            data.write_bytes((b"not a slot" * size)[:size])
-            await start(inst)
-            await sup.state("m", State.RUNNING)
-            assert not (directory / "slot-0.bin").exists()
-    refused = events(logs, "cache.refused", instance="m", op="restore")
-    assert "build" in refused[0]["reason"]
-    assert refused[1]["reason"].startswith("HTTP")
+            # One that fits on paper but holds other bytes (another conversation's, a
+            # client's save under this name, a disk's damage); one whose record has no
+            # digest; and one llamad recorded as it is, which llama-server cannot load.
+            for damage in ("bytes", "no record", "resealed"):
+                await _complete(port)
+                await stop(inst)
+                size = data.stat().st_size  # the size its sidecar says: llama-server reads it
+                data.write_bytes((b"not a slot" * size)[:size])
+                if damage == "no record":
+                    side = directory / "slot-0.json"
+                    body = json.loads(side.read_text())
+                    del body["sha256"]
+                    side.write_text(json.dumps(body))
+                elif damage == "resealed":
+                    reseal(directory)
+                await start(inst)
+                await sup.state("m", State.RUNNING)
+                assert not data.exists(), damage
+    refused = [e["reason"] for e in events(logs, "cache.refused", instance="m", op="restore")]
+    assert "build" in refused[0]
+    assert refused[1] == "differs: its bytes are not those llamad saved"
+    assert refused[2] == "differs: no record of the bytes llamad saved"
+    assert refused[3].startswith("HTTP")
     assert not events(logs, "cache.restored")
 
 

@@ -16,6 +16,7 @@ import pytest
 from helpers import free_port
 from inprocess import complete, config, events, supervising
 from structlog.testing import capture_logs
+from test_slot_cache import reseal
 
 from llamad.backends.local_http import Client
 from llamad.config.load import load
@@ -136,6 +137,7 @@ async def test_a_file_that_hangs_the_server_is_removed(tmp_path: Path, tiny_mode
     def scramble(directory: Path) -> None:
         data = directory / "slot-0.bin"
         data.write_bytes(_scrambled(data.read_bytes()))
+        reseal(directory)  # as if llamad had saved it so: only llama-server can tell
 
     kept, logs = await _poisoned(tmp_path, tiny_model, scramble)
     assert not kept
@@ -151,6 +153,7 @@ async def test_a_file_that_kills_the_server_is_removed(tmp_path: Path, tiny_mode
         data.write_bytes(data.read_bytes()[: data.stat().st_size * 2 // 3])
         body = json.loads(side.read_text())
         side.write_text(json.dumps({**body, "bytes": data.stat().st_size}))
+        reseal(directory)
 
     kept, logs = await _poisoned(tmp_path, tiny_model, cut)
     assert not kept
