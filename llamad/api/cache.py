@@ -1,5 +1,6 @@
 """The prompt cache on the control API: `GET /v1/cache` (every saved slot per model, its
-size and age) and `DELETE /v1/cache[/NAME]` (all of them, or one model's)."""
+size and age, and per model what its restores reused) and `DELETE /v1/cache[/NAME]` (all
+of them, or one model's)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,13 @@ def cache_routes(state: DaemonState) -> list[tuple[str, Endpoint, list[str]]]:
         now = time.time()
         saved = [s.to_dict(now) for s in slot_files.everything(root)]
         held = sum(s["bytes"] for s in saved)
-        return JSONResponse({"dir": str(root), "bytes": held, "saved": saved})
+        cache = state.supervisor.runtime.cache
+        models = {
+            name: judged
+            for name in sorted(state.supervisor.instances)
+            if cache is not None and (judged := cache.verdicts.of(name)) is not None
+        }
+        return JSONResponse({"dir": str(root), "bytes": held, "saved": saved, "models": models})
 
     async def clear(request: Request) -> Response:
         model = request.path_params.get("name")

@@ -145,8 +145,30 @@ class _Live(Collector):
             "Start time of the instance's current process, seconds since the epoch.",
             labels=[LABEL],
         )
+        restores = CounterMetricFamily(
+            "llamad_cache_restores",
+            "Saved slots restored, by what the next request reused: hit or miss.",
+            labels=[LABEL, "outcome"],
+        )
+        saved = CounterMetricFamily(
+            "llamad_cache_tokens_saved",
+            "Prompt tokens taken from a restored cache instead of evaluated.",
+            labels=[LABEL],
+        )
+        stopped = GaugeMetricFamily(
+            "llamad_cache_stopped",
+            "1 while the instance's saves are stopped: its restores reused nothing.",
+            labels=[LABEL],
+        )
+        cache = r.supervisor.runtime.cache
         for inst in r.supervisor.instances.values():
             name, rec = inst.spec.name, inst.record
+            judged = cache.verdicts.of(name) if cache is not None else None
+            if judged is not None:
+                restores.add_metric([name, "hit"], judged["hits"])
+                restores.add_metric([name, "miss"], judged["misses"])
+                saved.add_metric([name], judged["tokens_saved"])
+                stopped.add_metric([name], 1.0 if judged["stopped"] else 0.0)
             healthy = rec.state is State.RUNNING and inst.health is not None and inst.health.ok
             up.add_metric([name], 1.0 if healthy else 0.0)
             for s in State:
@@ -158,7 +180,7 @@ class _Live(Collector):
                 code.add_metric([name], float(ex.code if ex.code is not None else sig or 0))
             if inst.child is not None:
                 started.add_metric([name], inst.child.started_at)
-        yield from (up, state, restarts, code, started)
+        yield from (up, state, restarts, code, started, restores, saved, stopped)
         yield CounterMetricFamily("llamad_reloads", "Config reloads applied.", value=r.reloads)
         yield GaugeMetricFamily(
             "llamad_config_error",

@@ -37,6 +37,14 @@ def cache(args: argparse.Namespace) -> int:
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     print(f"{size_text(doc['bytes'])} in {doc['dir']}")
+    for name, m in doc.get("models", {}).items():
+        if not m["restores"] and m["stopped"] is None:
+            continue
+        p50, p95 = m["restore_ms_p50"], m["restore_ms_p95"]
+        times = f", restore {p50:g}/{p95:g} ms p50/p95" if p50 is not None else ""
+        line = (f"{name}: {m['restores']} restores, {m['hits']} reused, {m['misses']} not, "
+                f"{m['tokens_saved']} tokens saved{times}")  # fmt: skip
+        print(line + (f"; saves stopped: {m['stopped']}" if m["stopped"] else ""))
     return 0
 
 

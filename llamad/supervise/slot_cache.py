@@ -7,7 +7,9 @@ between the first 200 of `/health` and RUNNING: one place for every planned stop
 eviction, unload, reload, rolling upgrade, shutdown). A save that fails or runs past its
 budget never holds up the stop; a file that does not fit is refused and removed.
 `checkpoint` saves a running server's changed slots between requests (slot_checkpoints.py);
-one lock per instance keeps it from crossing a stop's save or a restore.
+one lock per instance keeps it from crossing a stop's save or a restore. The request after
+a restore says whether it paid (`served`, slot_verdicts.py): a model and build whose
+restores reuse nothing stop being saved.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import structlog
 
 from llamad.backends.llama_cache import cache_fit, dropped
 from llamad.backends.local_http import Client
+from llamad.backends.recurrent import recurrent
 from llamad.backends.spec import InstanceSpec
 from llamad.lifecycle.states import Event, Ready, Record, State
 from llamad.supervise import slot_files as files
@@ -30,6 +33,7 @@ from llamad.supervise import slot_http as http
 from llamad.supervise import slot_room as room
 from llamad.supervise.slot_restore import refused, restore_fitting
 from llamad.supervise.slot_save import save_slot
+from llamad.supervise.slot_verdicts import Verdicts
 
 log = structlog.get_logger("llamad.cache")
 
@@ -47,10 +51,14 @@ class SlotCache:
         client: Client,
         max_bytes: int | None,
         restore_budget: float = RESTORE_BUDGET_S,
+        verdicts: Verdicts | None = None,
     ) -> None:
         self.client = client
         self.restore_budget = restore_budget
         self.max_bytes = max_bytes
+        # Whether restores pay, per model and build: a cache that does not is stopped.
+        self.verdicts = verdicts or Verdicts()
+        self._roots: dict[str, Path] = {}  # each instance's cache root, as last restored
         # What each instance's running process fits, seen when it became ready: a model
         # file replaced under a running server must not be recorded as what it holds.
         self._fits: dict[str, dict[str, Any]] = {}
@@ -115,6 +123,14 @@ class SlotCache:
             work = self._restore(spec, spec.prompt_cache)
             await _bounded(spec, "restore", self.restore_budget, work)
 
+    def served(self, instance: str, cached: int | None, evaluated: int | None) -> None:
+        """`instance` answered a request (its prompt's tokens taken from the cache and
+        evaluated): the first after a restore judges it; a cache stopped by it loses its
+        files, which no restore would use."""
+        root = self._roots.get(instance)
+        if root is not None and self.verdicts.served(instance, cached, evaluated, root):
+            files.clear(root, instance)
+
     def _lock(self, spec: InstanceSpec) -> asyncio.Lock:
         return self._locks.setdefault(spec.name, asyncio.Lock())
 
@@ -129,6 +145,8 @@ class SlotCache:
     ) -> None:
         client = self.client
         fit = self._fits.get(spec.name) or cache_fit(spec, await http.get(client, spec, "/props"))
+        if self.verdicts.stopped(spec.name) is not None:
+            return  # its restores reuse nothing: writing them is all cost
         slots = await http.get(client, spec, "/slots")
         marks = self._marks.setdefault(spec.name, {})
         changed = [
@@ -165,8 +183,14 @@ class SlotCache:
             files.drop_parts(directory)  # the last process's saves never made whole
             props = await http.get(self.client, spec, "/props")
             fit = self._fits[spec.name] = cache_fit(spec, props)
+            root = self._roots[spec.name] = directory.parent
+            self.verdicts.fits(spec.name, fit, root, recurrent(spec.model))
+            if self.verdicts.stopped(spec.name) is not None:
+                files.clear(root, spec.name)
+                return
             total = int(props.get("total_slots", 0))
-            await restore_fitting(self.client, spec, directory, fit, total)
+            for tokens, ms in await restore_fitting(self.client, spec, directory, fit, total):
+                self.verdicts.restored(spec.name, tokens, ms)
 
 
 @dataclass

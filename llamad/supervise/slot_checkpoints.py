@@ -38,6 +38,10 @@ class Saver(Protocol):
         """Save the idle changed slots holding `least` tokens."""
         ...
 
+    def served(self, instance: str, cached: int | None, evaluated: int | None) -> None:
+        """A request on `instance` ended (the first after a restore judges it)."""
+        ...
+
 
 class Checkpoints:
     """Background saves of instances' slots after their requests changed them."""
@@ -55,8 +59,12 @@ class Checkpoints:
         self._due: dict[str, float] = {}  # loop time the next save may begin
         self._wake = asyncio.Event()
 
-    def grew(self, instance: str, held: int) -> None:
-        """A request on `instance` ended, leaving its slot holding `held` tokens."""
+    def grew(
+        self, instance: str, held: int, cached: int | None = None, evaluated: int | None = None
+    ) -> None:
+        """A request on `instance` ended, leaving its slot holding `held` tokens, having
+        taken `cached` of its prompt's from the cache and evaluated `evaluated`."""
+        self._cache.served(instance, cached, evaluated)
         wanted = self._settings().cache_save_tokens
         if 0 < wanted <= held and instance not in self._pending:
             self._pending.add(instance)

@@ -31,8 +31,10 @@ KEPT_BUDGET_S = http.REQUEST_TIMEOUT_S / 2
 
 async def restore_fitting(
     client: Client, spec: InstanceSpec, directory: Path, fit: dict[str, Any], total: int
-) -> None:
-    """Restore what `directory` holds that fits (`fit`, `total` slots) into `spec`'s server."""
+) -> list[tuple[int, float]]:
+    """Restore what `directory` holds that fits (`fit`, `total` slots) into `spec`'s
+    server; returns each slot's own restore: (tokens, milliseconds)."""
+    done: list[tuple[int, float]] = []
     memory = total > 0 and kept.through_memory(spec)
     began = time.perf_counter()
     for item in sorted(files.saved(directory), key=lambda i: (i.slot < total, i.used)):
@@ -72,6 +74,8 @@ async def restore_fitting(
             continue
         files.touch(item)
         ms = round((time.perf_counter() - t0) * 1000, 1)
+        if into == item.slot and isinstance(tokens, int):
+            done.append((tokens, ms))
         log.info(
             "cache.restored",
             instance=spec.name,
@@ -81,6 +85,7 @@ async def restore_fitting(
             bytes=item.bytes,
             ms=ms,
         )
+    return done
 
 
 def refused(spec: InstanceSpec, op: str, reason: str, **fields: Any) -> None:

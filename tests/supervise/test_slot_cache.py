@@ -138,3 +138,38 @@ async def test_turned_off_per_instance(tmp_path: Path, tiny_model: Path) -> None
         assert inst.spec.prompt_cache is None
         assert inst.spec.cache_note is None
         assert "--slot-save-path" not in inst.spec.args
+
+
+async def test_restores_that_reuse_nothing_stop_the_saves(tmp_path: Path, tiny_model: Path) -> None:
+    """The request after each restore reuses none of it (another conversation, as long as
+    a hybrid model's own would be evaluated): after two, the instance's saves stop, its
+    files go, and no stop writes a byte more; status and metrics say why."""
+    port = free_port()
+    other = "zyx wvu tsr qpo nml kji hgf edc ba " * 6  # longer, and nothing in common
+    with capture_logs() as logs:
+        async with supervising(config(tmp_path, _tiny(tiny_model, port))) as sup:
+            inst = await sup.state("m", State.RUNNING)
+            cache = sup.supervisor.runtime.cache
+            assert cache is not None
+            await _complete(port)
+            for _ in range(2):
+                await stop(inst)
+                await start(inst)
+                await sup.state("m", State.RUNNING)
+                t = (await complete(port, other))["timings"]
+                cache.served("m", t["cache_n"], t["prompt_n"])
+                await _complete(port)  # what the next stop would save
+            directory = inst.spec.prompt_cache
+            assert directory is not None
+            assert not list(directory.glob("slot-*"))
+            written = len(events(logs, "cache.saved"))
+            await stop(inst)
+            await start(inst)
+            await sup.state("m", State.RUNNING)
+            assert not list(directory.glob("slot-*"))
+            judged = cache.verdicts.of("m")
+    assert len(events(logs, "cache.saved")) == written
+    (why,) = events(logs, "cache.stopped", instance="m")
+    assert why["reason"] == "2 restore(s) in a row reused nothing"
+    assert judged is not None
+    assert (judged["restores"], judged["misses"], judged["hits"]) == (2, 2, 0)

@@ -1,5 +1,6 @@
 """What each request left in its instance's slots, told to whoever saves them
-(`supervise/slot_checkpoints.py`), so a crash loses at most the last turn."""
+(`supervise/slot_checkpoints.py`), so a crash loses at most the last turn, and what it
+took from the cache, which says whether the restore before it paid."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from llamad.gateway.books.activity import Record
 class Grown(Protocol):
     """Learns that a request ended, leaving its slot holding `held` tokens."""
 
-    def grew(self, instance: str, held: int) -> None: ...
+    def grew(self, instance: str, held: int, cached: int | None, evaluated: int | None) -> None:
+        """`held` tokens left in the slot; of the prompt's, `cached` taken from the cache
+        and `evaluated` read anew (None: the answer did not say)."""
 
 
 class SlotGrowth:
@@ -26,4 +29,4 @@ class SlotGrowth:
             return
         held = (r.prompt_tokens or 0) + (r.completion_tokens or 0)
         if held:
-            self.saves.grew(r.instance, held)
+            self.saves.grew(r.instance, held, r.prompt_cached, r.prompt_evaluated)
