@@ -22,6 +22,14 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_mamba(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ~0.4 MB recurrent model (Mamba) the real llama-server loads in milliseconds."""
+    from tiny_hybrid import write_tiny_mamba
+
+    return write_tiny_mamba(tmp_path_factory.mktemp("mamba") / "tiny-mamba.gguf")
+
+
+@pytest.fixture(scope="session")
 def llama_server() -> Path:
     """The real llama-server (the test extra installs it on Linux x86_64)."""
     return find_binary(None)

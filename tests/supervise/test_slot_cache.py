@@ -173,3 +173,35 @@ async def test_restores_that_reuse_nothing_stop_the_saves(tmp_path: Path, tiny_m
     assert why["reason"] == "2 restore(s) in a row reused nothing"
     assert judged is not None
     assert (judged["restores"], judged["misses"], judged["hits"]) == (2, 2, 0)
+
+
+async def test_a_recurrent_model_stops_its_saves_at_the_first_restore_that_reuses_nothing(
+    tmp_path: Path, tiny_mamba: Path
+) -> None:
+    """On the real llama-server and a tiny Mamba: the restore answers success with every
+    token, and the same conversation's next turn is evaluated from its first token. That
+    one miss, expected of the architecture, stops the saves: the next stop writes nothing."""
+    port = free_port()
+    with capture_logs() as logs:
+        async with supervising(config(tmp_path, _tiny(tiny_mamba, port))) as sup:
+            inst = await sup.state("m", State.RUNNING)
+            cache = sup.supervisor.runtime.cache
+            assert cache is not None
+            first = (await _complete(port))["timings"]
+            await stop(inst)
+            await start(inst)
+            await sup.state("m", State.RUNNING)
+            t = (await complete(port, PROMPT + "more"))["timings"]
+            cache.served("m", t["cache_n"], t["prompt_n"])
+            await _complete(port)
+            await stop(inst)
+            directory = inst.spec.prompt_cache
+            assert directory is not None
+            assert not list(directory.glob("slot-*"))
+    (restored,) = events(logs, "cache.restored", instance="m")
+    assert restored["tokens"] >= first["prompt_n"]  # llama-server says it all came back
+    assert t["cache_n"] == 0  # and none of it was reused
+    assert t["prompt_n"] > first["prompt_n"]
+    (why,) = events(logs, "cache.stopped", instance="m")
+    assert "mamba is a hybrid or recurrent architecture" in why["reason"]
+    assert len(events(logs, "cache.saved", instance="m")) == 1  # the first stop's alone
