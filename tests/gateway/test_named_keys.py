@@ -166,6 +166,12 @@ def test_a_limited_key_reads_its_models_slots_but_never_changes_them(
             refused = httpx.post(f"{gw.base}{path}", json=[], headers=alice, timeout=10)
             assert refused.status_code == 403, path
             assert "nor a model's slots or adapters" in refused.json()["error"]["message"]
+        for path in (  # decoded once by the gateway, again by llama-server (N3 of #48)
+            "/upstream/a/%2573lots/0?action=erase",
+            "/upstream/a/%256cora-adapters",
+        ):
+            other = httpx.post(f"{gw.base}{path}", json=[], headers=alice, timeout=10)
+            assert other.status_code == 404, path  # llama-server's: no such path
         erased = httpx.post(f"{gw.base}/upstream/a/slots/0?action=erase", headers=main, timeout=10)
         assert erased.status_code == 200
         assert erased.json()["id_slot"] == 0
