@@ -17,8 +17,13 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from llamad.common.framing import Framing
+
 # Head fields whose presence says where a body ends; without them, at the close.
 _FRAMING = (b"content-length", b"transfer-encoding")
+# A whole answer is held in memory: the largest a child gives (`/metrics`, `/slots` of
+# many slots) is far below this.
+MAX_BODY = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -52,13 +57,17 @@ class _Exchange(asyncio.Protocol):
         self.status = 0
         self.framed = False
         self.body: list[bytes] = []
+        self.size = 0  # of the body so far
+        # The head, and a chunked body's framing, bounded as a request's are.
+        self.framing = Framing()
 
     def send(self, data: bytes) -> asyncio.Future[Reply]:
         """Write one request; the future is its whole answer."""
         assert self.transport is not None
         self.answer = asyncio.get_running_loop().create_future()
         self.got_bytes = self.keep_alive = self.framed = False
-        self.status, self.body = 0, []
+        self.status, self.body, self.size = 0, [], 0
+        self.framing.begin()
         self.transport.write(data)
         return self.answer
 
@@ -74,10 +83,13 @@ class _Exchange(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
+        self.framing.fed(len(data))
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(ConnectionError(f"unreadable answer: {exc}"))
+        if self.framing.over or self.size > MAX_BODY:
+            self._fail(ConnectionError("answer past its limits: too big a head or body"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
@@ -90,16 +102,26 @@ class _Exchange(asyncio.Protocol):
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
+        if not self.framing.line(len(name) + len(value) + 4):
+            raise ValueError("too many header lines")  # llhttp stops: an unreadable answer
         self.framed = self.framed or name.lower() in _FRAMING
 
     def on_headers_complete(self) -> None:
+        self.framing.body_begins()
         status = self.parser.get_status_code()
         self.status = 0 if 100 <= status < 200 else status  # an interim head: read past it
 
+    def on_chunk_header(self) -> None:
+        self.framing.chunk()
+
     def on_body(self, body: bytes) -> None:
-        self.body.append(body)
+        self.framing.data(len(body))
+        self.size += len(body)
+        if self.size <= MAX_BODY:
+            self.body.append(body)
 
     def on_message_complete(self) -> None:
+        self.framing.body_begins()
         if self.status:
             # Asked here: llhttp forgets the answer's Connection header once it has ended.
             self.keep_alive = self.parser.should_keep_alive()

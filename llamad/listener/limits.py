@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 import structlog
 
+from llamad.common.framing import MAX_HEAD, MAX_HEADERS
+
 log = structlog.get_logger("llamad.listener")
 
-# nginx's large_client_header_buffers, Node's --max-http-header-size and h11 sit near here.
-MAX_HEAD = 64 * 1024
-MAX_HEADERS = 100
 HEAD_TIMEOUT_S = 5.0
 # Whole request, head and body; a big image over a slow link is the case to fit.
 REQUEST_TIMEOUT_S = 60.0

@@ -21,6 +21,7 @@ from typing import NoReturn, Protocol
 
 import httptools
 
+from llamad.common.framing import Framing
 from llamad.listener.limits import (
     Limits,
     Refusal,
@@ -31,11 +32,6 @@ from llamad.listener.limits import (
 )
 
 Headers = list[tuple[bytes, bytes]]
-
-
-# What a chunk's own framing may cost beyond the head's allowance: its size line (sixteen
-# hex digits at most) and the CRLFs around its data.
-_CHUNK_FRAMING = 24
 
 
 class Invalid(Exception):
@@ -75,9 +71,8 @@ class Requests(Protocol):
 class Reader:
     """One connection's parser and the head it is reading."""
 
-    __slots__ = ("_allow", "_authority", "_codings", "_expect", "_headers", "_hosts",
-                 "_in_body", "_in_head", "_length", "_lines", "_max_head", "_max_lines",
-                 "_raw", "_refused", "_size", "parser", "requests", "url")  # fmt: skip
+    __slots__ = ("_authority", "_codings", "_expect", "_framing", "_headers", "_hosts",
+                 "_in_head", "_length", "_refused", "_url", "parser", "requests")  # fmt: skip
 
     def __init__(self, requests: Requests) -> None:
         self.requests = requests
@@ -85,22 +80,18 @@ class Reader:
         # Bytes after a request that said `Connection: close` are dropped, not an error
         # that would cut off the answer it is owed.
         self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
-        self.url = b""
+        self._url: list[bytes] = []  # its pieces: joined once, never grown by `+=`
         self._headers: Headers = []
-        self._size = self._lines = self._length = 0
-        self._max_head = self._max_lines = 0  # the limits in force for this head
-        # Bytes fed since the last head ended, less the body's data: a bound on the next
-        # head, or on a chunked body's framing and trailers, which may reach `_allow`.
-        self._raw = 0
-        self._allow = requests.limits.max_head
-        self._hosts = self._codings = 0
+        limits = requests.limits
+        self._framing = Framing(limits.max_head, limits.max_headers)
+        self._length = self._hosts = self._codings = 0
         self._authority: bytes | None = None  # an absolute-form target's
         self._refused: Refusal | None = None  # raised by a callback, for `feed`
-        self._expect = self._in_head = self._in_body = False
+        self._expect = self._in_head = False
 
     def feed(self, data: bytes) -> None:
         """Read `data`; raises a `Refusal` (a limit), `Invalid` or `Upgraded`."""
-        self._raw += len(data)
+        self._framing.fed(len(data))
         self._refused = None
         try:
             self.parser.feed_data(data)
@@ -112,33 +103,31 @@ class Reader:
             raise Upgraded from None
         except httptools.HttpParserError as exc:
             raise Invalid from exc
-        if self._raw > self._allow:
+        if self._framing.over:
             # Past the limit before llhttp has called back: a header or trailer line it
             # still gathers, or a chunk's extension.
             raise head_too_large(self.requests.limits)
 
     def path(self) -> str:
         """The path of the request being read, as far as it has come (for a refusal)."""
-        return self.url.split(b"?", 1)[0].decode("latin-1")
+        return b"".join(self._url).split(b"?", 1)[0].decode("latin-1")
 
     # llhttp's callbacks.
     def on_message_begin(self) -> None:
-        self.url, self._headers = b"", []
-        self._size = self._lines = self._length = self._hosts = self._codings = 0
+        self._url, self._headers = [], []
+        self._length = self._hosts = self._codings = 0
         self._expect, self._in_head, self._authority = False, True, None
         self.requests.begin()
         limits = self.requests.limits
-        self._max_head, self._max_lines = limits.max_head, limits.max_headers
-        self._allow = self._max_head
+        self._framing.begin(limits.max_head, limits.max_headers)
 
     def on_url(self, url: bytes) -> None:
-        self._count(len(url))
-        self.url += url
+        if not self._framing.counted(len(url)):
+            self._refuse(head_too_large(self.requests.limits))
+        self._url.append(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._lines += 1
-        self._size += len(name) + len(value) + 4
-        if self._size > self._max_head or self._lines > self._max_lines:
+        if not self._framing.line(len(name) + len(value) + 4):
             self._refuse(head_too_large(self.requests.limits))
         if not self._in_head:
             return  # a chunked body's trailer: never a header of the request
@@ -156,14 +145,15 @@ class Reader:
         self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
-        self._in_head, self._in_body, self._raw = False, True, 0
+        self._in_head = False
+        self._framing.body_begins()
         parser = self.parser
         version = parser.get_http_version()
         if version not in ("1.1", "1.0"):
             self._refuse(version_not_supported(version))
         if self._hosts > 1 or (self._hosts == 0 and version == "1.1"):
             self._refuse(host_required())  # RFC 9112 3.2: exactly one, in HTTP/1.1
-        path, raw_path, query, authority = _target(self.url)
+        path, raw_path, query, authority = _target(b"".join(self._url))
         headers = self._headers
         if authority is not None:
             # RFC 9112 3.2.2: an absolute-form target's authority is the request's host.
@@ -178,24 +168,18 @@ class Reader:
             self._refuse(why)
 
     def on_chunk_header(self) -> None:
-        self._allow += _CHUNK_FRAMING
+        self._framing.chunk()
 
     def on_body(self, body: bytes) -> None:
-        self._raw -= len(body)
+        self._framing.data(len(body))
         try:
             self.requests.body(body)
         except Refusal as why:  # a body past the limit
             self._refuse(why)
 
     def on_message_complete(self) -> None:
-        self._in_body = False
-        self._raw, self._allow = 0, self._max_head
+        self._framing.body_begins()  # what follows is the next head's
         self.requests.end()
-
-    def _count(self, size: int) -> None:
-        self._size += size
-        if self._size > self._max_head or self._lines > self._max_lines:
-            self._refuse(head_too_large(self.requests.limits))
 
     def _refuse(self, why: Refusal) -> NoReturn:
         """Raise `why` out of a callback: llhttp wraps what a callback raises, so `feed`

@@ -162,3 +162,26 @@ async def test_an_answer_that_is_not_http_is_a_connection_error(
             await client.request("GET", url, 2)
     finally:
         client.close()
+
+
+HOSTILE = {
+    "a long head": b"HTTP/1.1 200 OK\r\nx-long: " + b"v" * 100_000 + b"\r\n\r\n",
+    "many lines": b"HTTP/1.1 200 OK\r\n" + b"x-a: b\r\n" * 200 + b"content-length: 0\r\n\r\n",
+    "a long trailer": b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n"
+    b"x-t: " + b"v" * 100_000 + b"\r\n\r\n",
+}
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("case", list(HOSTILE))
+async def test_an_answer_past_a_requests_limits_is_a_connection_error(
+    serve: Serve, case: str
+) -> None:
+    """Held to what a request is held to (N2 of #48): 64 KiB of head or trailers, 100 lines."""
+    _, url = await serve(lambda head: HOSTILE[case])
+    client = Client()
+    try:
+        with pytest.raises(ConnectionError):
+            await client.request("GET", url, 5)
+    finally:
+        client.close()

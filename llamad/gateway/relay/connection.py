@@ -4,7 +4,10 @@ An asyncio protocol that httptools (llhttp) reads answers with: the head is awai
 body queues up until the relay takes it, and reading pauses when the relay falls behind.
 The connection alone owns that queue and its pace: its answer reads through `read`.
 Interim answers (100 Continue, 103 Early Hints) are read past: the head awaited is the
-final one. Trailers after a chunked body are read and dropped.
+final one. Trailers after a chunked body are read and dropped. An answer's head, and a
+chunked body's framing and trailers, are held to a request's limits (`common/framing.py`),
+and a head must be whole within HEAD_TIMEOUT_S of its first byte: a fleet peer is a
+stranger, and one trickling an endless header line is cut off, never read without end.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import cast
 
 import httptools
 
+from llamad.common.framing import Framing
 from llamad.listener.deadline import Deadline
 
 Headers = list[tuple[bytes, bytes]]
@@ -23,6 +27,11 @@ Headers = list[tuple[bytes, bytes]]
 # An answer the client reads slower than the instance writes stops being read from the
 # instance past this many buffered bytes, and starts again once the relay has taken them.
 HIGH_WATER = 256 * 1024
+# Once an answer's first byte is in, its head must be whole within this: a peer (or
+# whatever answers a peer's URL) trickling an endless header line holds nothing longer.
+# The wait before that first byte is a generation's, and has no bound here.
+HEAD_TIMEOUT_S = 10.0
+TOO_BIG = "upstream sent too big header"
 
 
 class Broken(ConnectionError):
@@ -53,8 +62,8 @@ class NotAnswered(Broken):
 class Connection(asyncio.Protocol):
     """One connection and the answer it is reading."""
 
-    def __init__(self, key: tuple[str, int]) -> None:
-        self.key = key
+    def __init__(self, key: tuple[str, int], head_timeout: float = HEAD_TIMEOUT_S) -> None:
+        self.key, self.head_timeout = key, head_timeout
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.lost = False
@@ -63,6 +72,10 @@ class Connection(asyncio.Protocol):
         self.expiry = Deadline(asyncio.get_running_loop(), self._expire)
         # Told once when the connection has closed, so its pool can count it out.
         self.on_lost: Callable[[Connection], None] | None = None
+        # An answer's head and a chunked body's framing, bounded as a request's are.
+        self.framing = Framing()
+        self._head_due = Deadline(asyncio.get_running_loop(), self._head_late)
+        self._why: str | None = None  # a limit a callback found, for `data_received`
         self.begin()
 
     def begin(self) -> None:
@@ -74,6 +87,7 @@ class Connection(asyncio.Protocol):
         self._paused = self.done = self.until_close = self.got_bytes = self.keep_alive = False
         self.overrun = self.interim = False
         self._waiter: asyncio.Future[None] | None = None
+        self.framing.begin()
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -82,10 +96,16 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
+        if not self.head.done() and self._head_due.due is None:
+            self._head_due.set(self.head_timeout)
+        self.framing.fed(len(data))
+        self._why = None
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(f"unreadable answer: {exc}")
+            self._fail(self._why or f"unreadable answer: {exc}")
+        if self.framing.over and not self.lost:
+            self._fail(TOO_BIG)  # a line llhttp still gathers
         if self.overrun and self.transport is not None:
             # Bytes after the answer ended, which nobody asked for, would be read as the
             # next request's answer: the connection is not used again.
@@ -94,6 +114,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        self._head_due.cancel()
         if self.head.done() and self.until_close:
             self.done = True  # an answer without a length ends with its connection
             self._wake()
@@ -108,11 +129,16 @@ class Connection(asyncio.Protocol):
         self.overrun = self.done
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if not self.framing.line(len(name) + len(value) + 4):
+            self._why = TOO_BIG
+            raise ValueError(TOO_BIG)  # llhttp stops; `data_received` fails the answer
         # Once the head is in, what comes is a chunked body's trailers: not the head's.
         if not (self.overrun or self.head.done()):
             self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        self.framing.body_begins()
+        self._head_due.clear()  # the next head's (after an interim one) from its first byte
         if self.overrun:
             return
         status = self.parser.get_status_code()
@@ -126,7 +152,11 @@ class Connection(asyncio.Protocol):
         if not self.head.done():
             self.head.set_result(None)
 
+    def on_chunk_header(self) -> None:
+        self.framing.chunk()
+
     def on_body(self, body: bytes) -> None:
+        self.framing.data(len(body))
         if self.overrun or not body:  # an empty read would end the reader's body early
             return
         self._body.append(body)
@@ -137,6 +167,7 @@ class Connection(asyncio.Protocol):
         self._wake()
 
     def on_message_complete(self) -> None:
+        self.framing.body_begins()
         if self.overrun:
             return
         if self.interim:
@@ -191,6 +222,10 @@ class Connection(asyncio.Protocol):
             raise Broken("the connection was closed mid-answer")
         self._waiter = asyncio.get_running_loop().create_future()
         await self._waiter
+
+    def _head_late(self) -> None:
+        if not self.head.done():
+            self._fail(f"no whole answer head within {self.head_timeout:g}s of its first byte")
 
     def _expire(self) -> None:
         if self.transport is not None:

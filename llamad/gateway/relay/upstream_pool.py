@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Mapping
 
 from llamad.gateway.relay.answer import Answer
-from llamad.gateway.relay.connection import Connection, Headers, NotAnswered
+from llamad.gateway.relay.connection import HEAD_TIMEOUT_S, Connection, Headers, NotAnswered
 from llamad.gateway.relay.sending import Host, Key, Sending, where
 from llamad.gateway.relay.sockets import readable, self_connected, set_keepalive
 
@@ -44,8 +44,11 @@ class Pool:
     """Kept-alive connections per (host, port), at most `max_per_upstream` open to each:
     a request past that waits, first come first served, for one to come back or close."""
 
-    def __init__(self, max_per_upstream: int = MAX_PER_UPSTREAM) -> None:
+    def __init__(
+        self, max_per_upstream: int = MAX_PER_UPSTREAM, head_timeout: float = HEAD_TIMEOUT_S
+    ) -> None:
         self.max_per_upstream = max_per_upstream
+        self.head_timeout = head_timeout  # an answer's head, from its first byte
         self._hosts: dict[Key, Host] = {}
 
     async def request(
@@ -168,7 +171,9 @@ class Pool:
         where = f"{key[0]}:{key[1]}"
         try:
             async with asyncio.timeout_at(deadline):
-                _, conn = await loop.create_connection(lambda: Connection(key), *key)
+                _, conn = await loop.create_connection(
+                    lambda: Connection(key, self.head_timeout), *key
+                )
         except TimeoutError as exc:
             raise NotAnswered(f"no connection to {where} within the timeout", sent=False) from exc
         except OSError as exc:
