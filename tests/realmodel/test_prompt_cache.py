@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import psutil
 import pytest
+from gemma_gateway import gemma_gateway
 from helpers import Llamad, free_port, write_config
 
 from llamad.config.load import load
@@ -151,14 +152,13 @@ def test_a_costly_full_window_cache_is_left_to_the_user(
 
 @pytest.mark.timeout(240)
 def test_gemma_at_32k_runs_without_the_full_window_cache_and_says_why(
-    tmp_path: Path, real_model: Path, real_model_template: Path
+    real_model: Path, real_model_template: Path
 ) -> None:
     """On the real server: no --swa-full in the child's environment, and the reason and
-    the cost in status, the cache listing and `llamactl cache`."""
-    port = free_port()
-    with Llamad(_config(tmp_path, real_model, real_model_template, port, 32768)) as d:
-        d.wait_ready()
-        pid = d.wait_running("gemma", 120)
+    the cost in status, the cache listing, `llamactl cache` and the page's status."""
+    with gemma_gateway(real_model, real_model_template, ctx_size=32768) as (base, d):
+        pid = d.running("gemma")
+        assert pid is not None
         env = psutil.Process(pid).environ()
         assert env["LLAMA_ARG_CTX_SIZE"] == "32768"
         assert "LLAMA_ARG_SWA_FULL" not in env
@@ -171,4 +171,5 @@ def test_gemma_at_32k_runs_without_the_full_window_cache_and_says_why(
         assert notes == [{"model": "gemma", **cache}]
         listing = d.ctl("cache")
         assert f"gemma: not saved: {cache['note']}" in listing.stdout.splitlines()
-        assert d.stop() == 0
+        page = httpx.get(f"{base}/ui/api/status", timeout=5).json()
+        assert [m["cache_note"] for m in page["models"]] == [cache["note"]]
