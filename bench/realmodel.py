@@ -7,7 +7,8 @@ llamad's gateway, in the shape of the seed measurements (../shared/seeds/).
   first line and `cache_prompt: false`), prompt tokens over the 1-token answer's time;
 - cold load: from launching llama-server (direct) or from the request to a model llamad
   has not loaded, to the first token;
-- RSS of llama-server with the model loaded (and llamad's own beside it, in the note).
+- RSS of llama-server with the model loaded (and llamad's own beside it, in the note);
+  and at ctx 32768 with the prompt cache on, against llama-server alone (window_memory.py).
 
 Both run the same argv (resolved by llamad's config code), two threads, one slot, a small
 context; their requests alternate, so a busy spell of the machine falls on both.
@@ -22,6 +23,7 @@ import time
 import psutil
 
 from bench import realmodel_client as rc
+from bench import window_memory
 from bench.common import Context, Result, wait_healthy
 from bench.procs import Daemon, floor_specs, launch_direct, stop_direct
 
@@ -62,6 +64,7 @@ def run(ctx: Context) -> list[Result]:
         stop_direct(procs)
         daemon.stop()
     rows = _rows(ours, floor, cold_ours, cold_direct, rss)
+    rows.append(window_memory.row(ctx, instance(model, 0)))
     ctx.notes["realmodel"] = f"llama-server under llamad and direct: {same}"
     return rows
 

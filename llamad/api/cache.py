@@ -6,14 +6,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from llamad.backends.spec import InstanceSpec
 from llamad.supervise import slot_files
 from llamad.supervise.daemon_state import DaemonState
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def cache_state(spec: InstanceSpec) -> dict[str, Any]:
+    """Whether `spec`'s prompt cache outlives its process, why not when it does not, and
+    for a sliding-window model the bytes the full-size window cache adds."""
+    return {
+        "kept": spec.prompt_cache is not None,
+        "note": spec.cache_note,
+        "full_window_bytes": spec.window_cost,
+    }
 
 
 def cache_routes(state: DaemonState) -> list[tuple[str, Endpoint, list[str]]]:
@@ -30,7 +42,14 @@ def cache_routes(state: DaemonState) -> list[tuple[str, Endpoint, list[str]]]:
             for name in sorted(state.supervisor.instances)
             if cache is not None and (judged := cache.verdicts.of(name)) is not None
         }
-        return JSONResponse({"dir": str(root), "bytes": held, "saved": saved, "models": models})
+        # Why an instance's slots are not saved, and what keeping them would cost.
+        notes = [
+            {"model": name, **cache_state(spec)}
+            for name, spec in sorted(state.resolved.instances.items())
+            if spec.cache_note is not None or spec.window_cost is not None
+        ]
+        doc = {"dir": str(root), "bytes": held, "saved": saved, "notes": notes, "models": models}
+        return JSONResponse(doc)
 
     async def clear(request: Request) -> Response:
         model = request.path_params.get("name")

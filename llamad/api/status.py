@@ -6,6 +6,7 @@ from typing import Any
 
 import psutil
 
+from llamad.api.cache import cache_state
 from llamad.backends.registry import backend_for
 from llamad.supervise.instance import Instance
 
@@ -65,8 +66,7 @@ def instance_doc(
         "error": rec.error,
         "rss_bytes": rss,
         "cpu_percent": cpu,
-        # Whether the prompt cache outlives the process, and why not when it does not.
-        "prompt_cache": {"kept": spec.prompt_cache is not None, "note": spec.cache_note},
+        "prompt_cache": cache_state(spec),
     }
     if spec.tool is not None:  # its own executable; the others' is `daemon.backends`
         doc["command"] = str(spec.tool.command)

@@ -1,5 +1,6 @@
 """How a llama-server instance keeps its prompt cache across processes: the launch it
-needs (`--slot-save-path`, the full-size sliding-window cache), or why it cannot."""
+needs (`--slot-save-path`, the full-size sliding-window cache where its cost is small or
+chosen), or why it cannot."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ from typing import Any
 
 from llamad.backends.catalog import Catalog
 from llamad.backends.gguf_meta import read_gguf_meta
+from llamad.backends.kv_cache import Layout, full_window_adds, kv_bytes, kv_shape
 from llamad.backends.spec import InstanceSpec
 
 SAVE_FLAG = "--slot-save-path"
 SWA_FULL = "LLAMA_ARG_SWA_FULL"
 _TRUE = ("on", "enabled", "true", "1")
+# By default a model never needs more than this much of the memory llama-server alone
+# would use with the same settings: past it the full-size window cache is the user's choice.
+MAX_WINDOW_RATIO = 1.1
 # Settings that say how a server runs, never what its KV cache holds: a reload that
 # changes only these keeps the saved slots. Any other (RoPE, adapters, the slot count,
 # a flag llamad does not know) refuses them; the context per slot, the cache types, the
@@ -61,13 +66,46 @@ def keep_cache(spec: InstanceSpec, catalog: Catalog) -> InstanceSpec:
     settings = dict(spec.settings)
     if sliding_window(spec.model) is not None:
         # A restored sliding-window slot is evaluated again in full unless the whole
-        # window cache is kept (measured on Gemma 3): that costs memory, counted in the
-        # estimate, which reserves the full context for every layer already.
+        # window cache is kept (measured on Gemma 3), which costs memory: unless the
+        # user chose that cost, the slots are saved only where it is small.
+        cost = window_cost(spec)
+        adds = None if cost is None else cost[0]
+        chosen = spec.cache_swa_full or settings.get(SWA_FULL, "") in _TRUE
+        if cost is not None and not chosen and cost[1] > MAX_WINDOW_RATIO:
+            return _without(spec, _costly(*cost), adds)
         if catalog.lookup(SWA_FULL) is None:
             return _without(spec, "sliding-window model and this llama-server has no --swa-full")
         settings[SWA_FULL] = "true"
+        spec = dataclasses.replace(spec, window_cost=adds)
     args = (*spec.args, SAVE_FLAG, str(spec.prompt_cache))
     return dataclasses.replace(spec, settings=tuple(sorted(settings.items())), args=args)
+
+
+def window_cost(spec: InstanceSpec) -> tuple[int, float] | None:
+    """The bytes the full-size window cache adds to `spec`, and the memory it then needs
+    over what llama-server alone needs with the same settings (weights and KV cache);
+    None when its model has no sliding window, or a header llamad cannot size."""
+    if spec.model is None:
+        return None
+    try:
+        meta = read_gguf_meta(spec.model)
+    except (OSError, ValueError):
+        return None
+    shape = kv_shape(meta)
+    if shape is None or not shape.window:
+        return None
+    layout = Layout.of(dict(spec.settings))
+    own = meta.size_bytes + kv_bytes(shape, layout, swa_full=False)
+    adds = full_window_adds(shape, layout)
+    return adds, (own + adds) / own
+
+
+def _costly(adds: int, ratio: float) -> str:
+    return (
+        f"sliding-window model: reusing saved slots needs the full-size window cache, "
+        f"{adds / 1024**2:.0f} MiB more memory ({ratio:.2f}x llama-server's own); "
+        f"cache_swa_full = true keeps them at that cost"
+    )
 
 
 def swa_full(spec: InstanceSpec) -> bool:
@@ -75,8 +113,8 @@ def swa_full(spec: InstanceSpec) -> bool:
     return dict(spec.settings).get(SWA_FULL, "") in _TRUE
 
 
-def _without(spec: InstanceSpec, why: str) -> InstanceSpec:
-    return dataclasses.replace(spec, prompt_cache=None, cache_note=why)
+def _without(spec: InstanceSpec, why: str, window: int | None = None) -> InstanceSpec:
+    return dataclasses.replace(spec, prompt_cache=None, cache_note=why, window_cost=window)
 
 
 def dropped(spec: InstanceSpec, why: str) -> InstanceSpec:

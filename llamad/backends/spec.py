@@ -50,6 +50,10 @@ class InstanceSpec:
     # not; `cache_note` says why not when the user did not turn it off.
     prompt_cache: Path | None = None
     cache_note: str | None = None
+    # `cache_swa_full`: the full-size sliding-window cache at whatever it costs; and
+    # that cost in bytes, for a sliding-window model (None: not one, or not sized).
+    cache_swa_full: bool = False
+    window_cost: int | None = None
 
     @property
     def launch(self) -> tuple[object, ...]:

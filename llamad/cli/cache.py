@@ -37,6 +37,11 @@ def cache(args: argparse.Namespace) -> int:
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     print(f"{size_text(doc['bytes'])} in {doc['dir']}")
+    for note in doc.get("notes", []):
+        state = "saved" if note["kept"] else "not saved"
+        cost = note["full_window_bytes"]
+        why = note["note"] or f"full-size window cache, {size_text(cost)} more memory"
+        print(f"{note['model']}: {state}: {why}")
     for name, m in doc.get("models", {}).items():
         if not m["restores"] and m["stopped"] is None:
             continue

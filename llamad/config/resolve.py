@@ -146,6 +146,7 @@ class Resolver:
             prompt=merged(self.stores.get(name), table.system, table.stop),
             tool=own,
             prompt_cache=instance_cache(self.cfg, self.path.parent, name, table),
+            cache_swa_full=table.cache_swa_full,
         )
         spec = backend.resolve(base, keys, ctx, problem)
         if len(self.problems) > before or knobs is None:

@@ -106,6 +106,7 @@ class InstanceTable(BaseModel):
     on_demand: bool = False
     idle_timeout: NonNegativeFloat = 600.0
     prompt_cache: bool | None = None  # None: the daemon's
+    cache_swa_full: bool = False  # keep a sliding-window model's slots whatever it costs
     evict: Literal["auto", "never"] = "auto"  # "never": pinned once loaded
     aliases: list[str] = []
     max_body: str | None = None  # the gateway's [gateway] max_body, for this model

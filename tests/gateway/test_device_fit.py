@@ -132,10 +132,8 @@ def test_a_budget_is_free_memory_plus_ours_at_the_reading() -> None:
 
     async def run() -> list[int]:
         book = DeviceBook(lambda: ServerCommand(Path("llama-server")), discover, refresh)
-        await book.refresh(lambda m: {})  # not listed yet: nothing to read, nothing waits
-        assert book.devices == ()
         budgets = []
-        await book.discover(lambda m: {"CUDA0": 0})
+        await book.refresh(lambda m: {"CUDA0": 0})  # not listed yet: a load waits for it
         budgets.append(book.budget(book.devices[0]))  # 20 free, none ours
         await book.discover(lambda m: {"CUDA0": 0})  # once only
         await book.refresh(lambda m: {"CUDA0": 12 * G})  # ours took 12 of it
@@ -147,6 +145,38 @@ def test_a_budget_is_free_memory_plus_ours_at_the_reading() -> None:
     budgets = asyncio.run(run())
     assert len(lists) == 1
     assert budgets == [18 * G, 18 * G, 16 * G - int(16 * G * 0.1)]
+
+
+def test_a_load_waits_for_the_listing_under_way() -> None:
+    """A decision before the devices are listed waits for the one listing, never RAM alone."""
+    started, gate = asyncio.Event(), asyncio.Event()
+    lists: list[ServerCommand] = []
+
+    async def discover(server: ServerCommand) -> Machine:
+        lists.append(server)
+        started.set()
+        await gate.wait()
+        return Machine((CUDA0,))
+
+    async def refresh(machine: Machine) -> Machine:
+        return machine
+
+    async def run() -> tuple[str, ...]:
+        book = DeviceBook(lambda: ServerCommand(Path("llama-server")), discover, refresh)
+
+        async def decide() -> tuple[str, ...]:
+            await book.refresh(lambda m: {})  # a load, while the listing runs
+            return tuple(d.name for d in book.devices)
+
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(book.discover(lambda m: {}))  # the gateway's start
+            deciding = tg.create_task(decide())
+            await started.wait()
+            gate.set()
+        return deciding.result()
+
+    assert asyncio.run(run()) == ("CUDA0",)
+    assert len(lists) == 1
 
 
 def test_no_llama_server_means_ram_alone() -> None:

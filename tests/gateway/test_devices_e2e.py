@@ -186,3 +186,35 @@ def test_a_reload_naming_another_llama_server_lists_the_devices_again(
         assert sorted(_devices(gw)) == ["ROCm0"]
         assert gw.ld.events("devices.relisted")
         assert _devices(gw)["ROCm0"]["models"] == {"m": G}
+
+
+# Another program holds all of CUDA0 (nvidia-smi and the listing say 0 MiB free).
+BUSY_GPUS = "0, NVIDIA GeForce RTX 4090, 24564, 0\n1, NVIDIA GeForce RTX 3060, 12288, 12000\n"
+BUSY_LISTING = si.HEAD + (
+    "  CUDA0: NVIDIA GeForce RTX 4090 (24080 MiB, 0 MiB free)\n"
+    "  CUDA1: NVIDIA GeForce RTX 3060 (12288 MiB, 12000 MiB free)\n"
+)
+
+
+def test_a_gpu_another_program_fills_is_passed_over(
+    tiny_model: Path, llama_server: Path, tmp_path: Path
+) -> None:
+    """The room on a GPU is what its vendor tool reports free: a model with no device
+    goes on CUDA1 (not spread over both), and its status says so, even when its request
+    comes before the devices are listed."""
+    seen = tmp_path / "seen"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    si.stand_in_nvidia_smi(bin_dir, BUSY_GPUS, "")
+    server = si.stand_in_server(tmp_path / "llama-server", llama_server, BUSY_LISTING, seen)
+    instances = {"m": {**TINY, "on_demand": True, "n_gpu_layers": 99}}
+    env = {"PATH": si.path_with(bin_dir)}
+    slow = server.read_text().replace('--list-devices" ]; then', '--list-devices" ]; then sleep 3;')
+    server.write_text(slow)
+    with gateway(tiny_model, instances, daemon={"llama_server": str(server)}, env=env) as gw:
+        # Asked at once: the load waits for the listing, which takes 3 s here.
+        assert _ask(gw, "m").status_code == 200
+        assert seen.read_text().splitlines() == ["CUDA1"]
+        assert _devices(gw)["CUDA0"]["budget_bytes"] == 0
+        assert gw.ld.instance("m")["gateway"]["placed"] == "CUDA1"
+        assert gw.ld.events("gateway.placed", model="m", device="CUDA1")

@@ -245,17 +245,34 @@ def test_a_model_without_a_template_says_so_under_its_name(
     bare = write_tiny_model(tmp_path / "bare.gguf", chat_template=None)
     models = {"tiny": TINY, "bare": {**TINY, "model": bare, "on_demand": True}}
     with gateway(tiny_model, models) as gw, browser() as driver:
-        driver.get(gw.base + "/ui")
-        wait_for(lambda: len(_rows(driver, "models")) == 2, 10, "both models listed")
-        script = (
-            "return [...document.querySelectorAll('#models tr')]"
-            ".map(tr => [tr.dataset.model, tr.querySelector('td .template')?.textContent])"
-        )
-        notes = dict(driver.execute_script(script)[1:])
-        assert notes == {
+        assert _lines_under_names(driver, gw.base, "template") == {
             "tiny": None,
             "bare": "template: none: the model carries no chat template (llama); ChatML is used",
         }
+
+
+def test_a_model_whose_cache_is_not_kept_says_why_under_its_name(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """The prompt cache's note (here: `args` name their own save directory) is a line
+    under the model's name; a model whose cache is kept has none."""
+    own = {**TINY, "on_demand": True, "args": ["--slot-save-path", str(tmp_path)]}
+    with gateway(tiny_model, {"tiny": TINY, "own": own}) as gw, browser() as driver:
+        assert _lines_under_names(driver, gw.base, "cache") == {
+            "tiny": None,
+            "own": "prompt cache off: args set --slot-save-path: llamad leaves those files alone",
+        }
+
+
+def _lines_under_names(driver: Any, base: str, kind: str) -> dict[str, str | None]:
+    """Each model's line of class `kind` under its name on the page (None: no line)."""
+    driver.get(base + "/ui")
+    wait_for(lambda: len(_rows(driver, "models")) == 2, 10, "both models listed")
+    script = (
+        "return [...document.querySelectorAll('#models tr')]"
+        f".map(tr => [tr.dataset.model, tr.querySelector('td .{kind}')?.textContent])"
+    )
+    return dict(driver.execute_script(script)[1:])
 
 
 def test_without_fleet_there_is_no_fleet_section(tiny_model: Path) -> None:

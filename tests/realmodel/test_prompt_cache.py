@@ -8,17 +8,27 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
+from gemma_gateway import gemma_gateway
 from helpers import Llamad, free_port, write_config
 
 from llamad.config.load import load
+from llamad.gateway.admission.memory import estimate
+
+# gemma-3-270m at 32k: 15 of its 18 layers are windowed (512), one KV head of 256, f16:
+# the full-size window cache adds 15 x (32768 - 1024) x 1 KiB, 2.3x what the model
+# needs without it.
+FULL_WINDOW_32K = 15 * (32768 - 1024) * 1024
 
 # A conversation long enough that evaluating it again shows (a few hundred tokens).
 STORY = " ".join(f"Day {n}: the lighthouse keeper counted {n * 7} ships." for n in range(1, 40))
 MESSAGES = [{"role": "user", "content": f"{STORY}\nHow many ships on day 3? Answer with a number."}]
 
 
-def _config(tmp_path: Path, model: Path, template: Path, port: int, ctx: int) -> Path:
+def _config(
+    tmp_path: Path, model: Path, template: Path, port: int, ctx: int, **more: object
+) -> Path:
     table = {
         "model": model,
         "port": port,
@@ -26,6 +36,7 @@ def _config(tmp_path: Path, model: Path, template: Path, port: int, ctx: int) ->
         "n_parallel": 1,
         "chat_template_file": template,
         "threads": 2,
+        **more,
     }
     daemon = {"state_dir": str(tmp_path / "state")}
     return write_config(tmp_path / "llamad.toml", {"gemma": table}, daemon=daemon)
@@ -60,7 +71,9 @@ def test_a_restart_restores_the_conversation(
         again = _ask(port)
         assert again["timings"]["prompt_n"] <= 4, again["timings"]
         assert again["choices"][0]["message"] == first["choices"][0]["message"]
-        assert d.instance("gemma")["prompt_cache"] == {"kept": True, "note": None}
+        cache = d.instance("gemma")["prompt_cache"]
+        assert (cache["kept"], cache["note"]) == (True, None)
+        assert 0 < cache["full_window_bytes"] < 32 * 1024**2  # small at 2048: chosen
         listing = d.api("GET", "/v1/cache")
         assert [s["model"] for s in listing["saved"]] == ["gemma"]
         assert d.stop() == 0
@@ -109,3 +122,54 @@ def test_a_sliding_window_model_runs_with_the_full_window_cache_when_kept(
     assert "LLAMA_ARG_SWA_FULL" not in dict(off.settings)
     assert off.prompt_cache is None
     assert off.cache_note is None
+
+
+def test_a_costly_full_window_cache_is_left_to_the_user(
+    tmp_path: Path, real_model: Path, real_model_template: Path
+) -> None:
+    """At 32k the full-size window cache would cost more than 1.1x llama-server's own
+    memory: the model runs as llama-server runs it, its slots unsaved, and the estimate
+    counts what is allocated; `cache_swa_full = true` takes the cost."""
+    cfg = _config(tmp_path, real_model, real_model_template, free_port(), 32768)
+    plain = load(cfg).instances["gemma"]
+    assert "LLAMA_ARG_SWA_FULL" not in dict(plain.settings)
+    assert "--slot-save-path" not in plain.args
+    assert plain.prompt_cache is None
+    assert plain.window_cost == FULL_WINDOW_32K
+    assert plain.cache_note is not None
+    assert "465 MiB more memory (2.3" in plain.cache_note
+    assert "cache_swa_full = true" in plain.cache_note
+    cfg = _config(tmp_path, real_model, real_model_template, free_port(), 32768,
+                  cache_swa_full=True)  # fmt: skip
+    chosen = load(cfg).instances["gemma"]
+    assert dict(chosen.settings)["LLAMA_ARG_SWA_FULL"] == "true"
+    assert chosen.prompt_cache is not None
+    assert (chosen.cache_note, chosen.window_cost) == (None, FULL_WINDOW_32K)
+    mine, full = estimate(plain), estimate(chosen)
+    assert mine is not None
+    assert full == mine + FULL_WINDOW_32K
+
+
+@pytest.mark.timeout(240)
+def test_gemma_at_32k_runs_without_the_full_window_cache_and_says_why(
+    real_model: Path, real_model_template: Path
+) -> None:
+    """On the real server: no --swa-full in the child's environment, and the reason and
+    the cost in status, the cache listing, `llamactl cache` and the page's status."""
+    with gemma_gateway(real_model, real_model_template, ctx_size=32768) as (base, d):
+        pid = d.running("gemma")
+        assert pid is not None
+        env = psutil.Process(pid).environ()
+        assert env["LLAMA_ARG_CTX_SIZE"] == "32768"
+        assert "LLAMA_ARG_SWA_FULL" not in env
+        assert "--slot-save-path" not in psutil.Process(pid).cmdline()
+        cache = d.instance("gemma")["prompt_cache"]
+        assert cache["kept"] is False
+        assert "full-size window cache" in cache["note"]
+        assert cache["full_window_bytes"] == FULL_WINDOW_32K
+        notes = d.api("GET", "/v1/cache")["notes"]
+        assert notes == [{"model": "gemma", **cache}]
+        listing = d.ctl("cache")
+        assert f"gemma: not saved: {cache['note']}" in listing.stdout.splitlines()
+        page = httpx.get(f"{base}/ui/api/status", timeout=5).json()
+        assert [m["cache_note"] for m in page["models"]] == [cache["note"]]

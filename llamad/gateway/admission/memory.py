@@ -1,8 +1,8 @@
 """How much memory a model needs, how much one uses, and how much there is.
 
 Before a model has run, its need is estimated as Ollama does: the GGUF file plus its KV
-cache, read from the header (layers x KV heads x key/value lengths x context x the
-cache type's bytes), unless the config states it (`memory_estimate`). Once it has run,
+cache, read from the header (`backends/kv_cache.py`: as llama-server sizes it, sliding
+windows included), unless the config states it (`memory_estimate`). Once it has run,
 its measured footprint (USS) replaces the guess in RAM.
 
 The `auto` budget here is RAM's; the GPUs' budgets and shares are in `gateway/admission/devices/`.
@@ -19,22 +19,12 @@ from pathlib import Path
 import psutil
 
 from llamad.backends.gguf_meta import read_gguf_meta
+from llamad.backends.kv_cache import Layout, kv_bytes, kv_shape
+from llamad.backends.llama_cache import swa_full
 from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
 from llamad.library.names import split_part
 
-# Bytes per cached element for llama-server's --cache-type-k/-v (ggml block sizes).
-_CACHE_BYTES = {
-    "f32": 4.0,
-    "f16": 2.0,
-    "bf16": 2.0,
-    "q8_0": 34 / 32,
-    "q5_1": 24 / 32,
-    "q5_0": 22 / 32,
-    "q4_1": 20 / 32,
-    "q4_0": 18 / 32,
-    "iq4_nl": 18 / 32,
-}
 # "auto": what is free now plus what our models hold, minus this much for everything else.
 MARGIN_FRACTION = 0.10
 MARGIN_MAX = 2 * 1024**3
@@ -53,11 +43,7 @@ def estimate(spec: InstanceSpec) -> int | None:
     mmproj = settings.get("LLAMA_ARG_MMPROJ")
     try:
         return _estimate(
-            spec.model,
-            spec.model.stat().st_mtime_ns,
-            int(settings.get("LLAMA_ARG_CTX_SIZE", "0") or 0),
-            settings.get("LLAMA_ARG_CACHE_TYPE_K", "f16"),
-            settings.get("LLAMA_ARG_CACHE_TYPE_V", "f16"),
+            spec.model, spec.model.stat().st_mtime_ns, Layout.of(settings), swa_full(spec)
         ) + (_size(Path(mmproj)) if mmproj else 0)
     except (OSError, ValueError):
         return None
@@ -85,34 +71,13 @@ def weights(path: Path) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _estimate(path: Path, mtime: int, ctx: int, type_k: str, type_v: str) -> int:
+def _estimate(path: Path, mtime: int, layout: Layout, full_window: bool) -> int:
     size = weights(path)
-    header = _kv_shape(path)
-    if header is None:
-        return size
-    layers, kv_heads, key_len, value_len, trained_ctx = header
-    # llama-server's ctx_size 0 means the model's own context.
-    ctx = ctx or trained_ctx
-    per_token = layers * kv_heads * (key_len * _bytes(type_k) + value_len * _bytes(type_v))
-    return size + int(per_token * ctx)
-
-
-def _bytes(cache_type: str) -> float:
-    return _CACHE_BYTES.get(cache_type.lower(), 2.0)
-
-
-def _kv_shape(path: Path) -> tuple[int, int, int, int, int] | None:
-    """(layers, kv heads, key length, value length, trained context) from the header."""
     try:
-        meta = read_gguf_meta(path)
-    except (OSError, ValueError):  # unreadable or not a GGUF file: fall back to its size
-        return None
-    layers, heads = meta.block_count, meta.head_count
-    key_len, value_len = meta.head_dims
-    if not layers or not heads or not key_len or not value_len:
-        return None
-    kv_heads = meta.head_count_kv or heads
-    return layers, kv_heads, key_len, value_len, meta.context_length or 4096
+        shape = kv_shape(read_gguf_meta(path))
+    except (OSError, ValueError):  # unreadable or not a GGUF file: its size alone
+        return size
+    return size if shape is None else size + kv_bytes(shape, layout, full_window)
 
 
 class Footprint(int):

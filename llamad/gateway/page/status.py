@@ -24,7 +24,7 @@ def status(gateway: Gateway, caller: Caller) -> dict[str, Any]:
         entry = model_entry(view, gateway.created)
         if view.host is None:
             entry["gateway"] = gateway.status_of(view.name)
-            entry["template_note"] = _template_note(gateway, view.name)
+            entry |= _notes(gateway, view.name)
         else:  # a fleet peer's: no actions, no log here
             entry["llamad"]["host"] = view.host
         models.append(entry)
@@ -39,10 +39,17 @@ def status(gateway: Gateway, caller: Caller) -> dict[str, Any]:
     return out
 
 
-def _template_note(gateway: Gateway, name: str) -> str | None:
-    """What the page says of the model's chat template: only a built-in one, or none."""
+def _notes(gateway: Gateway, name: str) -> dict[str, str | None]:
+    """What the page says under the model's name: its chat template, only a built-in one
+    or none; and why its prompt cache does not outlive the process, where llamad chose
+    so (a sliding-window model's cost, a llama-server that cannot save)."""
     facts = gateway.router.find(name)
-    return worth_saying(template_line(facts.spec)) if facts else None
+    if facts is None:
+        return {"template_note": None, "cache_note": None}
+    return {
+        "template_note": worth_saying(template_line(facts.spec)),
+        "cache_note": facts.spec.cache_note,
+    }
 
 
 def _visible(device: dict[str, Any], caller: Caller) -> dict[str, Any]:

@@ -4,6 +4,7 @@ and each device's budget from it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
@@ -37,6 +38,7 @@ class DeviceBook:
         self._ours: Mapping[str, int] = {}
         self._read = False
         self._listed: ServerCommand | None = None
+        self._listing = asyncio.Lock()  # one listing at a time; a load waits for it
 
     @property
     def devices(self) -> tuple[Device, ...]:
@@ -45,22 +47,25 @@ class DeviceBook:
 
     async def discover(self, ours: Callable[[Machine], Mapping[str, int]]) -> None:
         """List the devices, once (the gateway's start); `ours(machine)` says what our
-        models hold on each device at that reading. Until it returns, RAM alone counts:
-        a slow listing holds no load back."""
-        if self._read:
-            return
-        server = self.server()
-        machine = await self._discover(server) if server is not None else Machine()
-        self._read, self._listed = True, server
-        self._record(machine, ours)
+        models hold on each device at that reading."""
+        async with self._listing:
+            if self._read:
+                return
+            server = self.server()
+            machine = await self._discover(server) if server is not None else Machine()
+            self._read, self._listed = True, server
+            self._record(machine, ours)
 
     async def refresh(self, ours: Callable[[Machine], Mapping[str, int]]) -> None:
-        """Read free memory again where a vendor tool can (a load is about to decide);
-        nothing to do before the devices are listed, or with none. A reload that names
-        another llama-server has them listed again, by it."""
+        """Read free memory again where a vendor tool can (a load is about to decide).
+        Before the devices are listed the load waits for the listing (bounded by its
+        tools' deadlines): decided on RAM alone, a model the config does not place
+        would be spread over every GPU, one another program fills included. A reload
+        that names another llama-server has them listed again, by it."""
         if self._read and self.server() != self._listed:
             log.info("devices.relisted", server=str(self.server()))
             self._read = False
+        if not self._read:
             await self.discover(ours)
         elif self.machine.devices:
             self._record(await self._refresh(self.machine), ours)

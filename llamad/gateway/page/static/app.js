@@ -78,6 +78,8 @@ function renderModels(models) {
     const name = el("td", m.id + (m.llamad.host ? " @" + m.llamad.host : ""));
     // A template the model does not carry (a built-in one, or none), in a line of its own.
     if (m.template_note) name.append(el("div", "template: " + m.template_note, "muted template"));
+    // Why its prompt cache is not kept across processes, and what keeping it would cost.
+    if (m.cache_note) name.append(el("div", "prompt cache off: " + m.cache_note, "muted cache"));
     tr.append(name);
     tr.append(el("td", stateText(m), "state " + m.llamad.state));
     tr.append(el("td", kind(m, g)));
