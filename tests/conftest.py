@@ -24,7 +24,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_mamba(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A ~0.4 MB recurrent model (Mamba) the real llama-server loads in milliseconds."""
-    from tiny_hybrid import write_tiny_mamba
+    from bench.tiny_hybrid import write_tiny_mamba
 
     return write_tiny_mamba(tmp_path_factory.mktemp("mamba") / "tiny-mamba.gguf")
 

@@ -5,12 +5,14 @@ restore puts back without a prefix the next request can reuse (llama.cpp #25913)
 Tensor names and shapes as llama.cpp's loader wants them for `mamba` (its
 `src/llama-model.cpp`): an inner size of twice the width, conv kernel 4, state 16,
 time-step rank 4. numpy shapes are GGUF's dimensions reversed. The vocabulary is the tiny
-llama's, so the same prompts tokenize the same way.
+llama's, so the same prompts tokenize the same way. The tests and the bench's hybrid row
+run it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,10 +29,10 @@ def write_tiny_mamba(out: Path) -> Path:
     tokens, scores, types = _vocab(())
     rng = np.random.default_rng(0)
 
-    def rand(*dims: int, std: float = 0.02) -> np.ndarray:
+    def rand(*dims: int, std: float = 0.02) -> Any:
         return (rng.standard_normal(dims) * std).astype(np.float32)
 
-    def ones(*dims: int) -> np.ndarray:
+    def ones(*dims: int) -> Any:
         return np.ones(dims, dtype=np.float32)
 
     w = gguf.GGUFWriter(str(out), "mamba")
