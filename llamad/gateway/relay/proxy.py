@@ -42,7 +42,10 @@ _DROP_DOWN = {
     b"access-control-expose-headers", b"access-control-max-age",
 }  # fmt: skip
 # What a path may hold as it is: the rest is percent-encoded for the request line.
-_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
+# Not "%": the door decided on the path decoded once, so a `%` in it goes as `%25` and
+# llama-server's own decoding gives back that path, never another (`/%2573lots`, once
+# decoded `/%73lots`, must not reach llama-server's `/slots`).
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 
 class Bad(GatewayError):
