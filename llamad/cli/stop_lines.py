@@ -18,7 +18,7 @@ CAUSES = {
     "exclusive": "evicted: {for_model} is in exclusive set {set} with it",
     "group": "stopped with its group {set}",
     "idle_timeout": "idle timeout",
-    "unload": "unloaded by a client (keep_alive 0)",
+    "unload": "unloaded on request (unload, or a client's keep_alive 0)",
 }
 
 

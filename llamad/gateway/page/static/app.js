@@ -128,7 +128,7 @@ const CAUSES = {
   exclusive: (s) => "evicted: " + s.for_model + " is in exclusive set " + s.set + " with it",
   group: (s) => "stopped with its group " + s.set + (s.for_model ? ", for " + s.for_model : ""),
   idle_timeout: () => "idle timeout",
-  unload: () => "unloaded by a client (keep_alive 0)",
+  unload: () => "unloaded on request (unload, or a client's keep_alive 0)",
 };
 
 function renderStops(gw) {
