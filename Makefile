@@ -9,7 +9,7 @@ PEERS ?= .venv-bench-peers
 # (tests/gateway/instructor_row.py) runs in a virtualenv of its own (pyproject's group).
 INSTRUCTOR := .venv-instructor
 
-.PHONY: demo test lint docs bench bench-peers clean screenshots
+.PHONY: demo test lint docs bench bench-peers clean screenshots schema
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test: lint $(INSTRUCTOR)/.installed
 # The docs site, into site/: any warning (a broken link or anchor) fails the build.
 docs: $(BIN)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The config's JSON Schema for editors, from the pydantic models (a test keeps it current).
+schema: $(BIN)/.installed
+	$(BIN)/python -m llamad.config.json_schema > etc/llamad.schema.json
 
 # The docs' pictures of the page and of `llamactl top`, taken by their tests from a real run.
 screenshots: $(BIN)/.installed

@@ -45,6 +45,8 @@ def test_sdist_carries_what_the_tests_read(sdist: tarfile.TarFile) -> None:
         "LICENSE",
         "Makefile",
         "etc/llamad.example.toml",
+        "etc/llamad.minimal.toml",
+        "etc/llamad.schema.json",
         "tests/conftest.py",
         "tests/helpers.py",
         "llamad/templates/llamad.service",

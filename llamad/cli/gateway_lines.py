@@ -1,10 +1,11 @@
 """The gateway's part of `llamactl status`: a row per routable model, the memory budget
-(RAM's, then each device's) and the loads under way."""
+(RAM's, then each device's), the loads under way and the last stops with their causes."""
 
 from __future__ import annotations
 
 from llamad.cli.cells import duration, grid, size
 from llamad.cli.set_lines import set_lines
+from llamad.cli.stop_lines import stop_lines
 
 # Importing typing slows llamactl's start; annotations are never evaluated at run time.
 TYPE_CHECKING = False
@@ -54,7 +55,7 @@ def gateway_lines(doc: dict[str, Any]) -> list[str]:
     ]
     devices = [device_line(d) for d in gw.get("devices") or []]
     head = f"gateway on {gw.get('listen')}: {memory}{limit}"
-    return ["", head, *devices, *grid(rows, 2), *set_lines(doc), *loading]
+    return ["", head, *devices, *grid(rows, 2), *set_lines(doc), *loading, *stop_lines(doc)]
 
 
 def device_line(d: dict[str, Any]) -> str:

@@ -31,6 +31,7 @@ from llamad.gateway.books.activity_metrics import ActivityMetrics
 from llamad.gateway.books.activity_stats import KeyTotals
 from llamad.gateway.books.bus import EventBus
 from llamad.gateway.books.metrics import GatewayMetrics
+from llamad.gateway.books.recent_stops import RecentStops
 from llamad.gateway.books.slot_growth import Grown, SlotGrowth
 from llamad.gateway.catalog import Views
 from llamad.gateway.choosers import Choosers
@@ -74,7 +75,10 @@ class Gateway:
         self.router = Router(supervisor)
         self.bus = EventBus()
         self.progress = LoadProgress()
-        notes = BusNotes(self.bus, self.progress, lambda name: self.sched.size(name))
+        self.recent_stops = RecentStops()
+        notes = BusNotes(
+            self.bus, self.progress, lambda name: self.sched.size(name), self.recent_stops
+        )
         self.metrics = metrics or GatewayMetrics()
         slots = Slots()
         # Without a book the gateway counts RAM alone (no llama-server to list devices).
@@ -126,6 +130,7 @@ class Gateway:
             self.busy,
             self.ledger,
             self.sets,
+            self.recent_stops,
         )
         self.metrics.watch_devices(self.status_doc.devices)
 

@@ -15,6 +15,7 @@ from llamad.gateway.admission.loads import LIVE
 from llamad.gateway.admission.scheduler import Scheduler
 from llamad.gateway.books.activity import Activity
 from llamad.gateway.books.activity_stats import KeyTotals, model_rates
+from llamad.gateway.books.recent_stops import RecentStops
 from llamad.gateway.catalog import Views
 from llamad.gateway.models.model_sets import ModelSets
 from llamad.gateway.models.router import Router
@@ -37,10 +38,11 @@ class StatusDoc:
         busy: ServerBusy,
         ledger: Ledger,
         sets: ModelSets,
+        recent_stops: RecentStops,
     ) -> None:
         self.settings, self.router, self.sched, self.views = settings, router, sched, views
         self.activity, self.key_totals, self.balancer = activity, key_totals, balancer
-        self.busy, self.ledger, self.sets = busy, ledger, sets
+        self.busy, self.ledger, self.sets, self.recent_stops = busy, ledger, sets, recent_stops
 
     def of(self, name: str) -> dict[str, Any]:
         """The `gateway` object of an instance in the status document."""
@@ -95,5 +97,6 @@ class StatusDoc:
             "left_bytes": None if budget is None else budget - used,
             "devices": self.devices(),
             "keys": self.key_totals.to_dict(),
+            "recent_stops": self.recent_stops.to_list(),
             **self.sets.status(),
         }

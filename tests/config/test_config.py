@@ -15,6 +15,7 @@ from llamad.config.load import check, load
 from llamad.config.schema import ConfigError, DaemonSettings, SuperviseSettings
 
 EXAMPLE = Path(__file__).parents[2] / "etc" / "llamad.example.toml"
+MINIMAL = EXAMPLE.with_name("llamad.minimal.toml")
 
 
 def problems(tmp_path: Path, text: str) -> list[str]:
@@ -37,7 +38,29 @@ def test_example_config_loads(tmp_path: Path, tiny_model: Path) -> None:
     assert env["LLAMA_ARG_N_GPU_LAYERS"] == "all"
     assert env["LLAMA_ARG_CTX_SIZE"] == "4096"
     assert qwen.knobs.start_timeout == 120.0
-    assert qwen.args == ("--slot-save-path", "/tmp/slots")
+    # args that set --slot-save-path would turn the prompt cache off (issue #51).
+    assert qwen.prompt_cache is not None, qwen.cache_note
+    assert qwen.args[:2] == ("--keep", "256")
+
+
+def test_the_minimal_config_loads_with_every_default_kept(tmp_path: Path, tiny_model: Path) -> None:
+    """etc/llamad.minimal.toml is valid once its model exists, and sets only what a first
+    config needs: no key that turns a default off."""
+    text = MINIMAL.read_text()
+    doc = tomllib.loads(text)
+    assert doc == {
+        "gateway": {"listen": "127.0.0.1:8080"},
+        "instances": {"chat": {"model": doc["instances"]["chat"]["model"], "port": 8081,
+                               "on_demand": True}},
+    }  # fmt: skip
+    path = tmp_path / "llamad.toml"
+    path.write_text(text.replace(doc["instances"]["chat"]["model"], str(tiny_model)))
+    resolved = load(path)
+    chat = resolved.instances["chat"]
+    assert chat.prompt_cache is not None, chat.cache_note
+    assert resolved.gateway is not None
+    assert resolved.gateway.keys == ()
+    assert resolved.library is not None  # models already on disk are served too
 
 
 def test_example_lists_every_daemon_and_supervise_key_with_its_default() -> None:

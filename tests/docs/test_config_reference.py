@@ -20,6 +20,7 @@ from llamad.config.schema import ConfigFile
 from llamad.fleet.table import FLEET_KEYS, PEER_KEYS, Fleet
 
 REFERENCE = DOCS / "config.md"
+EXAMPLE_FILE = DOCS.parent / "etc" / "llamad.example.toml"
 # Keys a backend takes from an instance table itself, before the rest go to its server:
 # llama-server's (model, port, host, rpc), an rpc-worker's, and mlx's allow_remote.
 BACKEND_KEYS = frozenset({"model", "port", "host", "rpc", *rpc.WORKER_KEYS})
@@ -106,3 +107,19 @@ def test_the_short_key_rule_is_what_llama_server_accepts(
     assert (no_mmap.env, no_mmap.invert) == ("LLAMA_ARG_MMAP", True)
     assert "`LLAMA_ARG_MMAP=false`" in text
     assert "(env: NAME)" in text
+
+
+@pytest.mark.parametrize("table", sorted(SCHEMA))
+def test_the_example_file_names_every_key(table: str) -> None:
+    """etc/llamad.example.toml is the reference it says it is: each key is set or shown
+    commented out (`key =`), a table's own tables by their heading."""
+    keys = SCHEMA[table] | (BACKEND_KEYS if table == "instances.NAME" else frozenset())
+    text = EXAMPLE_FILE.read_text()
+    heading = re.escape(table).replace("NAME", r"[\w-]+")  # [instances.qwen.supervise]
+    missing = sorted(
+        k
+        for k in keys
+        if not re.search(rf"^[#\s]*{re.escape(k)}\s*=", text, re.MULTILINE)
+        and not re.search(rf"^[#\s]*\[\[?{heading}\.{re.escape(k)}[.\]]", text, re.M)
+    )
+    assert missing == [], f"etc/llamad.example.toml, [{table}]: not shown"

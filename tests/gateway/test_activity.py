@@ -128,6 +128,20 @@ def test_events_stream_evictions_and_idle_stops(tiny_model: Path) -> None:
         assert stops["evict"]["model"] == "first"
         assert stops["idle_timeout"]["model"] == "second"
         assert stops["evict"]["size_bytes"] > 0
+        # Why, and for which model (issue #51): in the event, the log and the status.
+        assert stops["evict"]["cause"] == "max_loaded"
+        assert stops["evict"]["for_model"] == "second"
+        assert stops["idle_timeout"]["cause"] == "idle_timeout"
+        (evicted,) = gw.ld.events("gateway.evicted")
+        assert (evicted["cause"], evicted["for_model"]) == ("max_loaded", "second")
+        recent = gw.ld.status()["gateway"]["recent_stops"]
+        assert [(s["model"], s["cause"]) for s in recent] == [
+            ("second", "idle_timeout"),
+            ("first", "max_loaded"),
+        ]
+        shown = gw.ld.ctl("status").stdout
+        assert "evicted: max_loaded reached, room for second" in shown, shown
+        assert "idle timeout" in shown
 
 
 def test_ollama_requests_are_recorded(tiny_model: Path) -> None:

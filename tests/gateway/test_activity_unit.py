@@ -7,9 +7,12 @@ import json
 
 import pytest
 
+from llamad.cli.stop_lines import stop_lines
+from llamad.gateway.admission.rules import StopCause
 from llamad.gateway.books.activity import Activity, Tally
 from llamad.gateway.books.activity_stats import KeyTotals, model_rates
 from llamad.gateway.books.bus import EventBus
+from llamad.gateway.books.recent_stops import KEPT, RecentStops
 from llamad.gateway.books.usage import from_chunks, from_fields, from_tail
 
 pytestmark = pytest.mark.timeout(20)
@@ -152,3 +155,41 @@ def test_a_limited_subscriber_gets_only_its_models_events() -> None:
     bus.publish("request", {"model": "alias-of-a", "instance": "a"})
     bus.publish("notice", {})
     assert [json.loads(e.split(b"data: ")[1])["type"] for e in sub.pending] == ["request", "notice"]
+
+
+def test_a_stop_names_the_model_it_made_room_for_only_to_those_who_may_see_it() -> None:
+    bus = EventBus()
+    limited, both, everyone = (
+        bus.subscribe(frozenset({"a"})), bus.subscribe(frozenset({"a", "b"})), bus.subscribe()
+    )  # fmt: skip
+    bus.publish("stop", {"model": "a", "reason": "evict", "cause": "memory", "for_model": "b"})
+    told = [json.loads(s.pending[0].split(b"data: ")[1]) for s in (limited, both, everyone)]
+    assert [t["for_model"] for t in told] == [None, "b", "b"]
+    assert {t["cause"] for t in told} == {"memory"}
+
+
+def test_recent_stops_are_bounded_and_newest_first() -> None:
+    recent = RecentStops(clock=lambda: 5.0)
+    for i in range(KEPT + 3):
+        recent.add(f"m{i}", "evict", StopCause("memory", "x").fields())
+    kept = recent.to_list()
+    assert len(kept) == KEPT
+    assert kept[0] == {
+        "model": f"m{KEPT + 2}", "reason": "evict", "cause": "memory", "for_model": "x",
+        "set": None, "at": 5.0,
+    }  # fmt: skip
+
+
+def test_llamactl_says_why_each_model_stopped() -> None:
+    doc = {"gateway": {"recent_stops": [
+        {"model": "coder", "cause": "exclusive", "for_model": "llama", "set": "big", "at": 40.0},
+        {"model": "fim", "cause": "group", "for_model": "llama", "set": "coder", "at": 40.0},
+        {"model": "chat", "reason": "idle_timeout", "cause": "idle_timeout", "at": 10.0},
+    ]}}  # fmt: skip
+    assert stop_lines(doc, now=100.0) == [
+        "recent stops:",
+        "  coder   1m00s ago  evicted: llama is in exclusive set big with it",
+        "  fim     1m00s ago  stopped with its group coder, for llama",
+        "  chat    1m30s ago  idle timeout",
+    ]
+    assert stop_lines({"gateway": {}}) == []

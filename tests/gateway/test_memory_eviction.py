@@ -79,6 +79,8 @@ def test_memory_budget_evicts_the_least_recently_used(tiny_model: Path) -> None:
         assert _ask(gw, "a").status_code == 200  # now b is the least recently used
         assert _evicted(gw) == ["a", "b"]
         assert (gw.state("a"), gw.state("b")) == ("running", "idle")
+        told = [(e["cause"], e["for_model"]) for e in gw.ld.events("gateway.evicted")]
+        assert told == [("memory", "b"), ("memory", "a")]
         assert gw.starts("a") == 3
 
 

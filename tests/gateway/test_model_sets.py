@@ -53,6 +53,8 @@ def test_loading_one_of_an_exclusive_set_stops_the_others(tiny_model: Path) -> N
     with gateway(tiny_model, {"a": LAZY, "b": LAZY, "c": LAZY}, exclusive=exclusive) as gw:
         assert [_ask(gw, m).status_code for m in ("a", "c", "b")] == [200, 200, 200]
         assert _evicted(gw) == ["a"]  # c is in no set: it stays
+        (why,) = gw.ld.events("gateway.evicted")
+        assert (why["cause"], why["for_model"], why["set"]) == ("exclusive", "b", "big")
         _idle(gw, "a")
         assert (gw.state("b"), gw.state("c")) == ("running", "running")
         assert _gateway_of(gw, "b")["exclusive"] == "big"
@@ -78,6 +80,10 @@ def test_a_group_loads_and_unloads_as_one(tiny_model: Path) -> None:
         assert _ask(gw, "c").status_code == 200
         _idle(gw, "a", "b")
         assert sorted(_evicted(gw)) == ["a", "b"]
+        causes = {
+            e["instance"]: (e["cause"], e["for_model"]) for e in gw.ld.events("gateway.evicted")
+        }
+        assert sorted(causes.values()) == [("group", "c"), ("max_loaded", "c")]
         assert _gateway_of(gw, "a")["group"] == "pair"
         assert "group pair: a, b" in gw.ld.ctl("status").stdout
         assert _ask(gw, "b").status_code == 200

@@ -175,3 +175,30 @@ def test_a_limited_key_reads_its_models_slots_but_never_changes_them(
         erased = httpx.post(f"{gw.base}/upstream/a/slots/0?action=erase", headers=main, timeout=10)
         assert erased.status_code == 200
         assert erased.json()["id_slot"] == 0
+
+
+def test_a_limited_key_sees_only_its_models_stops(tmp_path: Path, tiny_model: Path) -> None:
+    """The page's recent stops: a key limited to some models sees theirs, and not the name
+    of a model outside its list that they made room for."""
+    _keys(tmp_path)
+    keys = {"alice": {"key_file": str(tmp_path / "alice.key"), "models": ["a"]}}
+    lazy = {**TINY, "on_demand": True}
+    with gateway(
+        tiny_model,
+        {"a": lazy, "b": lazy},
+        api_key_file=str(tmp_path / "main.key"),
+        keys=keys,
+        max_loaded=1,
+    ) as gw:
+        main = {"x-api-key": "main-secret-0123456789"}
+        alice = {"Authorization": "Bearer alice-secret-0123456789"}
+        url = f"{gw.base}/v1/chat/completions"
+        assert httpx.post(url, json=chat("a", 2), headers=alice, timeout=30).status_code == 200
+        assert httpx.post(url, json=chat("b", 2), headers=main, timeout=30).status_code == 200
+
+        def stops(headers: dict[str, str]) -> list[tuple[str, str | None]]:
+            page = httpx.get(f"{gw.base}/ui/api/status", headers=headers, timeout=5).json()
+            return [(s["model"], s["for_model"]) for s in page["gateway"]["recent_stops"]]
+
+        assert stops(main) == [("a", "b")]
+        assert stops(alice) == [("a", None)]

@@ -52,6 +52,40 @@ def test_host_must_name_this_listener(host: str, server: str, ok: bool) -> None:
     assert policy().host_ok(host.encode(), (server, PORT)) is ok
 
 
+# The Host each app sends, to a gateway on loopback at PORT on the machine "studio".
+@pytest.mark.parametrize(
+    ("host", "ok"),
+    [
+        ("host.docker.internal:8080", True),  # Open WebUI in Docker Desktop
+        ("gateway.docker.internal:8080", True),
+        ("mymac.local:8080", True),  # a Bonjour name that is not the hostname
+        ("studio.local:8080", True),
+        ("studio:8080", True),  # the hostname
+        ("STUDIO:8080", True),
+        ("foo.localhost:8080", True),
+        ("studio.tail1234.ts.net:8080", True),  # this machine's tailnet name
+        ("other.tail1234.ts.net:8080", False),  # another machine's
+        ("host.docker.internal:9999", False),  # another port
+        ("evil.example:8080", False),  # a public name: rebinding
+        ("localhost.evil.example:8080", False),
+        ("internal:8080", False),
+        ("evil.example.local.evil.example:8080", False),
+    ],
+)
+def test_the_names_local_apps_use_are_taken_on_loopback(host: str, ok: bool) -> None:
+    assert policy().host_ok(host.encode(), ("127.0.0.1", PORT)) is ok
+    assert policy().host_ok(host.encode(), ("::1", PORT)) is ok
+
+
+@pytest.mark.parametrize(
+    "host", ["host.docker.internal:8080", "mymac.local:8080", "foo.localhost:8080"]
+)
+def test_reserved_names_are_not_taken_beyond_loopback(host: str) -> None:
+    """A LAN or tailnet listener is one a neighbour could not otherwise reach."""
+    assert policy().host_ok(host.encode(), ("192.168.1.20", PORT)) is False
+    assert policy().host_ok(host.encode(), ("100.64.0.2", PORT)) is False
+
+
 def test_configured_hosts_and_origins() -> None:
     p = policy(allowed_hosts=frozenset({"llm.example.org"}), allowed_origins=frozenset({"app://x"}))
     assert p.host_ok(b"llm.example.org", ("127.0.0.1", PORT))  # any port: a proxy in front
@@ -123,7 +157,7 @@ def test_foreign_origins_and_hosts_are_refused(gw: Gw) -> None:
     same = httpx.get(f"{gw.base}/v1/models", headers={"Origin": gw.base}, timeout=10)
     assert same.status_code == 200
 
-    for good in (f"localhost:{port}", f"127.0.0.1:{port}"):
+    for good in (f"localhost:{port}", f"127.0.0.1:{port}", f"host.docker.internal:{port}"):
         assert httpx.get(f"{gw.base}/v1/models", headers={"Host": good}).status_code == 200
     for bad in (f"evil.test:{port}", "127.0.0.1:1"):
         rebound = httpx.get(f"{gw.base}/api/tags", headers={"Host": bad})

@@ -119,6 +119,9 @@ def test_the_page_lists_models_shows_activity_acts_and_chats(
         wait_for(lambda: _state(driver, "tiny-lazy") == "running", 5, "the page shows it")
         _click(driver, '#models tr[data-model="tiny-lazy"] [data-verb="unload"]')
         wait_for(lambda: _ctl_state(gw, "tiny-lazy") == "idle", 15, "unloaded by the button")
+        stops = lambda: driver.find_element(By.ID, "stops").text  # noqa: E731
+        wait_for(lambda: "tiny-lazy" in stops(), 5, "the stop among the recent ones")
+        assert "unloaded on request" in stops()
         _click(driver, '#models tr[data-model="tiny-embed"] [data-verb="restart"]')
         wait_for(lambda: gw.starts("tiny-embed") == 2, 15, "restarted by the button")
         wait_for(lambda: _ctl_state(gw, "tiny-embed") == "running", 15, "running again")

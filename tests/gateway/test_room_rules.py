@@ -11,7 +11,7 @@ from supervisor_double import Double, spec
 from llamad.config.gateway_table import GatewayConfig
 from llamad.config.model_sets import ModelSet
 from llamad.gateway.admission.room import Loaded, plan
-from llamad.gateway.admission.room_rules import Pinned, arrange
+from llamad.gateway.admission.room_rules import Pinned, arrange, causes
 from llamad.gateway.models.model_sets import ModelSets
 from llamad.lifecycle.states import State
 
@@ -127,3 +127,33 @@ def test_a_pin_in_the_way_refuses(
     with pytest.raises(Pinned) as refused:
         arrange("c", loaded, sets, planner)
     assert expected in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("name", "victims", "max_loaded", "groups", "exclusive", "expected"),
+    [
+        pytest.param("c", ["a"], 2, [], [], {"a": ("max_loaded", None)}, id="the count"),
+        pytest.param("c", ["a"], 0, [], [], {"a": ("memory", None)}, id="memory"),
+        pytest.param("c", ["a"], 3, [], [], {"a": ("memory", None)}, id="memory under the count"),
+        pytest.param(
+            "c", ["a", "b"], 0, [("a", "b")], [], {"a": ("memory", None), "b": ("group", "g0")},
+            id="a victim's group",
+        ),
+        pytest.param(
+            "b", ["a"], 0, [], [("a", "b")], {"a": ("exclusive", "x0")}, id="an exclusive set"
+        ),
+    ],
+)  # fmt: skip
+def test_each_victim_gets_its_cause(
+    name: str,
+    victims: list[str],
+    max_loaded: int,
+    groups: list[tuple[str, ...]],
+    exclusive: list[tuple[str, ...]],
+    expected: dict[str, tuple[str, str | None]],
+) -> None:
+    sets = _sets(set(), groups, exclusive)
+    loaded = [m("a", 1), m("b", 2)] if name == "c" else [m("a", 1)]
+    why = causes(name, victims, loaded, sets, max_loaded)
+    assert {v: (c.cause, c.set_name) for v, c in why.items()} == expected
+    assert {c.for_model for c in why.values()} == {name}

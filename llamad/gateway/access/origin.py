@@ -14,6 +14,19 @@ carry the attacker's name, so they stop here even on a keyless gateway. A reques
 no `Host` (HTTP/1.0) comes from no browser and passes; the listener has refused one with
 two, whatever they name (a proxy in front may read the other). Both checks are header
 lookups: no body is read.
+
+On a loopback listener, as Ollama does, any name under `.localhost`, `.local` or
+`.internal` (with the listener's port) is taken too: the names apps reach this machine
+by, such as Docker's `host.docker.internal` (Open WebUI in a container) and a Mac's
+Bonjour name. A rebinding attack needs a name whose DNS the attacker answers, and no
+stranger answers for these: `.localhost` resolves to loopback by rule (RFC 6761), never
+through DNS; `.internal` is reserved for private networks and never delegated in the
+public DNS (ICANN, 2024), so only this machine (`/etc/hosts`, Docker) or its own
+network's resolver names it; `.local` is multicast DNS, answered only on the local link
+(RFC 6762). What remains is a neighbour on the same link announcing a `.local` name,
+the risk Ollama takes too; a keyed gateway still asks that page for a key it cannot
+read. Beyond loopback these names are not taken: a listener on a LAN or tailnet address
+is one a neighbour could not otherwise reach, and such names go in `allowed_hosts`.
 """
 
 from __future__ import annotations
@@ -22,6 +35,8 @@ from llamad.common.hosts import is_loopback
 from llamad.config.gateway_table import GatewayConfig
 
 _LOOPBACK_NAMES = ("localhost",)
+# Names under these suffixes no stranger's DNS answers for (see above): taken on loopback.
+_RESERVED_SUFFIXES = (".localhost", ".local", ".internal")
 # Names under these suffixes cannot be pointed at us by a stranger's DNS: mDNS on the
 # local link, and Tailscale's MagicDNS for this tailnet.
 _OWN_SUFFIXES = (".local", ".ts.net")
@@ -59,7 +74,9 @@ class Policy:
             return False
         if name in (local, self.hostname) or self._own_name(name):
             return True
-        return is_loopback(local) and (is_loopback(name) or name in _LOOPBACK_NAMES)
+        if not is_loopback(local):
+            return False
+        return is_loopback(name) or name in _LOOPBACK_NAMES or name.endswith(_RESERVED_SUFFIXES)
 
     def _own_name(self, name: str) -> bool:
         # This machine under a suffix only our own resolvers answer for.

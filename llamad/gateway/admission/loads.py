@@ -23,7 +23,7 @@ from llamad.gateway.admission.devices.fit import Holding, plan_devices, refusal
 from llamad.gateway.admission.devices.ledger import Ledger
 from llamad.gateway.admission.notes import Notes
 from llamad.gateway.admission.room import Loaded
-from llamad.gateway.admission.room_rules import arrange
+from llamad.gateway.admission.room_rules import arrange, causes
 from llamad.gateway.admission.rules import Slot, StopWhy
 from llamad.gateway.admission.slots import Slots
 from llamad.gateway.admission.stops import Stops
@@ -158,8 +158,11 @@ class Loads:
                     log.info("gateway.placed", model=name, device=device)
                 return device
             # Claimed in the same step as the plan: none of them can take a request now.
+            why = causes(name, victims or [], loaded, self.sets, cfg.max_loaded)
             claimed = [
-                s for s in map(self.slots.slot, victims or []) if s.claim_stop(StopWhy.EVICT)
+                s
+                for s in map(self.slots.slot, victims or [])
+                if s.claim_stop(StopWhy.EVICT, why[s.name])
             ]
             if victims is None or len(claimed) < len(victims):
                 for slot in claimed:

@@ -14,6 +14,7 @@ from dataclasses import replace
 import structlog
 
 from llamad.gateway.admission.room import Loaded
+from llamad.gateway.admission.rules import StopCause
 from llamad.gateway.contract.port import GatewayError
 from llamad.gateway.models.model_sets import ModelSets
 
@@ -77,6 +78,29 @@ def arrange(
     idle = {m.name for m in rest if not m.busy}
     along = [c for v in victims for c in sets.companions(v) if c in idle and c not in keep]
     return list(dict.fromkeys([*(m.name for m in going), *victims, *along]))
+
+
+def causes(
+    name: str, victims: Sequence[str], loaded: Sequence[Loaded], sets: ModelSets, max_loaded: int
+) -> dict[str, StopCause]:
+    """Why `arrange` chose each of `victims` so that `name` loads: its exclusive set, the
+    group of another victim, else the count (`max_loaded`) or memory."""
+    rivals = set(sets.rivals(name))
+    exclusive = getattr(sets.exclusive(name), "name", None)
+    counted = sum(1 for m in loaded if m.on_demand and m.name not in rivals)
+    room = "max_loaded" if max_loaded and counted >= max_loaded else "memory"
+    out: dict[str, StopCause] = {}
+    for victim in victims:
+        if victim in rivals:
+            out[victim] = StopCause("exclusive", name, exclusive)
+    for victim in victims:
+        if victim not in out:
+            out[victim] = StopCause(room, name)
+            group = sets.group(victim)
+            for along in sets.companions(victim):
+                if along in victims and along not in out:
+                    out[along] = StopCause("group", name, getattr(group, "name", None))
+    return out
 
 
 def _unless_alone(name: str, waiting: int) -> None:

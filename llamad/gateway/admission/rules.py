@@ -33,6 +33,19 @@ class StopWhy(enum.Enum):
     UNLOAD = "unload"  # a client asked (Ollama's keep_alive 0)
 
 
+@dataclass(frozen=True)
+class StopCause:
+    """What a stop was for, as the event, the log and the status document tell it."""
+
+    # memory, max_loaded, exclusive, group; idle_timeout, unload
+    cause: str
+    for_model: str | None = None  # the model that needed the room
+    set_name: str | None = None  # the group or exclusive set that took it along
+
+    def fields(self) -> dict[str, str | None]:
+        return {"cause": self.cause, "for_model": self.for_model, "set": self.set_name}
+
+
 class AdmissionError(Exception):
     """A slot was asked for something its rules forbid: a bug in the caller."""
 
@@ -48,6 +61,7 @@ class Slot:
     drains: int = 0  # drains holding the model now
     drained: int = 0  # drains ever begun: a load that saw one begin was interrupted
     stop: StopWhy | None = None
+    cause: StopCause | None = None  # what the claimed stop is for (None: its StopWhy)
     unload_pending: bool = False
     keep_alive: float | None = None  # a request's override of idle_timeout...
     keep_pid: int | None = None  # ...for this process only
@@ -123,17 +137,17 @@ class Slot:
 
     # Stops ---------------------------------------------------------------------------
 
-    def claim_stop(self, why: StopWhy) -> bool:
+    def claim_stop(self, why: StopWhy, cause: StopCause | None = None) -> bool:
         """Claim the model for a stop, if nothing uses it and nobody else stops or drains
         it; from here on it admits nothing until `end_stop`."""
         if self.busy or self.stop is not None or self.drains:
             return False
-        self.stop, self.expires, self.unload_pending = why, None, False
+        self.stop, self.cause, self.expires, self.unload_pending = why, cause, None, False
         return True
 
     def end_stop(self) -> None:
         """The claimed stop is over, whatever it achieved."""
-        self.stop = None
+        self.stop, self.cause = None, None
 
     def ask_unload(self) -> bool:
         """An unload: True when it may stop now (claimed), else it waits for the last

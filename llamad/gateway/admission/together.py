@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection
 
-from llamad.gateway.admission.rules import Slot, StopWhy
+from llamad.gateway.admission.rules import Slot, StopCause, StopWhy
 from llamad.gateway.admission.slots import Slots
 from llamad.gateway.models.model_sets import ModelSets
 from llamad.gateway.models.supervisor_view import SupervisorView
@@ -37,15 +37,18 @@ class Together:
                 out.append(slot)
         return out
 
-    def to_stop(self, name: str, why: StopWhy) -> list[Slot]:
+    def to_stop(self, name: str, why: StopWhy, cause: StopCause | None = None) -> list[Slot]:
         """Once `name` is down, its loaded companions that nothing uses, each claimed
-        for a stop for the same reason (a busy one stays until its own idle stop)."""
+        for a stop for the same reason (a busy one stays until its own idle stop), its
+        cause their group, for the model `name` was stopped for."""
         facts = self.sup.facts(name)
         if facts is not None and facts.state in self.live:
             return []  # its stop did not complete: the group stays as it is
+        group = getattr(self.sets.group(name), "name", None)
+        along = StopCause("group", cause.for_model if cause else None, group)
         out = []
         for other in self.sets.companions(name):
             state, slot = self.sup.facts(other), self.slots.slot(other)
-            if state is not None and state.state in self.live and slot.claim_stop(why):
+            if state is not None and state.state in self.live and slot.claim_stop(why, along):
                 out.append(slot)
         return out

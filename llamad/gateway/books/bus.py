@@ -82,13 +82,18 @@ class EventBus:
         """Send event `kind` with `data` (plus its time) to every subscriber."""
         if not self._subs:
             return
-        body = json.dumps({"type": kind, "time": round(time.time(), 3), **data})
-        encoded = f"event: {kind}\ndata: {body}\n\n".encode()
+        now = round(time.time(), 3)
+        encoded = _encode(kind, now, data)
         about = data.get("instance") or data.get("model")
+        # A stop names the model it made room for: not to a key that may not see it.
+        other, hidden = data.get("for_model"), b""
         for sub in list(self._subs):
             if sub.models is not None and about and about not in sub.models:
                 continue
-            if not sub.offer(encoded):
+            chunk = encoded
+            if sub.models is not None and other and other not in sub.models:
+                chunk = hidden = hidden or _encode(kind, now, {**data, "for_model": None})
+            if not sub.offer(chunk):
                 self._subs.discard(sub)
                 self.dropped += 1
 
@@ -97,3 +102,8 @@ class EventBus:
         for sub in self._subs:
             sub.close()
         self._subs.clear()
+
+
+def _encode(kind: str, now: float, data: dict[str, Any]) -> bytes:
+    body = json.dumps({"type": kind, "time": now, **data})
+    return f"event: {kind}\ndata: {body}\n\n".encode()

@@ -32,6 +32,11 @@ def status(gateway: Gateway, caller: Caller) -> dict[str, Any]:
     if caller.scoped:  # a limited key sees its own usage, and its own models on devices
         doc["keys"] = {k: v for k, v in doc["keys"].items() if k == caller.name}
         doc["devices"] = [_visible(d, caller) for d in doc.get("devices", [])]
+        doc["recent_stops"] = [
+            {**s, "for_model": s["for_model"] if caller.may_use(s["for_model"] or "") else None}
+            for s in doc.get("recent_stops", [])
+            if caller.may_use(s["model"])
+        ]
     out: dict[str, Any] = {"gateway": doc, "models": models}
     if gateway.fleet is not None and gateway.settings().fleet:
         seen = sorted(gateway.fleet.seen.values(), key=_name)

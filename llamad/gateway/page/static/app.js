@@ -123,6 +123,28 @@ function renderSets(gw) {
     name + " \u2192 " + (n.now || "none") + " (of " + n.models.join(", ") + ")").join("; ");
 }
 
+// The last stops, newest first, each with why: the status document's recent_stops.
+const CAUSES = {
+  memory: (s) => "evicted: not enough memory for " + s.for_model,
+  max_loaded: (s) => "evicted: max_loaded reached, room for " + s.for_model,
+  exclusive: (s) => "evicted: " + s.for_model + " is in exclusive set " + s.set + " with it",
+  group: (s) => "stopped with its group " + s.set + (s.for_model ? ", for " + s.for_model : ""),
+  idle_timeout: () => "idle timeout",
+  unload: () => "unloaded on request (unload, or a client's keep_alive 0)",
+};
+
+function renderStops(gw) {
+  const list = $("#stops");
+  list.replaceChildren();
+  const stops = gw.recent_stops || [];
+  if (stops.length) list.append(el("li", "recent stops:"));
+  for (const s of stops) {
+    const why = (CAUSES[s.cause] || (() => s.cause || s.reason))({...s, for_model: s.for_model || "?"});
+    const ago = secs(Math.max(0, Date.now() / 1000 - s.at));
+    list.append(el("li", s.model + ", " + ago + " ago: " + why));
+  }
+}
+
 function fillBar(bar, held, total) {
   bar.replaceChildren();
   for (const [name, bytes] of held) {
@@ -205,6 +227,7 @@ async function refresh() {
   $("#listen").textContent = "on " + doc.gateway.listen;
   renderModels(doc.models);
   renderSets(doc.gateway);
+  renderStops(doc.gateway);
   renderMemory(doc.gateway, doc.models);
   renderKeys(doc.gateway.keys);
   renderFleet(doc.fleet);
