@@ -180,7 +180,7 @@ def resolve(
         host = daemon.remote.host
         listen = f"[{host}]:{daemon.remote.port}" if ":" in host else f"{host}:{daemon.remote.port}"
         resolver.listener_clashes(instances, "daemon.remote.listen", listen)
-    gateway = resolve_gateway(cfg.gateway, instances, resolver.problem_at())
+    gateway = resolve_gateway(cfg.gateway, instances, resolver.problem_at(), base)
     remote = daemon.remote
     if (
         gateway
