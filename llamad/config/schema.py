@@ -145,6 +145,13 @@ class ConfigFile(BaseModel):
     library: LibrarySettings | None = None  # None: on when the gateway listens
 
 
+def settings_of(cfg: ConfigFile) -> LibrarySettings | None:
+    """`[library]` when it is on: as written, or by default when the gateway listens."""
+    if cfg.library is None:
+        return LibrarySettings() if cfg.gateway.listen else None
+    return cfg.library if cfg.library.enabled else None
+
+
 _TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
