@@ -9,7 +9,7 @@ PEERS ?= .venv-bench-peers
 # (tests/gateway/instructor_row.py) runs in a virtualenv of its own (pyproject's group).
 INSTRUCTOR := .venv-instructor
 
-.PHONY: demo test lint docs bench bench-peers clean screenshots schema
+.PHONY: demo test test-fast lint docs bench bench-peers clean screenshots schema
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ $(INSTRUCTOR)/.installed: pyproject.toml
 
 test: lint $(INSTRUCTOR)/.installed
 	$(BIN)/pytest
+
+# The in-process tests alone (no llama-server, no daemon, no subprocess): tests/fast_layer.py.
+test-fast: $(BIN)/.installed
+	LLAMAD_TESTS=fast $(BIN)/pytest -q -rfE
 
 # The docs site, into site/: any warning (a broken link or anchor) fails the build.
 docs: $(BIN)/.installed

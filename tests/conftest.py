@@ -7,12 +7,24 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import fast_layer
 import psutil
 import pytest
 
 from llamad.backends.binaries import find_binary
 from llamad.backends.builtin_template import template_file
 from llamad.daemon.tinymodel import write_tiny_model
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "process: starts a process; `make test-fast` leaves it out")
+    if fast_layer.ON:
+        fast_layer.install(config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if fast_layer.ON:
+        fast_layer.leave_out(items, config)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from typing import Any
 from helpers import free_port, wait_for
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -48,6 +48,7 @@ class Hub:
     ranges: list[str] = field(default_factory=list)  # Range headers seen
     auths: list[str] = field(default_factory=list)  # Authorization headers seen
     paths: list[str] = field(default_factory=list)  # every request's path, in order
+    redirects: dict[str, str] = field(default_factory=dict)  # path -> a 307's Location
     url: str = ""
 
     def blobs(self) -> dict[str, bytes]:
@@ -72,6 +73,9 @@ class Hub:
         async def logged(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] == "http":
                 self.paths.append(scope["path"])
+                if scope["path"] in self.redirects:
+                    to = RedirectResponse(self.redirects[scope["path"]], 307)
+                    return await to(scope, receive, send)
             await inner(scope, receive, send)
 
         return logged

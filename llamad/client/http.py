@@ -77,13 +77,14 @@ def find_socket(socket_arg: str | None = None, config_arg: str | None = None) ->
         if config_arg:
             raise BadConfig(f"cannot read {config}: {exc}") from None
         return paths.default_socket()  # llamad would refuse this file too; try the default
-    # Resolved as the daemon resolves them (llamad.spec): relative to the cwd.
+    # Resolved as the daemon resolves them (config.load): relative to the file's directory.
     daemon = daemon if isinstance(daemon, dict) else {}
     socket_path, state_dir = daemon.get("socket"), daemon.get("state_dir")
+    base = config.absolute().parent
     if socket_path and isinstance(socket_path, str):
-        return Path(socket_path).expanduser().absolute()
+        return paths.anchored(socket_path, base)
     if state_dir and isinstance(state_dir, str):
-        return Path(state_dir).expanduser().absolute() / "llamad.sock"
+        return paths.anchored(state_dir, base) / "llamad.sock"
     return paths.default_socket()
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from llamad.common.paths import anchored
 from llamad.common.tokenfile import MIN_TOKEN_CHARS, TokenFileError, read_token
 
 DEFAULT_NAME = "default"
@@ -43,12 +44,14 @@ def resolve_keys(
     tables: Mapping[str, KeySettings],
     owner: Mapping[str, frozenset[str]],
     problem: Problem,
+    base: Path,
 ) -> tuple[NamedKey, ...]:
     """Every key: `api_key_file`'s as `default`, then the named ones. `owner` maps each
-    model name and alias to its instances (several for replicas)."""
+    model name and alias to its instances (several for replicas); relative key files are
+    taken from `base`, the config file's directory."""
     keys: list[NamedKey] = []
     if single:
-        secret = _read(single, ("gateway", "api_key_file"), problem)
+        secret = _read(anchored(single, base), ("gateway", "api_key_file"), problem)
         if secret is not None:
             keys.append(NamedKey(DEFAULT_NAME, secret))
         if DEFAULT_NAME in tables:
@@ -58,7 +61,7 @@ def resolve_keys(
             )
     for name, table in tables.items():
         where = ("gateway", "keys", name)
-        secret = _read(table.key_file, (*where, "key_file"), problem)
+        secret = _read(anchored(table.key_file, base), (*where, "key_file"), problem)
         models = None if table.models is None else _models(table.models, owner, where, problem)
         if secret is None:
             continue
@@ -70,10 +73,10 @@ def resolve_keys(
     return tuple(keys)
 
 
-def _read(path: str, where: tuple[str, ...], problem: Problem) -> str | None:
+def _read(path: Path, where: tuple[str, ...], problem: Problem) -> str | None:
     try:
         # As the remote control API's tokens: a short key falls to guessing.
-        return read_token(Path(path).expanduser().absolute(), MIN_TOKEN_CHARS)
+        return read_token(path, MIN_TOKEN_CHARS)
     except TokenFileError as exc:
         problem(where, str(exc))
         return None

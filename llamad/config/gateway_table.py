@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from pydantic import (
@@ -162,10 +163,14 @@ Problem = Callable[[tuple[str, ...], str], None]
 
 
 def resolve_gateway(
-    settings: GatewaySettings, specs: Mapping[str, InstanceSpec], problem: Problem
+    settings: GatewaySettings,
+    specs: Mapping[str, InstanceSpec],
+    problem: Problem,
+    base: Path,
 ) -> GatewayConfig | None:
     """The gateway to serve, or None without `listen`; problems go through `problem`
-    as (keys, message), keys starting at the top of the file."""
+    as (keys, message), keys starting at the top of the file. Relative paths are taken
+    from `base`, the file's directory."""
     check_names(specs, problem)
     if settings.listen is None:
         return None
@@ -182,7 +187,7 @@ def resolve_gateway(
     check_choosers(names, owner, problem)
     # A key may be scoped to a name that chooses: the name, not its models.
     owner |= {n.name: frozenset([n.name]) for n in names}
-    keys = resolve_keys(settings.api_key_file, settings.keys, owner, problem)
+    keys = resolve_keys(settings.api_key_file, settings.keys, owner, problem, base)
     if not keys and not is_loopback(host) and not settings.allow_keyless_remote:
         problem(
             ("gateway", "listen"),

@@ -37,13 +37,6 @@ _OWN = {"LLAMA_ARG_MODEL", "LLAMA_ARG_PORT", "LLAMA_ARG_MMPROJ", "LLAMA_ARG_HF_R
 Report = Callable[[tuple[str, ...], str], None]
 
 
-def settings_of(cfg: ConfigFile) -> LibrarySettings | None:
-    """`[library]` when it is on: as written, or by default when the gateway listens."""
-    if cfg.library is None:
-        return LibrarySettings() if cfg.gateway.listen else None
-    return cfg.library if cfg.library.enabled else None
-
-
 def find(settings: LibrarySettings, base: Path) -> tuple[Library, Found]:
     """Scan the library's folders (no instances yet)."""
     places = (

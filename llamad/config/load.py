@@ -19,15 +19,12 @@ from llamad.common.unixsock import MAX_SOCKET_PATH
 from llamad.config.fleet_tables import split_listen
 from llamad.config.gateway_access import bypassed_keys
 from llamad.config.gateway_table import GatewayConfig, resolve_gateway
-from llamad.config.library_links import link_configured
-from llamad.config.library_specs import check_defaults, library_specs, settings_of
-from llamad.config.library_specs import find as find_library
 from llamad.config.model_names import replica_warnings
 from llamad.config.prompt_cache import cache_max, cache_root
 from llamad.config.readfile import read_partial
 from llamad.config.remote import Remote, resolve_remote  # fleet: [daemon.remote]
 from llamad.config.resolve import Resolver
-from llamad.config.schema import ConfigError, ConfigFile
+from llamad.config.schema import ConfigError, ConfigFile, settings_of
 from llamad.config.tomlpos import where_is
 from llamad.fleet.table import Fleet, Peer
 from llamad.library.listing import Library
@@ -151,10 +148,18 @@ def resolve(
             f"{MAX_SOCKET_PATH} bytes, the AF_UNIX limit: {daemon.socket}"
         )
     lib_settings = settings_of(cfg)
-    scanned = find_library(lib_settings, base) if lib_settings else None
+    scanned = None
+    if lib_settings:
+        # The library's scanners load only with a library: a config of instances alone
+        # starts without them.
+        from llamad.config.library_specs import find as find_library
+
+        scanned = find_library(lib_settings, base)
     linked: dict[str, str] = {}
     stores: dict[str, PromptDefaults] = {}
     if scanned is not None:
+        from llamad.config.library_links import link_configured
+
         links = link_configured(cfg, scanned[1], base)
         cfg, linked, stores = links.cfg, links.linked, links.prompts
     resolver = Resolver(cfg, path, text, stores, locate=_locate)
@@ -166,6 +171,8 @@ def resolve(
     instances = resolver.all(tools)
     library = None
     if lib_settings and scanned and LLAMA_SERVER in tools:
+        from llamad.config.library_specs import check_defaults, library_specs
+
         check_defaults(
             tools[LLAMA_SERVER].details,
             lib_settings.defaults,
@@ -180,7 +187,7 @@ def resolve(
         host = daemon.remote.host
         listen = f"[{host}]:{daemon.remote.port}" if ":" in host else f"{host}:{daemon.remote.port}"
         resolver.listener_clashes(instances, "daemon.remote.listen", listen)
-    gateway = resolve_gateway(cfg.gateway, instances, resolver.problem_at())
+    gateway = resolve_gateway(cfg.gateway, instances, resolver.problem_at(), base)
     remote = daemon.remote
     if (
         gateway

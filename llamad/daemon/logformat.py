@@ -2,8 +2,8 @@
 
 JSON lines need neither rich nor colorama, which `structlog.dev` imports for console
 tracebacks and colours whenever they are installed (the test extras and the docs' tools
-pull them in), nor httpx's command-line client (click, pygments and rich again):
-together about a sixth of a cold start's imports.
+pull them in), nor httpx's command-line client (its optional `cli` extra: click, pygments
+and rich again): together about a sixth of a cold start's imports.
 Marking them absent makes those imports fail at once, and both libraries then fall back
 exactly as they do where the modules are not installed.
 """
@@ -16,7 +16,7 @@ from typing import Literal, TextIO
 Format = Literal["console", "json"]
 
 # Only console output uses these; nothing else in the daemon imports them.
-CONSOLE_ONLY = ("rich", "colorama", "httpx._main")
+CONSOLE_ONLY = ("rich", "colorama", "click", "pygments")
 
 
 def resolve(fmt: str, stream: TextIO) -> Format:

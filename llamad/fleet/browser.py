@@ -13,7 +13,7 @@ from typing import Any
 
 from llamad.common.hosts import is_loopback
 from llamad.fleet.discovery import SERVICE_TYPE, Found, parse_txt
-from llamad.fleet.mdns_net import browsing_on, local_addresses
+from llamad.fleet.mdns_net import local_addresses, zeroconf_options
 
 RESOLVE_MS = 300  # answers to the browse usually carry SRV, TXT and A: then it is at once
 CLOSE_S = 2.0  # goodbyes and socket teardown are a courtesy; shutdown is not
@@ -36,8 +36,7 @@ class Browser:
         # Checked first: zeroconf fails later, after binding a socket it leaves open.
         if interface and not is_loopback(interface) and interface not in local_addresses():
             raise OSError(f"no interface of this machine has the address {interface}")
-        with browsing_on(self.interface) as kwargs:
-            self._zc = AsyncZeroconf(**kwargs)
+        self._zc = AsyncZeroconf(**zeroconf_options(interface))
         self._browser = AsyncServiceBrowser(
             self._zc.zeroconf, SERVICE_TYPE, handlers=[self._changed]
         )

@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 from llamad.common.hosts import is_loopback
-from llamad.fleet.mdns_net import advertised_addresses, browsing_on, zeroconf_sockets
+from llamad.fleet.mdns_net import advertised_addresses, zeroconf_options
 
 log = structlog.get_logger("llamad.discovery")
 
@@ -79,8 +79,8 @@ async def advertise(host: str, port: int, txt: dict[str, str], stop: asyncio.Eve
     zc: AsyncZeroconf | None = None
     try:
         addresses = advertised_addresses(host)
-        with zeroconf_sockets(is_loopback(host)) as kwargs:
-            zc = AsyncZeroconf(**kwargs)
+        # A loopback API advertises on loopback alone; any other, where mDNS reaches.
+        zc = AsyncZeroconf(**(zeroconf_options(host) if is_loopback(host) else {}))
         info = ServiceInfo(
             SERVICE_TYPE, name, port=port, properties=dict(txt), parsed_addresses=addresses
         )
@@ -114,10 +114,9 @@ def browse(timeout: float = 1.0, interface: str | None = None) -> list[Found]:
         def remove_service(self, zc: Zeroconf, type_: str, name: str) -> None:
             names.discard(name)
 
-    with browsing_on(interface) as kwargs:
-        # A one-shot querier (RFC 6762 5.1): answers come to a port of our own, not to a
-        # 5353 shared with the system's responder, which could be handed them instead.
-        zc = Zeroconf(unicast=True, **kwargs)
+    # A one-shot querier (RFC 6762 5.1): answers come to a port of our own, not to a
+    # 5353 shared with the system's responder, which could be handed them instead.
+    zc = Zeroconf(unicast=True, **zeroconf_options(interface))
     found: list[Found] = []
     try:
         browser = ServiceBrowser(zc, SERVICE_TYPE, Listener())

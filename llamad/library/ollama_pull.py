@@ -17,6 +17,7 @@ from llamad.library.digest import file_sha256
 from llamad.library.ollama_layers import PARAMS
 from llamad.library.ollama_store import DEFAULT_HOST, MAX_MANIFEST, MODEL, PROJECTOR, blob_path
 from llamad.library.progress import FileProgress, Oversize, PullError, Report, status
+from llamad.library.redirects import check_redirect
 from llamad.library.refs import OllamaRef
 from llamad.library.space import check_space, disk_full, is_full
 
@@ -32,7 +33,10 @@ _ATTEMPTS = 3
 def pull_ollama(ref: OllamaRef, registry: str, store: Path, report: Report) -> Path:
     """Pull `ref` from `registry` into `store`; returns the manifest's path."""
     base = f"{registry}/v2/{ref.namespace}/{ref.model}"
-    with httpx.Client(timeout=httpx.Timeout(30, read=60), follow_redirects=True) as client:
+    # Blobs are redirected to a CDN; check_redirect refuses any other place to go.
+    hooks = {"response": [check_redirect]}
+    timeout = httpx.Timeout(30, read=60)
+    with httpx.Client(timeout=timeout, follow_redirects=True, event_hooks=hooks) as client:
         status(report, "pulling manifest")
         manifest, raw = _manifest(client, f"{base}/manifests/{ref.tag}", ref)
         layers = (

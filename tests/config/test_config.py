@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import free_port, write_config
 
+from llamad.client.http import find_socket
 from llamad.config.load import check, load
 from llamad.config.schema import ConfigError, DaemonSettings, SuperviseSettings
 
@@ -282,6 +283,35 @@ def test_relative_paths_resolve_against_the_config_files_directory(
     assert resolved.daemon.state_dir == conf / "state"
     assert resolved.daemon.socket == conf / "state" / "llamad.sock"
     assert resolved.daemon.log_dir == conf / "../logs"
+
+
+def test_gateway_key_files_and_llamactls_socket_are_the_config_files(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`[gateway] api_key_file`, `[gateway.keys.*] key_file` and the socket llamactl
+    finds for a relative `state_dir` are taken from the file's directory, as the daemon's."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    for name, secret in (("gw.key", "sk-gateway-default-0001"), ("ci.key", "sk-gateway-ci-0002")):
+        (conf / name).write_text(secret + "\n")
+        (conf / name).chmod(0o600)
+    cfg = write_config(
+        conf / "llamad.toml",
+        {"a": {"model": tiny_model, "port": free_port()}},
+        daemon={"state_dir": "state"},
+        gateway={"listen": f"127.0.0.1:{free_port()}", "api_key_file": "gw.key"},
+    )
+    with cfg.open("a") as out:
+        out.write('[gateway.keys.ci]\nkey_file = "ci.key"\n')
+    monkeypatch.chdir("/")
+    monkeypatch.delenv("LLAMAD_SOCKET", raising=False)
+    resolved = load(cfg)
+    assert resolved.gateway is not None
+    keys = {k.name: k.secret for k in resolved.gateway.keys}
+    assert keys == {"default": "sk-gateway-default-0001", "ci": "sk-gateway-ci-0002"}
+    assert find_socket(None, str(cfg)) == resolved.daemon.socket == conf / "state" / "llamad.sock"
+    cfg.write_text(cfg.read_text().replace('state_dir = "state"', 'socket = "run/d.sock"'))
+    assert find_socket(None, str(cfg)) == load(cfg).daemon.socket == conf / "run" / "d.sock"
 
 
 def test_cache_max_must_be_a_size(tmp_path: Path, tiny_model: Path) -> None:
