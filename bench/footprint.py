@@ -23,7 +23,7 @@ from bench.procs import Daemon, daemon_env
 
 # llamad without a gateway loads httpx only for a pull: not part of its idle stack.
 FLOOR_CODE = (
-    "import asyncio, httptools, prometheus_client, psutil, pydantic, starlette, "
+    "import asyncio, httptools, prometheus_client, psutil, pydantic_settings, starlette, "
     "structlog, uvloop, watchfiles; print('ready', flush=True); "
     "asyncio.run(asyncio.sleep(3600))"
 )

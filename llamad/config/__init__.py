@@ -1,1 +1,1 @@
-"""The config file: its TOML shape (pydantic), line numbers, and loading it into specs."""
+"""The config file: its TOML shape (pydantic-settings), line numbers, and loading it into specs."""

@@ -31,7 +31,7 @@ def read_partial(path: Path) -> tuple[ConfigFile, str, list[str]]:
     fleet, problems = fleet_of(path, text, data)
     data["fleet"] = fleet  # given, it takes the place of the file's raw table
     try:
-        cfg = validate_file(data)
+        cfg = validate_file(path, {"fleet": fleet})
     except PydanticError as exc:
         problems += pydantic_lines(path, text, exc)
         cfg = _validate_rest(path, text, data, exc, problems)
@@ -50,11 +50,11 @@ def _validate_rest(
         for err in exc.errors(include_url=False):
             _set_aside(data, tuple(err["loc"]))
         try:
-            return validate_file(data)
+            return validate_file(None, data)
         except PydanticError as again:
             problems += pydantic_lines(path, text, again)
             exc = again
-    return validate_file({"fleet": data["fleet"]})
+    return validate_file(None, {"fleet": data["fleet"]})
 
 
 def _set_aside(data: dict[str, Any], loc: tuple[Any, ...]) -> None:

@@ -1,4 +1,4 @@
-"""The shape of `llamad.toml`, checked by pydantic (its errors: `messages.py`).
+"""The shape of `llamad.toml`, read with pydantic-settings (its errors: `messages.py`).
 
 This module checks structure only: tables, daemon and supervise keys, types. What each
 instance's llama-server keys mean is decided in `spec.py` against the installed binary.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Iterable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -21,6 +22,12 @@ from pydantic import (
     PositiveInt,
     field_validator,
 )
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from llamad.backends.registry import DEFAULT_KIND
 from llamad.config.fleet_tables import RemoteSettings
@@ -31,6 +38,8 @@ from llamad.fleet.table import Fleet, parse_fleet
 
 Scalar = str | int | float | bool
 Value = Scalar | list[Scalar]
+
+_toml_file: ContextVar[Path | None] = ContextVar("llamad_toml_file", default=None)
 
 
 class ConfigError(Exception):
@@ -130,10 +139,10 @@ class InstanceTable(BaseModel):
         return value
 
 
-class ConfigFile(BaseModel):
-    """The whole file, as the TOML document read once by `read_text`."""
+class ConfigFile(BaseSettings):
+    """The whole file. Sources: keyword arguments, then the TOML file being loaded."""
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = SettingsConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     daemon: DaemonSettings = DaemonSettings()
     supervise: SuperviseSettings = SuperviseSettings()
@@ -144,6 +153,18 @@ class ConfigFile(BaseModel):
     fleet: Fleet = Fleet()
     gateway: GatewaySettings = GatewaySettings()
     library: LibrarySettings | None = None  # None: on when the gateway listens
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The file is the single source of truth: no environment or dotenv overrides.
+        return (init_settings, TomlConfigSettingsSource(settings_cls, toml_file=_toml_file.get()))
 
 
 def settings_of(cfg: ConfigFile) -> LibrarySettings | None:
@@ -158,6 +179,7 @@ _TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 def read_text(path: Path) -> tuple[str, dict[str, Any]]:
     """The file's text and its TOML document; a missing, unreadable or invalid file raises."""
+    # pydantic-settings silently skips a missing TOML file, so check it here.
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -182,7 +204,12 @@ def fleet_of(path: Path, text: str, raw: dict[str, Any]) -> tuple[Fleet, list[st
     ]
 
 
-def validate_file(data: dict[str, Any]) -> ConfigFile:
-    """The document `data` (its `fleet` already parsed by `fleet_of`) as the model; raises
-    pydantic's error. The file is the single source of truth: no environment overrides."""
-    return ConfigFile.model_validate(data)
+def validate_file(path: Path | None, data: dict[str, Any]) -> ConfigFile:
+    """The file read through pydantic-settings' TOML source, with `data` (at least the
+    parsed `fleet`) taking the place of its tables; with no path, `data` alone. Raises
+    pydantic's error."""
+    token = _toml_file.set(path)
+    try:
+        return ConfigFile(**data)
+    finally:
+        _toml_file.reset(token)

@@ -28,7 +28,7 @@ from llamad.cli.parser import build_parser
 from llamad.client.http import find_socket
 from llamad.config import load as spec
 
-HEAVY = ("httpx", "pydantic", "starlette", "structlog", "psutil", "httptools")
+HEAVY = ("httpx", "pydantic", "pydantic_settings", "starlette", "structlog", "psutil", "httptools")
 SETTLE_S = 0.1  # how long the fake takes to carry out a command
 
 

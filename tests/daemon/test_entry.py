@@ -45,10 +45,8 @@ def test_help_and_version_import_nothing_of_the_daemon(flag: str) -> None:
 # What the first launch does not wait for: the control API's web stack (after the launch,
 # in a thread), httpx (with a pull or the gateway), the gateway, the MLX backend for a config
 # without MLX instances, psutil (at the first record of a child), console-only modules
-# under JSON logs, the library's scanners without a library, and pydantic-settings at all
-# (the file is read once, by tomllib).
+# under JSON logs, and the library's scanners without a library.
 NOT_BEFORE_LAUNCH = (
-    "pydantic_settings",
     "llamad.library.scan",
     "llamad.daemon.services",
     "llamad.api",
