@@ -11,6 +11,7 @@ that no client reads half an answer as the whole.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Protocol
 
@@ -21,6 +22,11 @@ from llamad.listener.departure import DEPARTURE, Departure
 from llamad.listener.flow import Flow
 
 log = structlog.get_logger("llamad.listener")
+
+# What h11 writes (RFC 9110 5.1, 5.5): a name is a token; a value has no NUL, CR, LF or
+# other control whitespace, and none at either end.
+_NAME = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
+_VALUE = re.compile(rb"(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
 
 Message = MutableMapping[str, Any]
 Scope = MutableMapping[str, Any]
@@ -115,6 +121,8 @@ class Exchange:
         if not self.started:
             if message["type"] != "http.response.start":
                 raise RuntimeError(f"an answer begins with its start, not {message['type']}")
+            if self.expect and self.more:  # RFC 9110 10.1.1: the body may never come, and
+                self.keep_alive = False  # what comes next may be a request: close after
             self.started, self.expect = True, False
             self._held = self._head(message["status"], message.get("headers", ()))
             self.wire.loop.call_soon(self._flush)
@@ -143,11 +151,14 @@ class Exchange:
     def _head(self, status: int, headers: Any) -> bytes:
         parts = [status_line(status), date_line()]
         length, chunked, said_close = None, False, False
+        name_ok, value_ok = _NAME.fullmatch, _VALUE.fullmatch
         for name, value in headers:
-            if b"\n" in value or b"\r" in value or b"\n" in name or b"\r" in name:
-                raise RuntimeError("a line break in an answer's header")
+            if name_ok(name) is None or value_ok(value) is None:
+                raise RuntimeError(f"an answer's header h11 would not write: {name!r}")
             low = name.lower()
             if low == b"content-length":
+                if not value.isdigit():
+                    raise RuntimeError(f"an answer's Content-Length is not a number: {value!r}")
                 length = int(value)
             elif low == b"transfer-encoding":
                 chunked = b"chunked" in value.lower()

@@ -67,6 +67,22 @@ def head_too_large(limits: Limits) -> Refusal:
     return Refusal(431, "head_too_large", message)
 
 
+def bad_host(hosts: int) -> Refusal:
+    """400: HTTP/1.1 with no Host, or any request with more than one (RFC 9112 3.2)."""
+    message = "the request has more than one Host" if hosts else "the request has no Host header"
+    return Refusal(400, "bad_host", message)
+
+
+def bad_version(version: str) -> Refusal:
+    """505: a version other than HTTP/1.0 and HTTP/1.1 (an `HTTP/2.0` request line)."""
+    return Refusal(505, "bad_version", f"HTTP/{version} is not served here; use HTTP/1.1")
+
+
+def unknown_coding() -> Refusal:
+    """501: a transfer coding other than `chunked` (`gzip, chunked`), which no one here reads."""
+    return Refusal(501, "unknown_coding", "only the chunked transfer coding is read here")
+
+
 def body_too_large(cap: int) -> Refusal:
     """413: the body is (or says it will be) past `cap` bytes."""
     return Refusal(413, "body_too_large", f"the request body is over the limit of {cap} bytes")

@@ -112,7 +112,10 @@ async def test_a_client_that_closed_is_told_through_the_probe() -> None:
             await told.wait()
 
 
-CUT = [b"POST /x HTTP/1.1\r\nHost: x\r\n", b"POST /x HTTP/1.1\r\nContent-Length: 9\r\n\r\nhalf"]
+CUT = [
+    b"POST /x HTTP/1.1\r\nHost: x\r\n",
+    b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\nhalf",
+]
 
 
 @pytest.mark.parametrize("cut", CUT, ids=["half-a-head", "half-a-body"])

@@ -135,7 +135,6 @@ SMUGGLED = {
     "bare-lf": b"GET /s HTTP/1.1\nHost: x\n\n",
     "te-not-chunked-last": b"POST /s HTTP/1.1\r\nHost: x\r\n"
     b"Transfer-Encoding: chunked, gzip\r\n\r\n",
-    "te-identity": b"POST /s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n",
     "bad-chunk-size": b"POST /s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
     "space-in-name": b"GET /s HTTP/1.1\r\nHost: x\r\nX A: b\r\n\r\n",
     "not-http": b"\x16\x03\x01 garbage that is not HTTP\r\n\r\n",

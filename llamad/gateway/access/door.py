@@ -1,6 +1,7 @@
 """The door: every request to the gateway passes here, and only here is it decided.
 
-In order: the `Host` (one, naming this listener) and the `Origin` (the CORS answers),
+In order: the `Host` (naming this listener; the listener has refused a request with
+none or more than one) and the `Origin` (the CORS answers),
 the route (`table.py`), the caller (its key, wrong keys counted per address by
 `KeyGuard`), what that caller may do (`Need`, `scope.py`), the body (read whole for the
 routes that take one: UTF-8 JSON, the model it names, that model's body limit), and the
@@ -73,17 +74,16 @@ class Door:
     async def _decide(self, scope: Scope, receive: Receive, send: Send, began: float) -> None:
         cfg, policy, keys = self.rules()
         host = origin = auth = api_key = None
-        hosts = 0
         for name, value in scope["headers"]:
             if name == b"host":
-                host, hosts = value, hosts + 1
+                host = value
             elif name == b"origin":
                 origin = value
             elif name == b"authorization":
                 auth = value
             elif name == b"x-api-key":
                 api_key = value
-        if hosts > 1 or (host is not None and not policy.host_ok(host, scope.get("server"))):
+        if host is not None and not policy.host_ok(host, scope.get("server")):
             raise self._counted(scope, "host_not_allowed", "this Host is not served here")
         if origin is not None:
             if not policy.origin_ok(origin, host):
