@@ -131,7 +131,7 @@ class Reader:
         self._count(len(name) + len(value) + 4, 1)
         if not self._in_head:
             return  # a chunked body's trailer: never a header of the request
-        name = name.lower()
+        name, value = name.lower(), value.rstrip(b" \t")  # llhttp leaves trailing OWS
         if name == b"content-length":
             self._length = int(value)  # llhttp has refused one that is not digits
         elif name == b"host":
