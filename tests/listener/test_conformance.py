@@ -10,9 +10,11 @@ import time
 from typing import Any
 
 import pytest
+from differential import Requests
 from listener_helpers import post, said, served
 
-from llamad.listener.limits import Limits
+from llamad.listener.limits import Limits, Refusal
+from llamad.listener.reader import Reader
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -184,3 +186,30 @@ async def test_an_apps_good_headers_go_as_written() -> None:
         assert reply.status == 200
         assert reply.headers[b"x-mixed"] == b"a  b\tc"
         assert reply.headers[b"x-empty"] == b""
+
+
+def test_an_endless_trailer_line_is_refused_within_twice_the_limit_fed() -> None:
+    requests = Requests()
+    reader = Reader(requests)
+    reader.feed(CHUNKED + b"0\r\nX-Trailer: ")
+    fed, piece, refused = 0, b"a" * 16384, None
+    while refused is None and fed < 100 * requests.limits.max_head:
+        fed += len(piece)
+        try:
+            reader.feed(piece)
+        except Refusal as why:
+            refused = why
+    assert refused is not None
+    assert refused.status == 431
+    assert fed <= 2 * requests.limits.max_head
+
+
+def test_a_long_body_of_small_chunks_is_not_taken_for_a_long_head() -> None:
+    requests = Requests()
+    reader = Reader(requests)
+    chunks = b"".join(b"%x;e=1\r\n%b\r\n" % (100, b"c" * 100) for _ in range(20_000))
+    data = CHUNKED + chunks + b"0\r\n\r\n"
+    for at in range(0, len(data), 262_144):  # asyncio's largest read
+        reader.feed(data[at : at + 262_144])
+    (request,) = requests.outcome.requests
+    assert len(request.body) == 2_000_000
