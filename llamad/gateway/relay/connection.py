@@ -110,7 +110,9 @@ class Connection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         # Once the head is in, what comes is a chunked body's trailers: not the head's.
         if not (self.overrun or self.head.done()):
-            self.headers.append((name, value))
+            # llhttp leaves trailing OWS (RFC 9112 5: not the value's), which the listener
+            # would refuse to relay.
+            self.headers.append((name, value.rstrip(b" \t")))
 
     def on_headers_complete(self) -> None:
         if self.overrun:
