@@ -159,6 +159,8 @@ class Exchange:
                 raise RuntimeError(f"an answer's header h11 would not write: {name!r}")
             low = name.lower()
             if low == b"content-length":
+                if not value.isdigit():
+                    raise RuntimeError(f"an answer's content-length h11 would not write: {value!r}")
                 length = int(value)
             elif low == b"transfer-encoding":
                 chunked = b"chunked" in value.lower()

@@ -131,7 +131,7 @@ class Reader:
             self._refuse(head_too_large(self.requests.limits))
         if not self._in_head:
             return  # a chunked body's trailer: never a header of the request
-        name = name.lower()
+        name, value = name.lower(), value.rstrip(b" \t")  # llhttp leaves trailing OWS
         if name == b"content-length":
             self._length = int(value)  # llhttp has refused one that is not digits
         elif name == b"host":
@@ -157,7 +157,7 @@ class Reader:
         headers = self._headers
         if authority is not None:
             # RFC 9112 3.2.2: an absolute-form target's authority is the request's host.
-            headers = [(b"host", authority) if k == b"host" else (k, v) for k, v in headers]
+            headers = [(k, v) for k, v in headers if k != b"host"] + [(b"host", authority)]
         head = Head(
             parser.get_method().decode("ascii"), path, raw_path, query, version, headers,
             parser.should_keep_alive(), self._expect, self._length,
@@ -201,7 +201,7 @@ def _target(url: bytes) -> tuple[str, bytes, bytes, bytes | None]:
             raise ValueError("no path in the request target")
         raw, query = parsed.path, parsed.query or b""
         if parsed.host:
-            port = b"" if parsed.port is None else b":%d" % parsed.port
-            authority = parsed.host + port
+            host = b"[%b]" % parsed.host if b":" in parsed.host else parsed.host
+            authority = host if parsed.port is None else b"%b:%d" % (host, parsed.port)
     path = raw.decode("ascii")
     return (urllib.parse.unquote(path) if "%" in path else path), raw, query, authority

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 import structlog
-from listener_helpers import said, served
+from differential import Requests
+from listener_helpers import post, said, served
 
-from llamad.listener.limits import Limits
+from llamad.listener.limits import Limits, Refusal
+from llamad.listener.reader import Reader
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -134,6 +136,7 @@ BAD_HEADERS = [
     (b"x-a", b"nul\x00here"),
     (b"x-a", b" leading"),
     (b"x-a", b"trailing "),
+    (b"content-length", b"+2"),
 ]
 
 
@@ -154,3 +157,82 @@ async def test_an_answer_header_h11_would_not_write_is_never_written(
         assert got.startswith(b"HTTP/1.1 500 "), got
         assert b"x-a" not in got
         assert b"x-b" not in got
+
+
+CHUNKED = b"POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+async def test_a_trailer_within_the_limit_is_read_and_dropped() -> None:
+    async with served(small) as s:
+        client = await s.connect()
+        await client.send(CHUNKED + b"3;n=v\r\nabc\r\n0\r\nX-Trailer: t\r\n\r\n")
+        said(await client.reply(), "/t", b"abc")
+
+
+async def refuse(scope: Any, receive: Any, send: Any) -> None:
+    """A 401 that reads none of its request's body."""
+    await send({"type": "http.response.start", "status": 401, "headers": []})
+    await send({"type": "http.response.body", "body": b"no"})
+
+
+async def test_an_answer_before_an_expected_body_that_came_keeps_the_connection() -> None:
+    async with served() as s:
+        s.app.handlers["/e"] = refuse
+        s.stage.hold("/never")
+        client = await s.connect()
+        await client.send(post("/x", b"1") + post("/e", b"abc", "Expect: 100-continue"))
+        said(await client.reply(), "/x", b"1")
+        reply = await client.reply()
+        assert reply.status == 401
+        assert b"connection" not in reply.headers
+        await client.send(post("/y", b"2"))
+        said(await client.reply(), "/y", b"2")
+
+
+def answering(headers: list[tuple[bytes, bytes]]) -> Any:
+    """An app that answers 200 with `headers`."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    return app
+
+
+async def test_an_apps_good_headers_go_as_written() -> None:
+    headers = [(b"X-Mixed", b"a  b\tc"), (b"x-empty", b""), (b"x-obs", "é".encode())]
+    async with served() as s:
+        s.app.handlers["/good"] = answering(headers)
+        client = await s.connect()
+        await client.send(post("/good", b""))
+        reply = await client.reply()
+        assert reply.status == 200
+        assert reply.headers[b"x-mixed"] == b"a  b\tc"
+        assert reply.headers[b"x-empty"] == b""
+
+
+def test_an_endless_trailer_line_is_refused_within_twice_the_limit_fed() -> None:
+    requests = Requests()
+    reader = Reader(requests)
+    reader.feed(CHUNKED + b"0\r\nX-Trailer: ")
+    fed, piece, refused = 0, b"a" * 16384, None
+    while refused is None and fed < 100 * requests.limits.max_head:
+        fed += len(piece)
+        try:
+            reader.feed(piece)
+        except Refusal as why:
+            refused = why
+    assert refused is not None
+    assert refused.status == 431
+    assert fed <= 2 * requests.limits.max_head
+
+
+def test_a_long_body_of_small_chunks_is_not_taken_for_a_long_head() -> None:
+    requests = Requests()
+    reader = Reader(requests)
+    chunks = b"".join(b"%x;e=1\r\n%b\r\n" % (100, b"c" * 100) for _ in range(20_000))
+    data = CHUNKED + chunks + b"0\r\n\r\n"
+    for at in range(0, len(data), 262_144):  # asyncio's largest read
+        reader.feed(data[at : at + 262_144])
+    (request,) = requests.outcome.requests
+    assert len(request.body) == 2_000_000

@@ -134,7 +134,9 @@ class Connection(asyncio.Protocol):
             raise ValueError(TOO_BIG)  # llhttp stops; `data_received` fails the answer
         # Once the head is in, what comes is a chunked body's trailers: not the head's.
         if not (self.overrun or self.head.done()):
-            self.headers.append((name, value))
+            # llhttp leaves trailing OWS (RFC 9112 5: not the value's), which the listener
+            # would refuse to relay.
+            self.headers.append((name, value.rstrip(b" \t")))
 
     def on_headers_complete(self) -> None:
         self.framing.body_begins()
