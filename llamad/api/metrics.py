@@ -61,8 +61,8 @@ class Metrics:
         self.refused = Counter(
             "llamad_connections_refused",
             "Requests and connections a listener refused or closed, by reason "
-            "(head_too_large, body_too_large, deadline, host_required, coding_not_implemented, version_not_supported, "
-            "share, capped, *_evicted_idle).",
+            "(head_too_large, body_too_large, deadline, host_required, coding_not_implemented, "
+            "version_not_supported, share, capped, *_evicted_idle).",
             ["listener", "reason"],
             registry=self.registry,
         )
