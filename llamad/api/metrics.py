@@ -61,7 +61,8 @@ class Metrics:
         self.refused = Counter(
             "llamad_connections_refused",
             "Requests and connections a listener refused or closed, by reason "
-            "(head_too_large, body_too_large, deadline, share, capped, *_evicted_idle).",
+            "(head_too_large, body_too_large, deadline, share, capped, *_evicted_idle, "
+            "*_evicted_surplus).",
             ["listener", "reason"],
             registry=self.registry,
         )

@@ -13,12 +13,12 @@ import asyncio
 
 import structlog
 
-from llamad.common.hosts import client_key, is_loopback
 from llamad.listener.answers import CONTINUE, INVALID, bad_request
 from llamad.listener.flow import Flow
 from llamad.listener.limits import Refusal
 from llamad.listener.pipeline import Pipeline, Site
 from llamad.listener.reader import Invalid, Upgraded
+from llamad.listener.table import LOOPBACK, share_key
 
 log = structlog.get_logger("llamad.listener")
 
@@ -50,8 +50,9 @@ class Connection(asyncio.Protocol):
             "scheme": "https" if self._tls else "http", "root_path": "", "client": client,
             "server": (local[0], local[1]) if isinstance(local, tuple) else None,
         }  # fmt: skip
-        requests = Pipeline(self.site, self.transport, self.flow, scope, client_key(host), limits)
-        if not self.site.table.admit(requests, limits, limits.trust_loopback and is_loopback(host)):
+        key = share_key(host)
+        requests = Pipeline(self.site, self.transport, self.flow, scope, key, limits)
+        if not self.site.table.admit(requests, limits, limits.trust_loopback and key == LOOPBACK):
             self.transport.abort()
             return
         self.requests = requests
