@@ -71,7 +71,7 @@ class Pipeline:
         self.phase = "idle"
         self.pending: deque[Exchange] = deque()  # answers owed, in order
         self.reading: Exchange | None = None  # the request whose body is being read
-        self.done = False  # refused, upgraded or half-closed: no request follows
+        self.done = False  # refused or upgraded: no request follows
         self._size, self._began = 0, 0.0  # body bytes of `reading`; when its head began
         self._final: bytes | None = None  # the last answer, once those owed before it are
 
@@ -185,7 +185,7 @@ class Pipeline:
             self._say_final()
 
     def close_after_last(self) -> None:
-        """No request follows (an upgrade asked for, a half-close): close after the
+        """No request follows (an upgrade asked for): close after the
         answers owed."""
         self.done = True
         if self.pending:
