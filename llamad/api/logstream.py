@@ -16,6 +16,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from llamad.api.errors import error_response
+from llamad.listener.departure import departure
 
 POLL_S = 0.2
 _CHUNK = 64 * 1024
@@ -62,11 +63,6 @@ class LogStream(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stop = asyncio.Event()
 
-        async def until_disconnect() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            stop.set()
-
         async def until_shutdown() -> None:
             if self.shutdown is not None:
                 await self.shutdown.wait()
@@ -78,7 +74,11 @@ class LogStream(Response):
             message = f"cannot read {self.path}: {exc.strerror}"
             await error_response(500, "internal", message)(scope, receive, send)
             return
-        watchers = [asyncio.create_task(until_disconnect()), asyncio.create_task(until_shutdown())]
+        # The listener tells of the client leaving; no task waits in `receive()` for it.
+        leaving = departure(scope)
+        if leaving is not None:
+            leaving.watch(stop.set)
+        watchers = [asyncio.create_task(until_shutdown())]
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             if fh is not None:
@@ -95,6 +95,8 @@ class LogStream(Response):
         finally:
             for task in watchers:
                 task.cancel()
+            if leaving is not None:
+                leaving.unwatch(stop.set)
             if fh is not None:
                 fh.close()
 

@@ -62,7 +62,7 @@ class Metrics:
             "llamad_connections_refused",
             "Requests and connections a listener refused or closed, by reason "
             "(head_too_large, body_too_large, deadline, host_required, coding_not_implemented, "
-            "version_not_supported, share, capped, *_evicted_idle).",
+            "version_not_supported, share, capped, *_evicted_idle, *_evicted_surplus).",
             ["listener", "reason"],
             registry=self.registry,
         )

@@ -103,7 +103,7 @@ class Proxied:
                 await send_error(keep.send, exc, scope["path"])
 
         try:
-            await guard(call.receive, work(), departure(scope))
+            await guard(work(), departure(scope))
         finally:
             self.books.close(tally, model, label)
             await keep.stop()  # last: a shutdown's cancel here skips no bookkeeping

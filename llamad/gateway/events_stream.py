@@ -18,6 +18,7 @@ from llamad.gateway.access.client_side import guard
 from llamad.gateway.access.table import Need, Route
 from llamad.gateway.books.bus import EventBus, Subscriber
 from llamad.gateway.core import Gateway
+from llamad.listener.departure import departure
 
 KEEPALIVE_S = 15.0
 MAX_LIMIT = 10_000
@@ -37,7 +38,7 @@ class Events:
     async def __call__(self, call: Call) -> None:
         sub = self.bus.subscribe(call.caller.models)  # a limited key: its models' events
         try:
-            await guard(call.receive, self._stream(sub, call.send))
+            await guard(self._stream(sub, call.send), departure(call.scope))
         finally:
             self.bus.unsubscribe(sub)
 

@@ -1,8 +1,11 @@
-"""A request's client leaving, told by the listener that sees its connection close.
+"""A request's client leaving, told by the listener that sees its connection close: the
+one way to learn that a client left.
 
 The listener (`connection.py`) puts one in each request's ASGI scope under `DEPARTURE`;
-`gateway/client_side.guard` watches it, so no task has to sit in the ASGI `receive()`
-for the disconnect.
+`gateway/access/client_side.guard` and the log follower (`api/logstream.py`) watch it,
+so no task has to sit in the ASGI `receive()` for the disconnect. `receive()` still
+answers `http.disconnect`, as ASGI asks, read from the same `Departure`
+(`Exchange.gone`).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class Exchange:
     """One request's ASGI side, from its head to the end of its answer."""
 
     __slots__ = ("_bodiless", "_chunked", "_held", "_left", "_told", "_until", "body",
-                 "complete", "departure", "expect", "gone", "http10", "keep_alive", "more",
+                 "complete", "departure", "expect", "http10", "keep_alive", "more",
                  "scope", "started", "wire", "written")  # fmt: skip
 
     def __init__(self, wire: Wire, scope: Scope, keep_alive: bool, expect: bool) -> None:
@@ -59,7 +59,8 @@ class Exchange:
         self.http10 = scope["http_version"] == "1.0"
         self.body: bytes | bytearray = b""  # received, not yet taken by the app
         self.more = True  # more of the body is to come
-        self.gone = self.started = self.written = self.complete = False
+        self.started = self.written = self.complete = False
+        # The one record of the client leaving: `receive()`'s disconnect reads it too.
         self.departure = scope[DEPARTURE] = Departure(wire.watched)
         self._told = False  # the app has read the body's end
         self._until: asyncio.Future[None] | None = None
@@ -84,13 +85,17 @@ class Exchange:
         self.more = False
         self._wake()
 
+    @property
+    def gone(self) -> bool:
+        """The client has gone (`leave`)."""
+        return self.departure.gone
+
     def leave(self) -> None:
         """The client has gone (or was refused) before this answer ended."""
         if self.gone or self.complete:
             return
-        self.gone = True
-        self._wake()
         self.departure.leave()
+        self._wake()
 
     def close_after(self) -> None:
         """The connection closes after this answer (its head says so if not yet made)."""

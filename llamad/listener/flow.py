@@ -1,16 +1,17 @@
-"""When a connection reads, writes and gives up: its deadline, its paused reads, its
-waiting writes, and the check on a client that half-closed.
+"""When a connection reads, writes and gives up: its deadline, its paused reads, and its
+waiting writes and their deadline.
 
 Reading pauses while the app has not taken what was read (`connection.HIGH_WATER`), and
 the deadline stops with it: the time the listener does not read is not the client's.
-Writing waits while the transport's buffer is past its high-water mark.
+Writing waits while the transport's buffer is past its high-water mark; a buffer that
+stays there without shrinking for `send_timeout` (nginx's `send_timeout`) is a client
+that stopped reading: the connection is aborted, and its requests see the client gone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import socket
 import weakref
 from collections.abc import Callable
 
@@ -19,24 +20,28 @@ from llamad.listener.deadline import Deadline
 
 class Flow:
     """One connection's reads, writes and deadline; `on_due` when the deadline passes,
-    `on_reset` when a half-closed client turns out to have closed."""
+    `on_stalled` when its writes have made no progress for `send_timeout` seconds."""
 
-    __slots__ = ("__weakref__", "_check", "_drained", "_loop", "_on_due", "_on_reset",
-                 "_suspended", "_timer", "paused", "transport", "write_paused")  # fmt: skip
+    __slots__ = ("__weakref__", "_drained", "_left", "_loop", "_on_due", "_on_stalled",
+                 "_stall", "_suspended", "_timer", "paused", "send_timeout", "transport",
+                 "write_paused")  # fmt: skip
 
     def __init__(
         self,
         transport: asyncio.Transport,
         loop: asyncio.AbstractEventLoop,
         on_due: Callable[[], None],
-        on_reset: Callable[[], None],
+        on_stalled: Callable[[], None],
+        send_timeout: float,
     ) -> None:
         self.transport, self._loop = transport, loop
-        self._on_due, self._on_reset = on_due, on_reset
+        self._on_due, self._on_stalled = on_due, on_stalled
+        self.send_timeout = send_timeout
         self.paused = self.write_paused = False
         self._suspended: float | None = None  # the deadline's time left while paused
         self._drained: asyncio.Future[None] | None = None
-        self._check: asyncio.TimerHandle | None = None
+        self._stall: asyncio.TimerHandle | None = None  # the writes' deadline
+        self._left = 0  # bytes the buffer held when that deadline was set
         # Through a weak reference: however a loop keeps a cancelled timer's callback, a
         # closed connection's objects never wait for the timer's time.
         self._timer = Deadline(loop, functools.partial(_fire, weakref.ref(self)))
@@ -86,35 +91,34 @@ class Flow:
 
     def pause_writing(self) -> None:
         self.write_paused = True
+        self._watch_writes()
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
         drained, self._drained = self._drained, None
         if drained is not None and not drained.done():
             drained.set_result(None)
 
-    def watch_reset(self, answering: Callable[[], bool]) -> None:
-        """After a half-close: look for a reset, which says the client closed instead,
-        until `answering()` (then the answer's own writes tell)."""
-        self._check = self._loop.call_later(0.05, self._checked, 0.05, answering)
-
     def lost(self) -> None:
         """The connection closed: nothing waits on it any more."""
         self._timer.cancel()
-        if self._check is not None:
-            self._check.cancel()
         self.resume_writing()
 
-    def _checked(self, delay: float, answering: Callable[[], bool]) -> None:
-        self._check = None
-        sock = self.transport.get_extra_info("socket")
-        if sock is None or self.transport.is_closing() or answering():
+    def _watch_writes(self) -> None:
+        self._left = self.transport.get_write_buffer_size()
+        self._stall = self._loop.call_later(self.send_timeout, self._stalled)
+
+    def _stalled(self) -> None:
+        self._stall = None
+        if not self.write_paused or self.transport.is_closing():
             return
-        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
-            self._on_reset()
+        if self.transport.get_write_buffer_size() < self._left:
+            self._watch_writes()  # slow, but the client reads: a new deadline
             return
-        delay = min(delay * 2, 1.0)
-        self._check = self._loop.call_later(delay, self._checked, delay, answering)
+        self._on_stalled()
 
 
 def _fire(ref: weakref.ref[Flow]) -> None:

@@ -21,6 +21,8 @@ log = structlog.get_logger("llamad.listener")
 HEAD_TIMEOUT_S = 5.0
 # Whole request, head and body; a big image over a slow link is the case to fit.
 REQUEST_TIMEOUT_S = 60.0
+# nginx's send_timeout: how long an answer's writes may make no progress.
+SEND_TIMEOUT_S = 60.0
 SHARE = 0.25
 
 
@@ -33,6 +35,7 @@ class Limits:
     head_timeout: float = HEAD_TIMEOUT_S  # for a request head, and for an idle connection
     request_timeout: float = REQUEST_TIMEOUT_S  # head and body, from the head's first byte
     max_body: int | None = None  # bytes; None: unbounded here (the app bounds it)
+    send_timeout: float = SEND_TIMEOUT_S  # an answer whose writes stall this long is cut
     share: float = SHARE  # of the connection cap, per client address
     trust_loopback: bool = False  # loopback clients may take more than their share
 

@@ -17,12 +17,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from llamad.common.hosts import client_key
 from llamad.listener.answers import refusal
 from llamad.listener.exchange import App, Exchange
 from llamad.listener.flow import Flow
 from llamad.listener.limits import Limits, Refusal, Refused, Shape, body_too_large, late
 from llamad.listener.reader import Head, Reader
-from llamad.listener.table import ConnTable
+from llamad.listener.table import TRUST, ConnTable
 
 # How long a refused client may go on sending (and we discarding) before the reset.
 LINGER_S = 5.0
@@ -56,27 +57,37 @@ class Pipeline:
         key: str | None, limits: Limits,
     ) -> None:  # fmt: skip
         """`scope`: what every request's ASGI scope starts from (client, server, scheme);
-        `key`: the client address its share counts for (`table.py`)."""
-        self.site, self.transport, self.flow, self._scope = site, transport, flow, scope
+        `key`: the share it counts for (`table.py`)."""
+        self.site, self.transport, self.flow = site, transport, flow
+        self._scope = {**scope, TRUST: self.vouched}
         self.loop = asyncio.get_running_loop()
         self.key, self.limits = key, limits
-        self.idle_since: float | None = self.loop.time()  # None: a request is under way
+        # Until a head is whole the connection may go for room (`table.py`); None: a
+        # request is under way.
+        self.idle_since: float | None = self.loop.time()
+        self.trusted = False  # a key vouched for it (`table.trust`)
+        self.surplus = False  # its key was past its share (`table.py`)
         self.reader = Reader(self)
         self.phase = "idle"
         self.pending: deque[Exchange] = deque()  # answers owed, in order
         self.reading: Exchange | None = None  # the request whose body is being read
-        self.done = False  # refused, upgraded or half-closed: no request follows
+        self.done = False  # refused or upgraded: no request follows
         self._size, self._began = 0, 0.0  # body bytes of `reading`; when its head began
         self._final: bytes | None = None  # the last answer, once those owed before it are
 
     def evict(self) -> None:
-        """Closed to make room (`table.py`): it was idle, waiting for a request."""
+        """Closed to make room (`table.py`): it was idle, its head still coming, or
+        surplus to its key's share."""
         self.transport.abort()
+
+    def vouched(self, who: str) -> None:
+        """A request on it was let in with key `who` (`table.trust`)."""
+        self.site.table.vouch(self, who, self.limits)
 
     # The reader's side (`reader.Requests`).
     def begin(self) -> None:
         self.limits = self.site.limits()
-        self.phase, self._began, self.idle_since = "head", self.loop.time(), None
+        self.phase, self._began = "head", self.loop.time()
         if not self.flow.armed:
             self.flow.arm(self.limits.head_timeout)  # pipelined behind an answer: from now
 
@@ -84,7 +95,7 @@ class Pipeline:
         cap = self.limits.max_body
         if cap is not None and head.length > cap:
             raise body_too_large(cap)
-        self._size = 0
+        self._size, self.idle_since = 0, None
         scope = {
             **self._scope, "method": head.method, "http_version": head.version,
             "path": head.path, "raw_path": head.raw_path, "query_string": head.query,
@@ -152,7 +163,8 @@ class Pipeline:
     # Endings.
     def refuse(self, why: Refusal) -> None:
         """Refuse the request being read: counted, logged, answered in the family's shape."""
-        self.site.refused(why.reason, self.key)
+        client = self._scope["client"]
+        self.site.refused(why.reason, client_key(client[0]) if client else None)
         body = self.site.shape(self.reader.path(), why.status, why.reason, why.message)
         self.stop(refusal(why.status, body))
 
@@ -173,7 +185,7 @@ class Pipeline:
             self._say_final()
 
     def close_after_last(self) -> None:
-        """No request follows (an upgrade asked for, a half-close): close after the
+        """No request follows (an upgrade asked for): close after the
         answers owed."""
         self.done = True
         if self.pending:

@@ -115,8 +115,10 @@ async def ask(
     key: str | None = None,
     client: str = "127.0.0.1",
     timeout: float = 5.0,
+    extra: dict[str, Any] | None = None,
 ) -> Answer:
-    """One request (with `Host: 127.0.0.1:8080` unless `headers` has one), answered."""
+    """One request (with `Host: 127.0.0.1:8080` unless `headers` has one), answered;
+    `extra`: more of the scope (what a listener adds)."""
     raw = json.dumps(body).encode() if isinstance(body, dict) else body
     given = list(headers or [])
     if not any(k == b"host" for k, _ in given):
@@ -128,7 +130,7 @@ async def ask(
         "type": "http", "method": method, "path": path, "raw_path": path.encode(),
         "root_path": "", "query_string": query.encode(), "headers": given,
         "client": (client, 50000), "server": ("127.0.0.1", PORT),
-        "http_version": "1.1", "scheme": "http",
+        "http_version": "1.1", "scheme": "http", **(extra or {}),
     }  # fmt: skip
     sent: list[dict[str, Any]] = []
     done = asyncio.Event()

@@ -1,5 +1,6 @@
 """gateway.client_side.guard: the request's own task does the work, and a client that
-leaves cancels it, and nothing else; and the door's table for POSTs (no server)."""
+leaves (told by its `Departure`, the one way) cancels it, and nothing else; and the door's
+table for POSTs (no server)."""
 
 from __future__ import annotations
 
@@ -18,20 +19,6 @@ from llamad.listener.departure import Departure
 Message = dict[str, object]
 
 
-class Client:
-    """An ASGI `receive` whose disconnect comes when `leave()` is called."""
-
-    def __init__(self) -> None:
-        self.gone = asyncio.Event()
-
-    def leave(self) -> None:
-        self.gone.set()
-
-    async def receive(self) -> Message:
-        await self.gone.wait()
-        return {"type": "http.disconnect"}
-
-
 async def _settle() -> None:
     """A few turns of the loop: whatever was scheduled has run."""
     for _ in range(5):
@@ -39,13 +26,13 @@ async def _settle() -> None:
 
 
 async def test_work_runs_in_the_request_task_and_leaves_no_cancel_behind() -> None:
-    client, ran_in = Client(), []
+    leaving, ran_in = Departure(lambda: None), []
 
     async def work() -> None:
         ran_in.append(asyncio.current_task())
 
-    await guard(client.receive, work())
-    client.leave()  # after the work: nothing of this request is left to cancel
+    await guard(work(), leaving)
+    leaving.leave()  # after the work: nothing of this request is left to cancel
     await _settle()
     me = asyncio.current_task()
     assert me is not None
@@ -53,38 +40,14 @@ async def test_work_runs_in_the_request_task_and_leaves_no_cancel_behind() -> No
     assert me.cancelling() == 0
 
 
-async def test_a_client_that_leaves_cancels_the_work_and_guard_returns() -> None:
-    client, started, cancelled = Client(), asyncio.Event(), asyncio.Event()
-
-    async def work() -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()  # a load or a stream that would go on
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    async def leave_once_started() -> None:
-        await started.wait()
-        client.leave()
-
-    async with asyncio.timeout(10), asyncio.TaskGroup() as group:
-        group.create_task(leave_once_started())
-        await guard(client.receive, work())
-    assert cancelled.is_set()
-    me = asyncio.current_task()
-    assert me is not None
-    assert me.cancelling() == 0
-
-
 async def test_a_cancel_from_outside_still_cancels_the_task() -> None:
-    client, started = Client(), asyncio.Event()
+    started = asyncio.Event()
 
     async def work() -> None:
         started.set()
         await asyncio.Event().wait()
 
-    task = asyncio.ensure_future(guard(client.receive, work()))
+    task = asyncio.ensure_future(guard(work(), Departure(lambda: None)))
     async with asyncio.timeout(10):
         await started.wait()
     task.cancel()  # a shutdown, say: not the client leaving
@@ -92,11 +55,7 @@ async def test_a_cancel_from_outside_still_cancels_the_task() -> None:
         await task
 
 
-async def _never() -> Message:
-    raise AssertionError("with a Departure, nothing reads for the disconnect")
-
-
-async def test_a_departure_cancels_the_work_without_reading_and_resumes_reading() -> None:
+async def test_a_departure_cancels_the_work_and_resumes_reading() -> None:
     resumed: list[bool] = []
     leaving, started, cancelled = Departure(lambda: resumed.append(True)), asyncio.Event(), []
 
@@ -114,7 +73,7 @@ async def test_a_departure_cancels_the_work_without_reading_and_resumes_reading(
 
     async with asyncio.timeout(10), asyncio.TaskGroup() as group:
         group.create_task(leave_once_started())
-        await guard(_never, work(), leaving)
+        await guard(work(), leaving)
     assert cancelled == [True]
     assert resumed == [True]  # a paused reader is read again, as receive() would
     me = asyncio.current_task()
@@ -128,7 +87,7 @@ async def test_a_departure_after_the_work_cancels_nothing() -> None:
     async def work() -> None:
         pass
 
-    await guard(_never, work(), leaving)
+    await guard(work(), leaving)
     leaving.leave()
     await _settle()
     me = asyncio.current_task()
@@ -146,7 +105,7 @@ async def test_a_client_gone_before_the_work_starts_cancels_it_at_its_first_wait
         reached.append("never")
 
     async with asyncio.timeout(10):
-        await guard(_never, work(), leaving)
+        await guard(work(), leaving)
     assert reached == ["start"]
 
 

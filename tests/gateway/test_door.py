@@ -14,6 +14,7 @@ import pytest
 from door_helpers import ALICE, MAIN, App, ask, build
 
 from llamad.gateway.access.table import Body, Need, Route
+from llamad.listener.table import TRUST
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -269,3 +270,16 @@ async def test_page_actions_need_a_key_off_loopback(tmp_path: Path) -> None:
     assert "need a gateway key" in refused.error()
     assert (await ask(app.door, "GET", "/ui/api/status")).status == 200
     nothing_done(app)
+
+
+async def test_a_valid_key_vouches_for_its_connection_and_no_other_does(tmp_path: Path) -> None:
+    """N4: the listener learns which connections a key vouched for (`table.trust`), so a
+    stranger never closes them for room."""
+    app = build(tmp_path)
+    vouched: list[str] = []
+    hook = {TRUST: vouched.append}
+    assert (await ask(app.door, "GET", "/v1/models", key=ALICE, extra=hook)).status == 200
+    assert (await ask(app.door, "GET", "/v1/models", key="wrong", extra=hook)).status == 401
+    assert (await ask(app.door, "GET", "/v1/models", extra=hook)).status == 401
+    assert (await ask(app.door, "GET", "/health", extra=hook)).status == 200
+    assert vouched == ["alice"]

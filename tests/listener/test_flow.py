@@ -105,3 +105,26 @@ async def test_a_body_in_many_tiny_chunks_is_held_in_one_buffer() -> None:
         # 13, most of it the wire's 6 bytes per body byte, counted at both ends.
         (peak,) = peaks
         assert peak - base < 20 * size, f"{(peak - base) / size:.0f} bytes held per body byte"
+
+
+async def test_a_client_that_stops_reading_is_cut_after_the_send_timeout() -> None:
+    """N5: an answer's writes that make no progress for `send_timeout` abort the
+    connection, and the request sees its client gone (so its lease would be released)."""
+    chunk = b"x" * (64 * 1024)
+    told = asyncio.Event()
+
+    async def stream(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for _ in range(256):  # 16 MiB: past any socket buffer
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if (await receive())["type"] == "http.disconnect":
+            told.set()
+
+    limits = Limits(send_timeout=0.5)
+    async with served(lambda: limits) as s:
+        s.app.handlers["/big"] = stream
+        client = await s.connect(rcvbuf=16 * 1024)
+        await client.send(post("/big", b"x"))  # and never reads
+        async with asyncio.timeout(10):
+            await told.wait()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from llamad.listener.limits import Limits
-from llamad.listener.table import ConnTable
+from llamad.listener.table import LOOPBACK, ConnTable, share_key
 
 
 @dataclass(eq=False)
@@ -13,6 +13,8 @@ class Conn:
     key: str | None
     idle_since: float | None = 0.0
     evicted: bool = field(default=False)
+    trusted: bool = False
+    surplus: bool = False
 
     def evict(self) -> None:
         self.evicted = True
@@ -71,3 +73,51 @@ def test_unix_socket_peers_have_no_share_and_closed_ones_leave() -> None:
     t.remove(conns[0])
     t.remove(conns[0])  # twice is harmless
     assert t.admit(Conn(None), Limits(), False)
+
+
+def test_every_loopback_address_is_one_share() -> None:
+    hosts = ("127.0.0.1", "127.0.0.2", "127.9.9.9", "::1", "::ffff:127.0.0.5")
+    keys = {share_key(h) for h in hosts}
+    assert keys == {LOOPBACK}
+    assert share_key("10.0.0.1") == "10.0.0.1"
+    assert share_key(None) is None
+
+
+def test_a_vouched_connection_is_never_closed_for_room() -> None:
+    t, _ = table(4)  # a share of 1
+    vouched = Conn("10.0.0.1", 1.0)
+    assert t.admit(vouched, Limits(), False)
+    t.vouch(vouched, "alice", Limits())
+    assert vouched.trusted
+    assert vouched.key == "key:alice"
+    strangers = [Conn(f"10.0.0.{n}", 2.0) for n in range(2, 5)]
+    assert all(t.admit(c, Limits(), False) for c in strangers)
+    assert t.admit(Conn("10.0.0.9", 3.0), Limits(), False)  # the cap: a stranger goes
+    assert not vouched.evicted
+    assert strangers[0].evicted
+
+
+def test_a_key_past_its_share_vouches_for_no_more() -> None:
+    t, _ = table(4)  # a share of 1
+    first, second = Conn("10.0.0.1", None), Conn("10.0.0.2", None)
+    assert t.admit(first, Limits(), False)
+    assert t.admit(second, Limits(), False)
+    t.vouch(first, "alice", Limits())
+    t.vouch(second, "alice", Limits())  # the first is busy: the second stays a stranger
+    assert first.trusted
+    assert not second.trusted
+    assert second.key == "10.0.0.2"
+
+
+def test_a_keys_surplus_goes_for_room_even_while_serving() -> None:
+    t, said = table(4)  # a share of 1
+    mine, extra = Conn(LOOPBACK, None), Conn(LOOPBACK, None)
+    assert t.admit(mine, Limits(), False)
+    t.vouch(mine, "limited", Limits())
+    assert t.admit(extra, Limits(), False)
+    t.vouch(extra, "limited", Limits())  # past the key's share: a stranger's, and surplus
+    assert extra.surplus
+    assert t.admit(Conn(LOOPBACK, None), Limits(), False)  # a newcomer takes its place
+    assert extra.evicted
+    assert not mine.evicted
+    assert said == [("share_evicted_surplus", LOOPBACK)]

@@ -27,18 +27,13 @@ async def read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-async def until_disconnect(receive: Receive) -> None:
-    """Return when the client has gone (the body has been read already)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-async def guard(receive: Receive, work: Awaitable[None], leaving: Departure | None = None) -> None:
+async def guard(work: Awaitable[None], leaving: Departure | None) -> None:
     """Run `work` in this task; cancel it the moment the client disconnects.
 
-    `leaving` (the listener's `Departure`) tells of the disconnect; without one, a
-    watcher task reads for it. Either cancels this task only while `work` runs: the
-    request's own task does the work."""
+    `leaving` (the listener's `Departure`, `departure(scope)`) is the one way to learn
+    it: no task waits in `receive()`. It cancels this task only while `work` runs: the
+    request's own task does the work. None (an app served by no listener of ours, as in
+    a test): `work` runs to its end."""
     task = asyncio.current_task()
     assert task is not None
     left = over = False
@@ -50,17 +45,8 @@ async def guard(receive: Receive, work: Awaitable[None], leaving: Departure | No
         left = True
         task.cancel()
 
-    def read_out(watcher: asyncio.Future[None]) -> None:
-        if not watcher.cancelled():
-            watcher.exception()  # a failed read: gone all the same
-            gone()
-
-    watcher: asyncio.Future[None] | None = None
     if leaving is not None:
         leaving.watch(gone)
-    else:
-        watcher = asyncio.ensure_future(until_disconnect(receive))
-        watcher.add_done_callback(read_out)
     try:
         await work
     except asyncio.CancelledError:
@@ -71,7 +57,5 @@ async def guard(receive: Receive, work: Awaitable[None], leaving: Departure | No
             task.uncancel()  # `work` ended on its own after all
     finally:
         over = True
-        if watcher is not None:
-            watcher.cancel()
         if leaving is not None:
             leaving.unwatch(gone)

@@ -32,6 +32,7 @@ from llamad.gateway.access.table import Body, Need, Route, Table
 from llamad.gateway.books.activity import CURRENT, Tally, begin, now
 from llamad.gateway.contract.caller import ANYONE, Caller
 from llamad.listener.limits import Refused
+from llamad.listener.table import trust
 
 _SCOPED = (Need.MODEL, Need.ACTION)
 _NOT_FOUND = {404: ("not_found", "Not Found"), 405: ("method_not_allowed", "Method Not Allowed")}
@@ -151,6 +152,8 @@ class Door:
             self.guard.failed(scope, bool(secret))
             message = "a valid API key is required (Bearer or x-api-key)"
             raise Refusal(401, "invalid_api_key", message)
+        if caller.name is not None:  # the listener never closes its connection for a stranger
+            trust(scope, caller.name)
         return caller
 
     def _let_in(

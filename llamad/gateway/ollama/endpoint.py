@@ -71,7 +71,7 @@ class Endpoint:
         try:
             async with AsyncExitStack() as leases:
                 answer = self._answer(call, leases, keep)
-                await guard(call.receive, answer, departure(call.scope))
+                await guard(answer, departure(call.scope))
         finally:
             if call.tally is not None and self.books is not None:
                 self.books.close(call.tally, call.model, "")

@@ -13,6 +13,7 @@ from starlette.types import Message, Send
 from llamad.gateway.access.call import Call
 from llamad.gateway.contract.caller import ANYONE
 from llamad.gateway.ollama.endpoint import Endpoint
+from llamad.listener.departure import DEPARTURE, Departure
 
 pytestmark = pytest.mark.timeout(10)
 SCOPE = {"type": "http", "method": "POST", "path": "/api/chat", "headers": [], "query_string": b""}
@@ -24,7 +25,7 @@ def call_of(after: asyncio.Future[Message], send: Send) -> Call:
     async def receive() -> Message:
         return await after
 
-    return Call(SCOPE, receive, send, ANYONE, body=b"{}", doc={})
+    return Call(dict(SCOPE), receive, send, ANYONE, body=b"{}", doc={})
 
 
 async def test_a_stream_whose_start_cannot_be_written_still_releases_its_lease() -> None:
@@ -58,15 +59,18 @@ async def test_a_client_that_leaves_while_its_model_loads_cancels_the_wait() -> 
         await asyncio.Future()  # a load that never ends
         raise AssertionError("unreachable")
 
-    gone: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+    never: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
     sent: list[Message] = []
 
     async def send(message: Message) -> None:
         sent.append(message)
 
-    served = asyncio.ensure_future(Endpoint(handler)(call_of(gone, send)))
+    leaving = Departure(lambda: None)
+    call = call_of(never, send)
+    call.scope[DEPARTURE] = leaving
+    served = asyncio.ensure_future(Endpoint(handler)(call))
     await waiting.wait()
-    gone.set_result({"type": "http.disconnect"})
+    leaving.leave()
     await served
     assert released == ["queue place"]
     assert sent == []
