@@ -92,17 +92,19 @@ class Reader:
     def feed(self, data: bytes) -> None:
         """Read `data`; raises a `Refusal` (a limit), `Invalid` or `Upgraded`."""
         self._framing.fed(len(data))
-        self._refused = None
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
-            if self._refused is not None:
-                raise self._refused from None
-            raise Invalid from exc  # a target that is not one (a CONNECT's, a non-ASCII path)
+            if self._refused is None:
+                raise Invalid from exc  # a target that is not one (a CONNECT's, a non-ASCII path)
         except httptools.HttpParserUpgrade:
             raise Upgraded from None
         except httptools.HttpParserError as exc:
             raise Invalid from exc
+        if self._refused is not None:
+            # Raised here, outside the handler, and bare: a refusal that kept its callback's
+            # frames (and the buffer fed) in a cycle would hold them until a full collection.
+            raise self._taken()
         if self._framing.over:
             # Past the limit before llhttp has called back: a header or trailer line it
             # still gathers, or a chunk's extension.
@@ -186,6 +188,12 @@ class Reader:
         finds it here."""
         self._refused = why
         raise why
+
+    def _taken(self) -> Refusal:
+        why, self._refused = self._refused, None
+        assert why is not None
+        why.__traceback__ = why.__context__ = None
+        return why
 
 
 def _target(url: bytes) -> tuple[str, bytes, bytes, bytes | None]:
