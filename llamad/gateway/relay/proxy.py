@@ -41,8 +41,10 @@ _DROP_DOWN = {
     b"access-control-allow-headers", b"access-control-allow-methods",
     b"access-control-expose-headers", b"access-control-max-age",
 }  # fmt: skip
-# What a path may hold as it is: the rest is percent-encoded for the request line.
-_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
+# What a path may hold as it is: the rest is percent-encoded for the request line. Not
+# `%`: the path is the one the door decided on, already decoded once, and upstream
+# decodes it again; `%2573lots` must reach llama-server as `%73lots`, never `slots`.
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 
 class Bad(GatewayError):
