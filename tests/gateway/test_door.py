@@ -26,6 +26,9 @@ OUTSIDE = "b"
 BODY = {"model": OUTSIDE, "messages": [], "prompt": "", "keep_alive": 0, "input": "x"}
 
 
+_OURS = b"http://127.0.0.1:8080"  # the gateway's own origin: the page's
+
+
 def methods(route: Route) -> list[str]:
     """Every method `route` takes (for a route of any method, the usual ones)."""
     listed = list(route.methods or ("GET", "POST", "PUT", "DELETE"))
@@ -79,8 +82,18 @@ def test_the_open_routes_are_the_probes_and_the_pages_files(tmp_path: Path) -> N
         ([(b"host", b"evil.test:8080"), (b"host", b"127.0.0.1:8080")], "Host is not served"),
         ([(b"host", b"127.0.0.1:8080"), (b"host", b"127.0.0.1:8080")], "Host is not served"),
         ([(b"origin", b"http://evil.test")], "origin is not allowed"),
+        # A browser sends one Origin: two are a forger's, whichever the CORS check took.
+        ([(b"origin", b"http://evil.test"), (b"origin", _OURS)], "one Origin"),
+        ([(b"origin", _OURS), (b"origin", _OURS)], "one Origin"),
     ],
-    ids=["foreign host", "two hosts, the first foreign", "two hosts, both ours", "origin"],
+    ids=[
+        "foreign host",
+        "two hosts, the first foreign",
+        "two hosts, both ours",
+        "origin",
+        "two origins, the last ours",
+        "two origins, both ours",
+    ],
 )
 async def test_a_foreign_host_or_origin_is_refused_on_every_route(
     tmp_path: Path, headers: list[tuple[bytes, bytes]], why: str
@@ -158,6 +171,20 @@ async def test_every_json_route_refuses_a_body_that_is_not_utf8(tmp_path: Path) 
             answer = await ask(app.door, method, route.path, body, key=MAIN)
             assert answer.status == 400, (route.path, answer.body)
             assert "not UTF-8 JSON" in answer.error(), route.path
+    nothing_done(app)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+async def test_every_json_route_refuses_nan_and_infinity(tmp_path: Path, constant: str) -> None:
+    """Python's parser takes them, JSON and llama-server do not (its 500): a 400 in the
+    family's shape, at the door."""
+    app = build(tmp_path)
+    body = f'{{"model": "a", "messages": [], "prompt": "hi", "temperature": {constant}}}'
+    for route in (r for r in app.door.table.routes if r.body is Body.JSON):
+        for method in methods(route):
+            answer = await ask(app.door, method, route.path, body.encode(), key=MAIN)
+            assert answer.status == 400, (route.path, answer.body)
+            assert f"{constant} is no JSON value" in answer.error(), route.path
     nothing_done(app)
 
 

@@ -1,6 +1,6 @@
 """The door: every request to the gateway passes here, and only here is it decided.
 
-In order: the `Host` (one, naming this listener) and the `Origin` (the CORS answers),
+In order: the `Host` (one, naming this listener) and the `Origin` (one; the CORS answers),
 the route (`table.py`), the caller (its key, wrong keys counted per address by
 `KeyGuard`), what that caller may do (`Need`, `scope.py`), the body (read whole for the
 routes that take one: UTF-8 JSON, the model it names, that model's body limit), and the
@@ -73,18 +73,23 @@ class Door:
     async def _decide(self, scope: Scope, receive: Receive, send: Send, began: float) -> None:
         cfg, policy, keys = self.rules()
         host = origin = auth = api_key = None
-        hosts = 0
+        hosts = origins = 0
         for name, value in scope["headers"]:
             if name == b"host":
                 host, hosts = value, hosts + 1
             elif name == b"origin":
-                origin = value
+                origin, origins = value, origins + 1
             elif name == b"authorization":
                 auth = value
             elif name == b"x-api-key":
                 api_key = value
         if hosts > 1 or (host is not None and not policy.host_ok(host, scope.get("server"))):
             raise self._counted(scope, "host_not_allowed", "this Host is not served here")
+        if origins > 1:
+            # A browser sends one: two are forged, and whichever one the check took, the
+            # other might be the one a CORS answer or a log believes. 403 like two Hosts.
+            message = "a request has one Origin; this has two"
+            raise self._counted(scope, "origin_not_allowed", message)
         if origin is not None:
             if not policy.origin_ok(origin, host):
                 message = "this origin is not allowed; see allowed_origins"
