@@ -12,8 +12,13 @@ from typing import Any
 
 import pytest
 from door_helpers import ALICE, MAIN, App, ask, build
+from starlette.responses import Response
 
-from llamad.gateway.access.table import Body, Need, Route
+from llamad.gateway.access.call import Call, responds
+from llamad.gateway.access.door import Door
+from llamad.gateway.access.limits import GatewayLimits
+from llamad.gateway.access.table import Body, Need, Route, Table
+from llamad.gateway.books.activity import Tally
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -298,3 +303,42 @@ async def test_page_actions_need_a_key_off_loopback(tmp_path: Path) -> None:
     assert "need a gateway key" in refused.error()
     assert (await ask(app.door, "GET", "/ui/api/status")).status == 200
     nothing_done(app)
+
+
+class _Seen:
+    """A route's books that keep each call the door let in."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+
+    async def handler(self, call: Call) -> Response:
+        self.calls.append(call)
+        return Response()
+
+    def close(self, tally: Tally, model: str, label: str) -> None:
+        pass
+
+
+async def test_the_hop_and_the_record_are_the_doors_decision(tmp_path: Path) -> None:
+    """The gateway that relayed a request here, its affinity opt-out and its record are
+    fields of the door's `Call`, passed to the lease: none travels beside it."""
+    app, seen = build(tmp_path), _Seen()
+    route = Route("/x", ("POST",), Need.MODEL, responds(seen.handler), Body.JSON, "body", seen)
+    gw = app.gateway
+    door = Door(Table([route]), gw, gw.settings, GatewayLimits(gw.settings, lambda: {}))
+    hop = [(b"x-llamad-hop", b"frontid"), (b"x-llamad-affinity", b"off")]
+    assert (await ask(door, "POST", "/x", {"model": "a"}, hop, key=MAIN)).status == 200
+    assert (await ask(door, "POST", "/x", {"model": "a"}, key=MAIN)).status == 200
+    relayed, plain = seen.calls
+    assert (relayed.relayed, relayed.affinity) == ("frontid", False)
+    assert (plain.relayed, plain.affinity) == (None, True)
+    assert relayed.tally is not None
+    assert relayed.tally is not plain.tally
+
+
+def test_no_request_state_travels_in_a_context_variable() -> None:
+    """The request's record and hop were context variables, read deep in the lease, so
+    "never relay twice" was decided after the door: they are arguments now."""
+    package = Path(__file__).parents[2] / "llamad" / "gateway"
+    holding = [p for p in package.rglob("*.py") if "ContextVar" in p.read_text()]
+    assert holding == []

@@ -21,6 +21,7 @@ from llamad.gateway.access import cors
 from llamad.gateway.access.body import decide
 from llamad.gateway.access.call import Call
 from llamad.gateway.access.client_side import ClientGone, read_body
+from llamad.gateway.access.hop import AFFINITY, HOP, affinity_on, relayed_by
 from llamad.gateway.access.keyguard import KeyGuard
 from llamad.gateway.access.keys import Keys, given
 from llamad.gateway.access.limits import GatewayLimits
@@ -28,7 +29,7 @@ from llamad.gateway.access.origin import Policy
 from llamad.gateway.access.refusal import Refusal
 from llamad.gateway.access.scope import Models, may_use, not_for_scoped, unknown
 from llamad.gateway.access.table import Body, Need, Route, Table
-from llamad.gateway.books.activity import CURRENT, Tally, begin, now
+from llamad.gateway.books.activity import Tally, begin, now
 from llamad.gateway.contract.caller import ANYONE, Caller
 from llamad.listener.limits import Refused
 
@@ -72,7 +73,7 @@ class Door:
 
     async def _decide(self, scope: Scope, receive: Receive, send: Send, began: float) -> None:
         cfg, policy, keys = self.rules()
-        host = origin = auth = api_key = None
+        host = origin = auth = api_key = hop = affinity = None
         hosts = origins = 0
         for name, value in scope["headers"]:
             if name == b"host":
@@ -83,6 +84,10 @@ class Door:
                 auth = value
             elif name == b"x-api-key":
                 api_key = value
+            elif name == HOP:
+                hop = value
+            elif name == AFFINITY:
+                affinity = value
         if hosts > 1 or (host is not None and not policy.host_ok(host, scope.get("server"))):
             raise self._counted(scope, "host_not_allowed", "this Host is not served here")
         if origins > 1:
@@ -99,7 +104,8 @@ class Door:
                 return
             send = cors.with_cors(send, origin)
         try:
-            await self._route(scope, receive, send, began, cfg, keys, given(api_key, auth))
+            secret = given(api_key, auth)
+            await self._route(scope, receive, send, began, cfg, keys, secret, hop, affinity)
         except Refusal as exc:
             if exc.code == "body_too_large":
                 self._count(scope, exc.code)
@@ -114,6 +120,8 @@ class Door:
         cfg: GatewayConfig,
         keys: Keys,
         secret: bytes,
+        hop: bytes | None,
+        affinity: bytes | None,
     ) -> None:
         found = self.table.find(scope["method"], scope["path"])
         need = Need.KEY if isinstance(found, int) else found[0].need
@@ -132,21 +140,21 @@ class Door:
             except ClientGone:
                 return  # nobody to answer
         if route.books is None:
-            call = self._let_in(route, scope, receive, send, caller, params, body)
+            call = self._let_in(
+                route, scope, receive, send, caller, params, body, None, hop, affinity
+            )
             await route.handler(call)
             return
-        tally = begin(scope, began, caller.name)
-        token = CURRENT.set(tally)  # the lease and the relay fill it in as they go
+        tally = begin(scope, began, caller.name)  # the lease and the relay fill it in
         try:
-            try:
-                call = self._let_in(route, scope, receive, send, caller, params, body, tally)
-            except Refusal as exc:
-                tally.status, tally.model = exc.status, exc.model
-                route.books.close(tally, exc.model, "")
-                raise
-            await route.handler(call)
-        finally:
-            CURRENT.reset(token)
+            call = self._let_in(
+                route, scope, receive, send, caller, params, body, tally, hop, affinity
+            )
+        except Refusal as exc:
+            tally.status, tally.model = exc.status, exc.model
+            route.books.close(tally, exc.model, "")
+            raise
+        await route.handler(call)
 
     def _caller(self, scope: Scope, keys: Keys, secret: bytes) -> Caller:
         if (wait := self.guard.blocked(scope)) is not None:
@@ -167,10 +175,12 @@ class Door:
         caller: Caller,
         params: dict[str, str],
         body: bytes,
-        tally: Tally | None = None,
+        tally: Tally | None,
+        hop: bytes | None,
+        affinity: bytes | None,
     ) -> Call:
         """The call, once its body and the model it names are read and its caller may
-        use that model."""
+        use that model; `hop` and `affinity` are its headers for the balancer (`hop.py`)."""
         doc, model = None, ""
         if route.body is not Body.NONE or route.model is not None:
             doc, model = decide(route, scope, params, body, self.limits)
@@ -178,7 +188,10 @@ class Door:
             path = scope["path"]
             if not may_use(self.models, caller, model):
                 raise unknown(self.models, caller, model, path)
-        return Call(scope, receive, send, caller, params, body, doc, model, tally)
+        return Call(
+            scope, receive, send, caller, params, body, doc, model, tally,
+            affinity_on(affinity), relayed_by(hop),
+        )  # fmt: skip
 
     def _no_route(self, status: int, path: str) -> Refusal:
         code, message = _NOT_FOUND[status]
