@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from door_helpers import ALICE, MAIN, App, ask, build
 from starlette.responses import Response
+from supervisor_double import until
 
+from llamad.common.long_streams import LONG_STREAMS_PER_KEY
 from llamad.gateway.access.call import Call, responds
 from llamad.gateway.access.door import Door
 from llamad.gateway.access.limits import GatewayLimits
@@ -342,3 +344,32 @@ def test_no_request_state_travels_in_a_context_variable() -> None:
     package = Path(__file__).parents[2] / "llamad" / "gateway"
     holding = [p for p in package.rglob("*.py") if "ContextVar" in p.read_text()]
     assert holding == []
+
+
+# The routes whose answer stays open as long as the client likes.
+LONG = {"/v1/events"}
+
+
+async def test_a_limited_key_holds_a_bounded_number_of_long_streams(tmp_path: Path) -> None:
+    """Every long-lived stream of the table counts against one cap per limited key: at
+    the cap the next one is a 429 in the family's shape; a key with every right is the
+    operator's and is not held to it; a stream that ends gives its place back."""
+    app = build(tmp_path)
+    long = [r for r in app.door.table.routes if r.long]
+    assert {r.path for r in long} == LONG
+    for route in long:
+        held = [
+            asyncio.create_task(ask(app.door, "GET", route.path, key=ALICE, timeout=30))
+            for _ in range(LONG_STREAMS_PER_KEY)
+        ]
+        await until(lambda: app.door.streams.held["alice"] == LONG_STREAMS_PER_KEY, "held")
+        refused = await ask(app.door, "GET", route.path, key=ALICE)
+        assert refused.status == 429, route.path
+        assert refused.json()["error"]["code"] == "too_many_streams"
+        mine = asyncio.create_task(ask(app.door, "GET", route.path, key=MAIN, timeout=30))
+        await until(lambda: app.door.streams.held["alice"] == LONG_STREAMS_PER_KEY, "still held")
+        app.stop.set()  # every stream ends
+        answers = await asyncio.gather(*held, mine)
+        assert {a.status for a in answers} == {200}
+        assert not app.door.streams.held
+        app.stop.clear()

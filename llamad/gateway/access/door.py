@@ -16,6 +16,7 @@ from collections.abc import Callable
 from starlette.types import Receive, Scope, Send
 
 from llamad.common.hosts import client_key, is_loopback
+from llamad.common.long_streams import LongStreams, refused
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.access import cors
 from llamad.gateway.access.body import decide
@@ -49,9 +50,11 @@ class Door:
         guard: KeyGuard | None = None,
         refused: Refused | None = None,
         hostname: Callable[[], str] = socket.gethostname,
+        streams: LongStreams | None = None,
     ) -> None:
         self.table, self.models, self.settings, self.limits = table, models, settings, limits
         self.guard, self.refused, self.hostname = guard or KeyGuard(), refused, hostname
+        self.streams = streams or LongStreams()
         self._rules: tuple[GatewayConfig, Policy, Keys] | None = None
 
     def rules(self) -> tuple[GatewayConfig, Policy, Keys]:
@@ -143,7 +146,10 @@ class Door:
             call = self._let_in(
                 route, scope, receive, send, caller, params, body, None, hop, affinity
             )
-            await route.handler(call)
+            if route.long and caller.scoped:
+                await self._long(route, call)
+            else:
+                await route.handler(call)
             return
         tally = begin(scope, began, caller.name)  # the lease and the relay fill it in
         try:
@@ -155,6 +161,16 @@ class Door:
             route.books.close(tally, exc.model, "")
             raise
         await route.handler(call)
+
+    async def _long(self, route: Route, call: Call) -> None:
+        """A long-lived stream for a limited key: one of its `LongStreams` while it runs."""
+        key = call.caller.name or ""  # scoped: a named key
+        if not self.streams.take(key):
+            raise Refusal(429, "too_many_streams", refused(self.streams.limit))
+        try:
+            await route.handler(call)
+        finally:
+            self.streams.give(key)
 
     def _caller(self, scope: Scope, keys: Keys, secret: bytes) -> Caller:
         if (wait := self.guard.blocked(scope)) is not None:
