@@ -225,3 +225,8 @@ def test_no_spelling_of_a_slot_change_passes_a_limited_key(
             assert status in (400, 403, 404), (target, status, text)
             assert "id_slot" not in text, (target, text)
         assert not list(gw.dir.rglob("mine.bin"))
+        # Even a key with every right reaches llama-server at the path the door saw: not
+        # its slot route, which that path only names once decoded a second time.
+        main = {"Authorization": "Bearer main-secret-0123456789"}
+        status, text = _raw_post(gw.base, "/upstream/a/%2573lots/0?action=erase", main)
+        assert status == 404, text
