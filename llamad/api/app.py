@@ -19,9 +19,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from llamad.api.auth import ROLE
 from llamad.api.errors import ControlError, error_response
 from llamad.api.logstream import LogStream, tail_offset
 from llamad.api.uds import SocketInUse, serve_unix
+from llamad.common.long_streams import LongStreams
 
 __all__ = ["Controller", "SocketInUse", "create_app", "serve_unix", "tail_offset"]
 
@@ -93,7 +95,8 @@ def create_app(
     extra_routes: Sequence[tuple[str, Endpoint, list[str]]] = (),
 ) -> Starlette:
     """The control API over `controller` and `extra_routes` (the library's); log followers
-    end when `shutdown` is set."""
+    end when `shutdown` is set, and the read token holds at most `LONG_STREAMS_PER_KEY`."""
+    streams = LongStreams()
 
     async def status(request: Request) -> Response:
         return JSONResponse(controller.status())
@@ -119,7 +122,9 @@ def create_app(
             raise ControlError(f"lines must be a whole number from 0 to {MAX_LINES}, not {raw!r}")
         follow = request.query_params.get("follow", "0").lower() in ("1", "true", "yes")
         path = controller.log_file(request.path_params["name"])
-        return LogStream(path, int(raw), follow, shutdown)
+        # Only a follow is long-lived; the admin token and the socket are the operator's.
+        held = streams if follow and request.scope.get(ROLE) == "read" else None
+        return LogStream(path, int(raw), follow, shutdown, held)
 
     async def metrics(request: Request) -> Response:
         body = await controller.metrics()

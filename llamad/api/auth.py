@@ -23,6 +23,9 @@ __all__ = ["BearerAuth", "RateLimiter"]
 log = structlog.get_logger("llamad.remote")
 
 READ_METHODS = frozenset({"GET", "HEAD"})
+# The scope key the app reads the caller's role from ("admin" or "read"; absent on the
+# Unix socket): the read token is a limited key (`common/long_streams.py`).
+ROLE = "llamad.role"
 
 
 class BearerAuth:
@@ -84,4 +87,4 @@ class BearerAuth:
         if role == "read" and scope["method"] not in READ_METHODS:
             await error_response(403, "forbidden", "forbidden")(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        await self.app({**scope, ROLE: role}, receive, send)

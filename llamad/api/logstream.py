@@ -16,9 +16,11 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from llamad.api.errors import error_response
+from llamad.common.long_streams import LongStreams, refused
 from llamad.listener.departure import departure
 
 POLL_S = 0.2
+_READ = "read"  # the control API's one limited key: its read token
 _CHUNK = 64 * 1024
 
 
@@ -54,13 +56,32 @@ class LogStream(Response):
     """
 
     def __init__(
-        self, path: Path, lines: int, follow: bool, shutdown: asyncio.Event | None
+        self,
+        path: Path,
+        lines: int,
+        follow: bool,
+        shutdown: asyncio.Event | None,
+        streams: LongStreams | None = None,
     ) -> None:
         super().__init__(media_type="text/plain; charset=utf-8")
         self.path, self.lines, self.follow, self.shutdown = path, lines, follow, shutdown
+        self.streams = streams  # a limited key's follow: one of its long-lived streams
         del self.headers["content-length"]  # streamed: chunked transfer encoding
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.streams is None:
+            await self._serve(scope, receive, send)
+            return
+        if not self.streams.take(_READ):
+            message = refused(self.streams.limit)
+            await error_response(429, "too_many_streams", message)(scope, receive, send)
+            return
+        try:
+            await self._serve(scope, receive, send)
+        finally:
+            self.streams.give(_READ)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         stop = asyncio.Event()
 
         async def until_shutdown() -> None:

@@ -29,7 +29,6 @@ from llamad.gateway.relay.naming import renamer
 from llamad.gateway.relay.proxy import Relay
 from llamad.gateway.relay.resend import answered
 from llamad.gateway.relay.upstream_pool import Pool
-from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.gateway.routed import BODY_ROUTED, Books, outgoing, send_error
 from llamad.gateway.shaping import runner
 from llamad.gateway.shaping.plan import shape_of
@@ -64,11 +63,10 @@ class Proxied:
             nonlocal model, label
             try:
                 asked, doc = model, call.doc
-                HINTS.set(hints_of(scope["headers"], doc))  # this task's own context
                 if isinstance(doc, dict) and doc.get("stream") is True:
                     keep.arm(lambda: sse_beat(scope["path"]))
                 shape = shape_of(path, doc) if self.by == "body" else None
-                async with self.gateway.lease(model) as upstream:
+                async with self.gateway.lease(model, asking=call) as upstream:
                     await keep.stop()
                     out = keep.out
                     model = label = upstream.name

@@ -36,7 +36,7 @@ from llamad.gateway.books.slot_growth import Grown, SlotGrowth
 from llamad.gateway.catalog import Views
 from llamad.gateway.choosers import Choosers
 from llamad.gateway.contract.caller import Caller
-from llamad.gateway.contract.port import GatewayError, ModelView, UnknownModel, Upstream
+from llamad.gateway.contract.port import Asking, GatewayError, ModelView, UnknownModel, Upstream
 from llamad.gateway.fleet.models import FleetModels
 from llamad.gateway.leasing import Leases
 from llamad.gateway.lookup import Lookup
@@ -181,11 +181,11 @@ class Gateway:
         return self.lookup.instances(name)
 
     def lease(
-        self, name: str, *, keep_alive: float | None = None
+        self, name: str, *, keep_alive: float | None = None, asking: Asking | None = None
     ) -> AbstractAsyncContextManager[Upstream]:
         """Load `name` if needed and count it in flight while the context is open
         (`Leases.lease`)."""
-        return self.leases.lease(name, keep_alive=keep_alive)
+        return self.leases.lease(name, keep_alive=keep_alive, asking=asking)
 
     async def restarted(self, upstream: Upstream) -> Upstream | None:
         """Where to send a request again whose process failed before answering

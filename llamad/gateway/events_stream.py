@@ -71,5 +71,5 @@ def activity_routes(gateway: Gateway, stop: asyncio.Event) -> list[Route]:
 
     return [
         Route("/v1/activity", ("GET",), Need.KEY, responds(activity)),
-        Route("/v1/events", ("GET",), Need.KEY, Events(gateway.bus, stop)),
+        Route("/v1/events", ("GET",), Need.KEY, Events(gateway.bus, stop), long=True),
     ]

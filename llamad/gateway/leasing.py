@@ -18,13 +18,12 @@ import structlog
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.admission.crashes import Crashes
 from llamad.gateway.admission.scheduler import Scheduler
-from llamad.gateway.books.activity import current as current_tally
-from llamad.gateway.contract.port import Upstream
+from llamad.gateway.contract.port import Asking, Upstream
 from llamad.gateway.lookup import Lookup
 from llamad.gateway.relay.upstreams import Upstreams
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.gateway.replicas.fleet_lease import FleetLease
-from llamad.gateway.replicas.hints import current as current_hints
+from llamad.gateway.replicas.hints import hints_of
 from llamad.gateway.replicas.lease import ReplicaLeases
 from llamad.lifecycle.states import State
 
@@ -50,27 +49,30 @@ class Leases:
         self.upstreams, self.balancer, self.settings = upstreams, balancer, settings
 
     @asynccontextmanager
-    async def lease(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[Upstream]:
+    async def lease(
+        self, name: str, *, keep_alive: float | None = None, asking: Asking | None = None
+    ) -> AsyncIterator[Upstream]:
         """Load `name` if needed and count it in flight while the context is open; a
-        model only a `[fleet]` peer serves goes to that peer's gateway."""
+        model only a `[fleet]` peer serves goes to that peer's gateway, unless `asking`
+        (the door's decision) came relayed by one."""
         name = self.lookup.meant(name)
-        tally = current_tally()
+        tally = None if asking is None else asking.tally
         if tally is not None:
             tally.model = name
         name = self.lookup.choosers.resolve(name)  # a name that chooses: its choice now
         facts = self.router.find(name)
-        hints = current_hints()
+        hints = hints_of(asking)
         if self.replicas.several(name, peers=not hints.relayed):
             name = self.router.spelling(name)  # `Q` for `q`: one queue and balance per model
             if not self.settings().affinity:
                 hints = replace(hints, affinity=False)
-            async with self.replicas.lease(name, hints, keep_alive) as upstream:
+            async with self.replicas.lease(name, hints, keep_alive, tally) as upstream:
                 yield upstream
             return
         if facts is None and hints.relayed:  # never relayed twice: no loops
             raise self.remote.unknown(name, self.router.names())
         if facts is None:
-            async with self.remote.lease(name) as upstream:
+            async with self.remote.lease(name, tally) as upstream:
                 yield upstream
             return
         serving, t0 = facts.state is State.RUNNING, time.perf_counter()

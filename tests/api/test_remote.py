@@ -16,10 +16,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import free_port, write_config
+from helpers import free_port, wait_for, write_config
 from remote_helpers import (
     ADMIN,
     READ,
+    StubController,
+    TcpStub,
     fleet_config,
     llamactl,
     remote_daemon,
@@ -31,6 +33,7 @@ from remote_helpers import write_token as token_file
 from llamad.api.auth import RateLimiter
 from llamad.client.http import Client, Unreachable
 from llamad.client.transport import LOCAL_NETWORK_HINT, describe_failure
+from llamad.common.long_streams import LONG_STREAMS_PER_KEY
 
 UNAUTHORIZED = {"error": {"code": "unauthorized", "message": "unauthorized"}}
 
@@ -251,3 +254,43 @@ def test_garbage_on_the_tcp_port_logs_one_line(base: Path, tiny_model: Path) -> 
         assert daemon.stop() == 0
     noise = [e for e in daemon.events() if "Invalid HTTP request" in str(e.get("message"))]
     assert len(noise) == 1, noise
+
+
+class _Logged(StubController):
+    """The stub, with a log file for `stub`."""
+
+    def __init__(self, log: Path) -> None:
+        super().__init__("1", "b1")
+        self.log = log
+
+    def log_file(self, name: str) -> Path:
+        return self.log
+
+
+@pytest.mark.timeout(60)
+def test_the_read_token_holds_a_bounded_number_of_log_follows(base: Path) -> None:
+    """`llamactl logs -f` with the read token (a limited key): at most
+    LONG_STREAMS_PER_KEY at once, the next a 429; the admin token is the operator's."""
+    log = base / "stub.log"
+    log.write_text("a line\n")
+    stub = TcpStub(_Logged(log))
+    url = f"{stub.url}/v1/instances/stub/logs?follow=1"
+    with contextlib.ExitStack() as held:
+        client = held.enter_context(httpx.Client(timeout=10))
+        for _ in range(LONG_STREAMS_PER_KEY):
+            follow = held.enter_context(client.stream("GET", url, headers=bearer(READ)))
+            assert follow.status_code == 200
+        refused = client.get(url, headers=bearer(READ))
+        assert refused.status_code == 429
+        assert refused.json()["error"]["code"] == "too_many_streams"
+        once = client.get(f"{stub.url}/v1/instances/stub/logs", headers=bearer(READ))
+        assert once.status_code == 200  # a tail that ends is no long-lived stream
+        with client.stream("GET", url, headers=bearer(ADMIN)) as mine:
+            assert mine.status_code == 200
+
+    def follows() -> bool:
+        with httpx.Client(timeout=10) as again, again.stream("GET", url, headers=bearer(READ)) as f:
+            return f.status_code == 200
+
+    wait_for(follows, 10, "the ended follows giving their places back")
+    stub.stop()

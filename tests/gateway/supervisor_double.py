@@ -15,6 +15,7 @@ from typing import Any
 
 from llamad.backends.spec import InstanceSpec
 from llamad.config.gateway_table import GatewayConfig
+from llamad.gateway.books.activity import Tally
 from llamad.gateway.core import Gateway
 from llamad.lifecycle.states import Start, State, Stop
 from llamad.supervise.facts import Facts
@@ -28,6 +29,17 @@ def spec(name: str, *, on_demand: bool = True, idle_timeout: float = 600.0) -> I
         name=name, host="127.0.0.1", port=9, model=None, settings=(), args=(), env=(),
         on_demand=on_demand, idle_timeout=idle_timeout,
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A request as the door passes it to a lease (`contract.port.Asking`, met by
+    `access.call.Call`): its body, its affinity and the gateway that relayed it."""
+
+    doc: object = None
+    affinity: bool = True
+    relayed: str | None = None
+    tally: Tally | None = None
 
 
 @dataclass

@@ -12,8 +12,15 @@ from typing import Any
 
 import pytest
 from door_helpers import ALICE, MAIN, App, ask, build
+from starlette.responses import Response
+from supervisor_double import until
 
-from llamad.gateway.access.table import Body, Need, Route
+from llamad.common.long_streams import LONG_STREAMS_PER_KEY
+from llamad.gateway.access.call import Call, responds
+from llamad.gateway.access.door import Door
+from llamad.gateway.access.limits import GatewayLimits
+from llamad.gateway.access.table import Body, Need, Route, Table
+from llamad.gateway.books.activity import Tally
 from llamad.listener.table import TRUST
 
 pytestmark = pytest.mark.timeout(60)
@@ -25,6 +32,9 @@ OUTSIDE = "b"
 # Enough for every route that reads a body: a chat, a generation, an unload by
 # keep_alive 0, a pull or a delete, all of `b`.
 BODY = {"model": OUTSIDE, "messages": [], "prompt": "", "keep_alive": 0, "input": "x"}
+
+
+_OURS = b"http://127.0.0.1:8080"  # the gateway's own origin: the page's
 
 
 def methods(route: Route) -> list[str]:
@@ -78,8 +88,16 @@ def test_the_open_routes_are_the_probes_and_the_pages_files(tmp_path: Path) -> N
     [
         ([(b"host", b"evil.test:8080")], "Host is not served"),
         ([(b"origin", b"http://evil.test")], "origin is not allowed"),
+        # A browser sends one Origin: two are a forger's, whichever the CORS check took.
+        ([(b"origin", b"http://evil.test"), (b"origin", _OURS)], "one Origin"),
+        ([(b"origin", _OURS), (b"origin", _OURS)], "one Origin"),
     ],
-    ids=["foreign host", "origin"],
+    ids=[
+        "foreign host",
+        "origin",
+        "two origins, the last ours",
+        "two origins, both ours",
+    ],
 )
 async def test_a_foreign_host_or_origin_is_refused_on_every_route(
     tmp_path: Path, headers: list[tuple[bytes, bytes]], why: str
@@ -157,6 +175,20 @@ async def test_every_json_route_refuses_a_body_that_is_not_utf8(tmp_path: Path) 
             answer = await ask(app.door, method, route.path, body, key=MAIN)
             assert answer.status == 400, (route.path, answer.body)
             assert "not UTF-8 JSON" in answer.error(), route.path
+    nothing_done(app)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+async def test_every_json_route_refuses_nan_and_infinity(tmp_path: Path, constant: str) -> None:
+    """Python's parser takes them, JSON and llama-server do not (its 500): a 400 in the
+    family's shape, at the door."""
+    app = build(tmp_path)
+    body = f'{{"model": "a", "messages": [], "prompt": "hi", "temperature": {constant}}}'
+    for route in (r for r in app.door.table.routes if r.body is Body.JSON):
+        for method in methods(route):
+            answer = await ask(app.door, method, route.path, body.encode(), key=MAIN)
+            assert answer.status == 400, (route.path, answer.body)
+            assert f"{constant} is no JSON value" in answer.error(), route.path
     nothing_done(app)
 
 
@@ -283,3 +315,71 @@ async def test_a_valid_key_vouches_for_its_connection_and_no_other_does(tmp_path
     assert (await ask(app.door, "GET", "/v1/models", extra=hook)).status == 401
     assert (await ask(app.door, "GET", "/health", extra=hook)).status == 200
     assert vouched == ["alice"]
+
+
+class _Seen:
+    """A route's books that keep each call the door let in."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+
+    async def handler(self, call: Call) -> Response:
+        self.calls.append(call)
+        return Response()
+
+    def close(self, tally: Tally, model: str, label: str) -> None:
+        pass
+
+
+async def test_the_hop_and_the_record_are_the_doors_decision(tmp_path: Path) -> None:
+    """The gateway that relayed a request here, its affinity opt-out and its record are
+    fields of the door's `Call`, passed to the lease: none travels beside it."""
+    app, seen = build(tmp_path), _Seen()
+    route = Route("/x", ("POST",), Need.MODEL, responds(seen.handler), Body.JSON, "body", seen)
+    gw = app.gateway
+    door = Door(Table([route]), gw, gw.settings, GatewayLimits(gw.settings, lambda: {}))
+    hop = [(b"x-llamad-hop", b"frontid"), (b"x-llamad-affinity", b"off")]
+    assert (await ask(door, "POST", "/x", {"model": "a"}, hop, key=MAIN)).status == 200
+    assert (await ask(door, "POST", "/x", {"model": "a"}, key=MAIN)).status == 200
+    relayed, plain = seen.calls
+    assert (relayed.relayed, relayed.affinity) == ("frontid", False)
+    assert (plain.relayed, plain.affinity) == (None, True)
+    assert relayed.tally is not None
+    assert relayed.tally is not plain.tally
+
+
+def test_no_request_state_travels_in_a_context_variable() -> None:
+    """The request's record and hop were context variables, read deep in the lease, so
+    "never relay twice" was decided after the door: they are arguments now."""
+    package = Path(__file__).parents[2] / "llamad" / "gateway"
+    holding = [p for p in package.rglob("*.py") if "ContextVar" in p.read_text()]
+    assert holding == []
+
+
+# The routes whose answer stays open as long as the client likes.
+LONG = {"/v1/events"}
+
+
+async def test_a_limited_key_holds_a_bounded_number_of_long_streams(tmp_path: Path) -> None:
+    """Every long-lived stream of the table counts against one cap per limited key: at
+    the cap the next one is a 429 in the family's shape; a key with every right is the
+    operator's and is not held to it; a stream that ends gives its place back."""
+    app = build(tmp_path)
+    long = [r for r in app.door.table.routes if r.long]
+    assert {r.path for r in long} == LONG
+    for route in long:
+        held = [
+            asyncio.create_task(ask(app.door, "GET", route.path, key=ALICE, timeout=30))
+            for _ in range(LONG_STREAMS_PER_KEY)
+        ]
+        await until(lambda: app.door.streams.held["alice"] == LONG_STREAMS_PER_KEY, "held")
+        refused = await ask(app.door, "GET", route.path, key=ALICE)
+        assert refused.status == 429, route.path
+        assert refused.json()["error"]["code"] == "too_many_streams"
+        mine = asyncio.create_task(ask(app.door, "GET", route.path, key=MAIN, timeout=30))
+        await until(lambda: app.door.streams.held["alice"] == LONG_STREAMS_PER_KEY, "still held")
+        app.stop.set()  # every stream ends
+        answers = await asyncio.gather(*held, mine)
+        assert {a.status for a in answers} == {200}
+        assert not app.door.streams.held
+        app.stop.clear()

@@ -8,14 +8,13 @@ import asyncio
 import dataclasses
 
 import pytest
-from supervisor_double import Double, gateway, spec, until
+from supervisor_double import Asked, Double, gateway, spec, until
 
 from llamad.gateway.access.scope import may_use
 from llamad.gateway.contract.caller import ANYONE, Caller
 from llamad.gateway.contract.port import Upstream
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet.peer_models import RemoteModel, models_of
-from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.lifecycle.states import State
 
 pytestmark = pytest.mark.timeout(20)
@@ -38,9 +37,7 @@ def setup(
 async def hold(
     gw: Gateway, release: asyncio.Future[None], body: object = None, keep: float | None = None
 ) -> Upstream:
-    if body is not None:
-        HINTS.set(hints_of([], body))
-    async with gw.lease("q", keep_alive=keep) as upstream:
+    async with gw.lease("q", keep_alive=keep, asking=Asked(body)) as upstream:
         await release
     return upstream
 
@@ -154,8 +151,7 @@ async def test_a_spare_that_cannot_load_is_passed_over_for_the_replica_that_serv
 
 async def test_a_relayed_request_is_balanced_here_and_counted_where_it_ran() -> None:
     _double, gw = setup()
-    HINTS.set(hints_of([(b"x-llamad-hop", b"front")], None))
-    async with gw.lease("q") as upstream:
+    async with gw.lease("q", asking=Asked(relayed="front")) as upstream:
         assert gw.status_of(upstream.name)["relayed"] == {"front": 1}
     assert gw.status_of(upstream.name)["relayed"] == {}
     await gw.close()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -202,3 +205,61 @@ def test_a_limited_key_sees_only_its_models_stops(tmp_path: Path, tiny_model: Pa
 
         assert stops(main) == [("a", "b")]
         assert stops(alice) == [("a", None)]
+
+
+# Spellings of a slot or adapter change that a second decoding, or llama-server's own
+# reading of a path, could turn into the real route: the door must refuse each, or it
+# must reach llama-server as the very path the door decided on (a 404 there).
+_SPELLINGS = (
+    "/upstream/a/%2573lots/0?action=erase",
+    "/upstream/a/%25%37%33lots/0?action=erase",
+    "/upstream/a/%2573lots/0?action=save",
+    "/upstream/a/%2573lots/0?action=restore",
+    "/upstream/a/%256cora-adapters",
+    "/upstream/a/%252573lots/0?action=erase",
+    "/upstream/a/slots%2F0?action=erase",
+    "/upstream/a/%2Fslots/0?action=erase",
+    "/upstream/a/%252Fslots/0?action=erase",
+    "/upstream/a/slots/0?%61ction=erase",
+    "/upstream/a/slots/0?action=%65rase",
+    "/upstream/a/%73lots/0?action=%2565rase",
+    "/upstream/a/./slots/0?action=erase",
+    "/upstream/a/%2e/slots/0?action=erase",
+    "/upstream/a/x/../slots/0?action=erase",
+    "/upstream/a/x/%2e%2e/slots/0?action=erase",
+    "/upstream/a//slots/0?action=erase",
+)
+
+
+def _raw_post(base: str, target: str, headers: dict[str, str]) -> tuple[int, str]:
+    """POST `target` byte for byte (httpx would normalise some of these spellings)."""
+    url = urlsplit(base)
+    conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=10)
+    try:
+        body = json.dumps({"filename": "mine.bin", "lora": []})
+        conn.request("POST", target, body, {**headers, "Content-Type": "application/json"})
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode()
+    finally:
+        conn.close()
+
+
+def test_no_spelling_of_a_slot_change_passes_a_limited_key(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """What goes upstream is what the door decided: a double-encoded path is forwarded
+    so that llama-server decodes it to the door's path, not to the slot route."""
+    _keys(tmp_path)
+    keys = {"alice": {"key_file": str(tmp_path / "alice.key"), "models": ["a"]}}
+    with gateway(tiny_model, {"a": TINY}, api_key_file=str(tmp_path / "main.key"), keys=keys) as gw:
+        alice = {"Authorization": "Bearer alice-secret-0123456789"}
+        for target in _SPELLINGS:
+            status, text = _raw_post(gw.base, target, alice)
+            assert status in (400, 403, 404), (target, status, text)
+            assert "id_slot" not in text, (target, text)
+        assert not list(gw.dir.rglob("mine.bin"))
+        # Even a key with every right reaches llama-server at the path the door saw: not
+        # its slot route, which that path only names once decoded a second time.
+        main = {"Authorization": "Bearer main-secret-0123456789"}
+        status, text = _raw_post(gw.base, "/upstream/a/%2573lots/0?action=erase", main)
+        assert status == 404, text

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from llamad.gateway.access.hop import affinity_on, relayed_by
 from llamad.gateway.replicas.affinity import BLOCK_CHARS, Affinity, prefix_hashes
-from llamad.gateway.replicas.hints import hints_of
+from llamad.gateway.replicas.hints import Hints
 from llamad.gateway.replicas.replica import LOCAL, Replica, choose
 
 pytestmark = pytest.mark.timeout(10)
@@ -95,8 +96,11 @@ def test_the_longest_prefix_decides_and_the_map_is_bounded() -> None:
 
 def test_hints_read_the_opt_out_and_the_hop() -> None:
     body = chat("hi")
-    assert hints_of([], body).prefix == prefix_hashes(body)
-    off = hints_of([(b"x-llamad-affinity", b"off")], body)
-    assert not off.affinity
-    assert off.prefix == ()
-    assert hints_of([(b"x-llamad-hop", b"1")], body).relayed
+    assert Hints(body).prefix == prefix_hashes(body)
+    assert affinity_on(None)
+    assert affinity_on(b"on")
+    assert not affinity_on(b" OFF ")
+    assert Hints(body, affinity=False).prefix == ()
+    assert relayed_by(b"1") == "1"
+    assert relayed_by(b" ") == "-"
+    assert relayed_by(None) is None

@@ -10,7 +10,7 @@ import pytest
 
 from llamad.gateway.replicas.affinity import opening_blocks
 from llamad.gateway.replicas.balancer import Balancer
-from llamad.gateway.replicas.hints import hints_of
+from llamad.gateway.replicas.hints import Hints
 from llamad.gateway.replicas.home import home, opening
 from llamad.gateway.replicas.replica import Replica
 
@@ -40,13 +40,13 @@ def test_the_opening_is_the_prompt_through_its_first_user_turn(body: object, blo
 
 def test_every_turn_of_a_conversation_has_the_same_name() -> None:
     turns = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
-    first = hints_of([], {"messages": turns}).conversation
+    first = Hints({"messages": turns}).conversation
     later = [*turns, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "more"}]
     assert first is not None
-    assert hints_of([], {"messages": later}).conversation == first
+    assert Hints({"messages": later}).conversation == first
     other = [turns[0], {"role": "user", "content": "hello"}]
-    assert hints_of([], {"messages": other}).conversation != first  # same system prompt
-    assert hints_of([(b"x-llamad-affinity", b"off")], {"messages": turns}).conversation is None
+    assert Hints({"messages": other}).conversation != first  # same system prompt
+    assert Hints({"messages": turns}, affinity=False).conversation is None
     assert opening((), 2) is None
 
 
@@ -83,7 +83,7 @@ def _key(chosen: Replica | None) -> tuple[str, str] | None:
 
 def test_a_new_balancer_sends_a_conversation_home_and_a_failed_replica_keeps_it() -> None:
     body = {"messages": [{"role": "user", "content": "the long agent prompt"}]}
-    hints = hints_of([], body)
+    hints = Hints(body)
     assert hints.conversation is not None
     where = home(hints.conversation, [A, B])
     elsewhere = B if where == A else A
@@ -97,7 +97,7 @@ def test_a_new_balancer_sends_a_conversation_home_and_a_failed_replica_keeps_it(
     fresh = Balancer()
     chosen = fresh.pick("m", down, hints.prefix, True, hints.conversation)
     assert _key(chosen) == elsewhere
-    more = hints_of([], {"messages": [*body["messages"], {"role": "user", "content": "more"}]})
+    more = Hints({"messages": [*body["messages"], {"role": "user", "content": "more"}]})
     chosen = fresh.pick("m", [_replica(A), _replica(B)], more.prefix, True, more.conversation)
     assert _key(chosen) == elsewhere
     # Without affinity, balance alone decides.

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from helpers import Llamad, free_port, short_dir, wait_for, write_config
 
-from llamad.gateway.replicas.hints import hints_of
+from llamad.gateway.replicas.hints import Hints
 from llamad.gateway.replicas.home import home
 from llamad.gateway.replicas.replica import LOCAL
 
@@ -28,7 +28,7 @@ def _away_from_balance() -> list[dict[str, str]]:
     for n in range(100):
         messages = [{"role": "system", "content": f"{n}. {SYSTEM}"},
                     {"role": "user", "content": "turn 0: go on"}]  # fmt: skip
-        conversation = hints_of([], {"messages": messages}).conversation
+        conversation = Hints({"messages": messages}).conversation
         assert conversation is not None
         if home(conversation, [(LOCAL, "r0"), (LOCAL, "r1")]) == (LOCAL, "r1"):
             return messages

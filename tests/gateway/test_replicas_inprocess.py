@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 
 import pytest
-from supervisor_double import Double, spec, until
+from supervisor_double import Asked, Double, spec, until
 
 from llamad.config.gateway_table import GatewayConfig
 from llamad.fleet.table import Peer
@@ -17,7 +17,6 @@ from llamad.gateway.core import Gateway
 from llamad.gateway.fleet.models import FleetModels, PeerModels
 from llamad.gateway.fleet.peer_models import RemoteModel
 from llamad.gateway.models.router import Router
-from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.lifecycle.states import State
 
 pytestmark = pytest.mark.timeout(20)
@@ -44,9 +43,7 @@ def setup(
 
 
 async def hold(gw: Gateway, release: asyncio.Future[None], body: object = None) -> Upstream:
-    if body is not None:
-        HINTS.set(hints_of([], body))
-    async with gw.lease("m") as upstream:
+    async with gw.lease("m", asking=Asked(body)) as upstream:
         await release
     return upstream
 
@@ -147,8 +144,7 @@ async def test_the_next_turn_follows_its_prefix_unless_that_replica_is_full() ->
     hog.set_result(None)
     await busy
     assert where(await hold(gw, done, later)) == "b"  # local is free, but b has the prefix
-    HINTS.set(hints_of([(b"x-llamad-affinity", b"off")], later))
-    async with gw.lease("m") as upstream:
+    async with gw.lease("m", asking=Asked(later, affinity=False)) as upstream:
         assert where(upstream) == "local"  # opted out: the free local slot wins
     await gw.close()
 
@@ -217,13 +213,13 @@ async def test_cold_peers_get_one_copy_where_the_most_memory_is_left() -> None:
 
 async def test_a_relayed_request_is_served_here_or_refused_never_relayed_again() -> None:
     double, gw, _ = setup()
-    HINTS.set(hints_of([(b"x-llamad-hop", b"frontid")], None))
-    async with gw.lease("m") as upstream:  # local is served here, even with b free
+    relayed = Asked(relayed="frontid")
+    async with gw.lease("m", asking=relayed) as upstream:  # local is served here, even with b free
         assert where(upstream) == "local"
         assert gw.status_of("m0")["relayed"] == {"frontid": 1}
     assert gw.status_of("m0")["relayed"] == {}
     double.remove("m0")  # b's copy only: not relayed on
     with pytest.raises(UnknownModel):
-        async with gw.lease("m"):
+        async with gw.lease("m", asking=relayed):
             pass
     await gw.close()

@@ -6,8 +6,9 @@ llama-server does not: such a body came back as its 500. Here a body is decoded 
 UTF-8, strictly, before it is parsed, once for every route that takes JSON, and it is
 relayed only as it came. A string with a lone surrogate (JSON's `\\ud800` escape) is no
 UTF-8 either: llama-server answered it with a 500, and what the gateway writes anew
-(Ollama's requests, shaped ones) could not be written. The messages are each family's
-own (Ollama's are Ollama's).
+(Ollama's requests, shaped ones) could not be written. `NaN` and `Infinity`, which
+Python's parser takes and JSON does not, came back as llama-server's 500 too. The
+messages are each family's own (Ollama's are Ollama's).
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ from llamad.gateway.access.schemas import check as check_schemas
 from llamad.gateway.access.table import Body, Route
 from llamad.gateway.contract.families import family
 from llamad.gateway.contract.shapes import valid_text
+
+
+def _no_constant(name: str) -> Any:
+    raise bad(f"the request body is not JSON: {name} is no JSON value")
+
+
+# One decoder for every body, made once: `json.loads` with an argument of its own would
+# make a new one per request.
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def parse(body: bytes, ollama: bool) -> Any:
@@ -47,7 +57,7 @@ def _document(body: bytes, ollama: bool) -> Any:
         if not text.strip():
             raise bad("missing request body")
         try:
-            doc = json.loads(text)
+            doc = _DECODER.decode(text)
         except ValueError as exc:
             raise bad(f"invalid JSON in request body: {exc}") from None
         except RecursionError:
@@ -58,7 +68,7 @@ def _document(body: bytes, ollama: bool) -> Any:
     if not text:
         return None
     try:
-        return json.loads(text)
+        return _DECODER.decode(text)
     except ValueError:
         raise bad("the request body is not JSON") from None
     except RecursionError:

@@ -18,7 +18,8 @@ from llamad.gateway.contract.caller import Caller
 class Call:
     """One request as the door decided it. `send` carries the CORS headers an allowed
     origin gets; `body` is read (and `doc` parsed) only for routes that take one; `model`
-    is the name the request asked for, "" when its route names none."""
+    is the name the request asked for, "" when its route names none; `affinity` and
+    `relayed` are what it tells the balancer (`hop.py`), for the lease it is passed to."""
 
     scope: Scope
     receive: Receive
@@ -29,6 +30,8 @@ class Call:
     doc: Any = None
     model: str = ""
     tally: Tally | None = None  # routes with books: the request's record while it runs
+    affinity: bool = True
+    relayed: str | None = None  # the gateway that relayed it here: never relayed again
 
     @property
     def path(self) -> str:

@@ -1,7 +1,7 @@
 """The door: every request to the gateway passes here, and only here is it decided.
 
 In order: the `Host` (naming this listener; the listener has refused two) and the
-`Origin` (the CORS answers), the route (`table.py`), the caller (its key, wrong keys
+`Origin` (one; the CORS answers), the route (`table.py`), the caller (its key, wrong keys
 counted per address by `KeyGuard`), what that caller may do (`Need`, `scope.py`), the
 body (read whole for the routes that take one: UTF-8 JSON, the model it names, that
 model's body limit), and the start of the request's books. The route then gets a `Call`
@@ -17,11 +17,13 @@ from collections.abc import Callable
 from starlette.types import Receive, Scope, Send
 
 from llamad.common.hosts import client_key, is_loopback
+from llamad.common.long_streams import LongStreams, refused
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.access import cors
 from llamad.gateway.access.body import decide
 from llamad.gateway.access.call import Call
 from llamad.gateway.access.client_side import ClientGone, read_body
+from llamad.gateway.access.hop import AFFINITY, HOP, affinity_on, relayed_by
 from llamad.gateway.access.keyguard import KeyGuard
 from llamad.gateway.access.keys import Keys, given
 from llamad.gateway.access.limits import GatewayLimits
@@ -29,7 +31,7 @@ from llamad.gateway.access.origin import Policy
 from llamad.gateway.access.refusal import Refusal
 from llamad.gateway.access.scope import Models, may_use, not_for_scoped, unknown
 from llamad.gateway.access.table import Body, Need, Route, Table
-from llamad.gateway.books.activity import CURRENT, Tally, begin, now
+from llamad.gateway.books.activity import Tally, begin, now
 from llamad.gateway.contract.caller import ANYONE, Caller
 from llamad.listener.limits import Refused
 from llamad.listener.table import trust
@@ -50,9 +52,11 @@ class Door:
         guard: KeyGuard | None = None,
         refused: Refused | None = None,
         hostname: Callable[[], str] = socket.gethostname,
+        streams: LongStreams | None = None,
     ) -> None:
         self.table, self.models, self.settings, self.limits = table, models, settings, limits
         self.guard, self.refused, self.hostname = guard or KeyGuard(), refused, hostname
+        self.streams = streams or LongStreams()
         self._rules: tuple[GatewayConfig, Policy, Keys] | None = None
 
     def rules(self) -> tuple[GatewayConfig, Policy, Keys]:
@@ -74,18 +78,28 @@ class Door:
 
     async def _decide(self, scope: Scope, receive: Receive, send: Send, began: float) -> None:
         cfg, policy, keys = self.rules()
-        host = origin = auth = api_key = None
+        host = origin = auth = api_key = hop = affinity = None
+        origins = 0
         for name, value in scope["headers"]:
             if name == b"host":
                 host = value  # one at most: the listener refuses two
             elif name == b"origin":
-                origin = value
+                origin, origins = value, origins + 1
             elif name == b"authorization":
                 auth = value
             elif name == b"x-api-key":
                 api_key = value
+            elif name == HOP:
+                hop = value
+            elif name == AFFINITY:
+                affinity = value
         if host is not None and not policy.host_ok(host, scope.get("server")):
             raise self._counted(scope, "host_not_allowed", "this Host is not served here")
+        if origins > 1:
+            # A browser sends one: two are forged, and whichever one the check took, the
+            # other might be the one a CORS answer or a log believes. 403 like two Hosts.
+            message = "a request has one Origin; this has two"
+            raise self._counted(scope, "origin_not_allowed", message)
         if origin is not None:
             if not policy.origin_ok(origin, host):
                 message = "this origin is not allowed; see allowed_origins"
@@ -95,7 +109,8 @@ class Door:
                 return
             send = cors.with_cors(send, origin)
         try:
-            await self._route(scope, receive, send, began, cfg, keys, given(api_key, auth))
+            secret = given(api_key, auth)
+            await self._route(scope, receive, send, began, cfg, keys, secret, hop, affinity)
         except Refusal as exc:
             if exc.code == "body_too_large":
                 self._count(scope, exc.code)
@@ -110,6 +125,8 @@ class Door:
         cfg: GatewayConfig,
         keys: Keys,
         secret: bytes,
+        hop: bytes | None,
+        affinity: bytes | None,
     ) -> None:
         found = self.table.find(scope["method"], scope["path"])
         need = Need.KEY if isinstance(found, int) else found[0].need
@@ -128,21 +145,34 @@ class Door:
             except ClientGone:
                 return  # nobody to answer
         if route.books is None:
-            call = self._let_in(route, scope, receive, send, caller, params, body)
-            await route.handler(call)
+            call = self._let_in(
+                route, scope, receive, send, caller, params, body, None, hop, affinity
+            )
+            if route.long and caller.scoped:
+                await self._long(route, call)
+            else:
+                await route.handler(call)
             return
-        tally = begin(scope, began, caller.name)
-        token = CURRENT.set(tally)  # the lease and the relay fill it in as they go
+        tally = begin(scope, began, caller.name)  # the lease and the relay fill it in
         try:
-            try:
-                call = self._let_in(route, scope, receive, send, caller, params, body, tally)
-            except Refusal as exc:
-                tally.status, tally.model = exc.status, exc.model
-                route.books.close(tally, exc.model, "")
-                raise
+            call = self._let_in(
+                route, scope, receive, send, caller, params, body, tally, hop, affinity
+            )
+        except Refusal as exc:
+            tally.status, tally.model = exc.status, exc.model
+            route.books.close(tally, exc.model, "")
+            raise
+        await route.handler(call)
+
+    async def _long(self, route: Route, call: Call) -> None:
+        """A long-lived stream for a limited key: one of its `LongStreams` while it runs."""
+        key = call.caller.name or ""  # scoped: a named key
+        if not self.streams.take(key):
+            raise Refusal(429, "too_many_streams", refused(self.streams.limit))
+        try:
             await route.handler(call)
         finally:
-            CURRENT.reset(token)
+            self.streams.give(key)
 
     def _caller(self, scope: Scope, keys: Keys, secret: bytes) -> Caller:
         if (wait := self.guard.blocked(scope)) is not None:
@@ -165,10 +195,12 @@ class Door:
         caller: Caller,
         params: dict[str, str],
         body: bytes,
-        tally: Tally | None = None,
+        tally: Tally | None,
+        hop: bytes | None,
+        affinity: bytes | None,
     ) -> Call:
         """The call, once its body and the model it names are read and its caller may
-        use that model."""
+        use that model; `hop` and `affinity` are its headers for the balancer (`hop.py`)."""
         doc, model = None, ""
         if route.body is not Body.NONE or route.model is not None:
             doc, model = decide(route, scope, params, body, self.limits)
@@ -176,7 +208,10 @@ class Door:
             path = scope["path"]
             if not may_use(self.models, caller, model):
                 raise unknown(self.models, caller, model, path)
-        return Call(scope, receive, send, caller, params, body, doc, model, tally)
+        return Call(
+            scope, receive, send, caller, params, body, doc, model, tally,
+            affinity_on(affinity), relayed_by(hop),
+        )  # fmt: skip
 
     def _no_route(self, status: int, path: str) -> Refusal:
         code, message = _NOT_FOUND[status]

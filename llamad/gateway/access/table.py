@@ -60,6 +60,7 @@ class Route:
     body: Body = Body.NONE
     model: str | None = None
     books: Books | None = None  # routes that lease a model: the door starts their tally
+    long: bool = False  # a stream held as long as its client likes: capped per limited key
 
 
 _PARAM = re.compile(r"{(\w+)(?::(\w+))?}")

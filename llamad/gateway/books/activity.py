@@ -9,7 +9,6 @@ prompt or a completion.
 
 from __future__ import annotations
 
-import contextvars
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -105,18 +104,9 @@ class Tally:
         )
 
 
-# The request being served in this task (and the tasks it starts), if it is recorded.
-CURRENT: contextvars.ContextVar[Tally | None] = contextvars.ContextVar("tally", default=None)
-
-
 def now() -> float:
     """The clock latency is measured with."""
     return time.perf_counter()
-
-
-def current() -> Tally | None:
-    """The tally of the request this code serves, if any."""
-    return CURRENT.get()
 
 
 Listener = Callable[[Record], None]

@@ -18,6 +18,31 @@ from llamad.backends.serving import Serving
 from llamad.gateway.contract.caller import Caller
 
 
+class Record(Protocol):
+    """What a lease writes in the record of the request it serves (`books`' `Tally`)."""
+
+    model: str
+    instance: str | None
+    host: str | None
+
+    def waited(self, seconds: float, loading: bool) -> None: ...
+
+
+class Asking(Protocol):
+    """The request a lease serves, as the door decided it (`access/call.py`'s `Call`):
+    its body (hashed for affinity), whether it wants affinity, the gateway that relayed
+    it (never relayed again), and its record."""
+
+    @property
+    def doc(self) -> Any: ...
+    @property
+    def affinity(self) -> bool: ...
+    @property
+    def relayed(self) -> str | None: ...
+    @property
+    def tally(self) -> Record | None: ...
+
+
 @dataclass(frozen=True)
 class ModelView:
     """One routable model, read without waiting."""
@@ -184,9 +209,10 @@ class GatewayPort(Protocol):
         ...
 
     def lease(
-        self, name: str, *, keep_alive: float | None = None
+        self, name: str, *, keep_alive: float | None = None, asking: Asking | None = None
     ) -> AbstractAsyncContextManager[Upstream]:
-        """Load `name` if needed and hold it in flight while the context is open.
+        """Load `name` if needed and hold it in flight while the context is open, for
+        the request `asking` (None: one of the gateway's own).
 
         One load serves every waiter; the wait is bounded by `queue_timeout`. On exit the
         idle timer starts from now; `keep_alive` (seconds; 0 = unload once idle; < 0 =

@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from llamad.gateway.books.activity import current
+from llamad.gateway.access.call import Call
 from llamad.gateway.books.usage import from_fields
 from llamad.gateway.ollama.durations import done_fields, rfc3339
 from llamad.gateway.ollama.errors import OllamaError
@@ -85,7 +85,7 @@ def _line(obj: dict[str, Any]) -> bytes:
 
 
 def _final(render: Render, piece: Piece, events: Events, ex: Exchange) -> dict[str, Any]:
-    if (tally := current()) is not None:
+    if (tally := ex.call.tally) is not None:
         tally.usage = from_fields(events.timings, events.usage)
     return render(piece, True) | done_fields(
         reason=events.reason,
@@ -106,8 +106,9 @@ async def answer(
     plan: Plan,
     render: Render,
     stream: bool,
+    call: Call,
 ) -> Response:
-    """Lease the model, send the plan upstream, and answer streamed or whole.
+    """Lease the model for `call`, send the plan upstream, and answer streamed or whole.
 
     Errors before the first byte (unknown model, failed load, llama-server refusing the
     request) answer with their status; an error mid-stream becomes a last `{"error"}` line,
@@ -117,7 +118,7 @@ async def answer(
     if not stream:
         # One upstream document instead of a stream: the readers take both shapes.
         body = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
-    ex = Exchange(leases)
+    ex = Exchange(leases, call)
     await ex.lease(gateway, view, keep_alive)
     reply = await ex.post_stream(pool, plan.path, body)
     events = plan.events()
@@ -157,6 +158,7 @@ async def load_only(
     keep_alive: float | None,
     render: Render,
     leases: AsyncExitStack,
+    call: Call,
 ) -> Response:
     """An empty prompt or message list: load the model, or with keep_alive 0 unload it.
 
@@ -167,7 +169,7 @@ async def load_only(
         return JSONResponse(render(Piece(), True) | {"done_reason": "unload"})
     if keep_alive == 0:
         log.info("ollama.unload_ignored", model=view.name, reason="always-on instance")
-    ex = Exchange(leases)
+    ex = Exchange(leases, call)
     try:
         await ex.lease(gateway, view, None if keep_alive == 0 else keep_alive)
     finally:

@@ -25,9 +25,10 @@ async def embeddings(
     inputs: list[str],
     extra: dict[str, Any],
     leases: AsyncExitStack,
+    call: Call,
 ) -> tuple[list[list[float]], int, Exchange]:
     """The embedding of each input, the prompt token count, and the finished exchange."""
-    ex = Exchange(leases)
+    ex = Exchange(leases, call)
     try:
         await ex.lease(gateway, view, keep_alive)
         answer = await ex.post_stream(
@@ -77,7 +78,8 @@ async def embed_answer(
     extra = dimensions(body.get("dimensions"))
     view = resolve(name)
     keep_alive = parse_keep_alive(body.get("keep_alive"))
-    vectors, tokens, ex = await embeddings(gateway, pool, view, keep_alive, inputs, extra, leases)
+    asked = await embeddings(gateway, pool, view, keep_alive, inputs, extra, leases, call)
+    vectors, tokens, ex = asked
     timing = done_fields(
         reason="stop",
         timings=None,
@@ -105,5 +107,5 @@ async def legacy_answer(
     keep_alive = parse_keep_alive(body.get("keep_alive"))
     if not prompt:
         return JSONResponse({"embedding": []})
-    vectors, _, _ = await embeddings(gateway, pool, view, keep_alive, [prompt], {}, leases)
+    vectors, _, _ = await embeddings(gateway, pool, view, keep_alive, [prompt], {}, leases, call)
     return JSONResponse({"embedding": vectors[0]})

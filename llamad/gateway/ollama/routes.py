@@ -32,7 +32,6 @@ from llamad.gateway.ollama.pull import delete_endpoint, downloading, pull_endpoi
 from llamad.gateway.ollama.requests import Plan, chat_plan, generate_plan
 from llamad.gateway.ollama.upstream import resolve
 from llamad.gateway.relay.upstream_pool import Pool
-from llamad.gateway.replicas.hints import HINTS, hints_of
 from llamad.library.pulls import Pulls
 
 log = structlog.get_logger("llamad.gateway.ollama")
@@ -98,14 +97,13 @@ class OllamaAPI:
         """A chat or generate turn; one that asks nothing only loads the model (Ollama's
         preload), or unloads it with `keep_alive` 0."""
         body, name = call.doc, call.model
-        HINTS.set(hints_of(call.scope["headers"], body))  # this request's task alone
         stream = field(body, "stream", bool, True)
         keep_alive = parse_keep_alive(body.get("keep_alive"))
         view = self._resolve(name)
         await thinking.check(view, body, name)
         render = renderer(name)
         if not asked:
-            return await load_only(self.gateway, view, keep_alive, render, leases)
+            return await load_only(self.gateway, view, keep_alive, render, leases, call)
         return await answer(
             gateway=self.gateway,
             pool=self.pool,
@@ -115,6 +113,7 @@ class OllamaAPI:
             plan=plan(view.name),
             render=render,
             stream=stream,
+            call=call,
         )
 
     async def embed(self, call: Call, leases: AsyncExitStack) -> Response:

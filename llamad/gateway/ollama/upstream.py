@@ -15,6 +15,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from llamad.gateway.access.call import Call
 from llamad.gateway.contract.port import GatewayError, UpstreamError
 from llamad.gateway.ollama.errors import OllamaError, from_gateway, not_found
 from llamad.gateway.ollama.port import GatewayPort, ModelView, Upstream
@@ -39,9 +40,11 @@ class Exchange:
     """One leased request: when it began, how long the load took, and what to close.
 
     `leases` is the route's: it closes the exchange (answer, then lease) whatever
-    happens to the response, even when a streamed body never starts."""
+    happens to the response, even when a streamed body never starts. `call` is the
+    request as the door decided it, passed to the lease (its hop, its record)."""
 
     leases: AsyncExitStack
+    call: Call
     started: float = field(default_factory=time.monotonic)
     load_seconds: float = 0.0
     stack: AsyncExitStack = field(default_factory=AsyncExitStack)
@@ -58,7 +61,7 @@ class Exchange:
         began = time.monotonic()
         try:
             self.upstream = await self.stack.enter_async_context(
-                gateway.lease(view.name, keep_alive=keep_alive)
+                gateway.lease(view.name, keep_alive=keep_alive, asking=self.call)
             )
         except GatewayError as exc:
             raise from_gateway(exc) from exc

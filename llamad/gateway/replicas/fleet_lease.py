@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from llamad.config.gateway_table import GatewayConfig
-from llamad.gateway.books.activity import current as current_tally
 from llamad.gateway.contract.port import (
     GatewayError,
+    Record,
     Unavailable,
     UnknownModel,
     Upstream,
@@ -42,7 +42,7 @@ class FleetLease:
         return self.fleet.models() if self.fleet and self.settings().fleet else []
 
     @asynccontextmanager
-    async def lease(self, name: str) -> AsyncIterator[Upstream]:
+    async def lease(self, name: str, tally: Record | None = None) -> AsyncIterator[Upstream]:
         """Pick a peer serving `name` and relay to its gateway; a peer that fails is
         marked away, so the next request goes elsewhere."""
         if self.fleet is None or not self.settings().fleet:
@@ -57,7 +57,7 @@ class FleetLease:
             ]
             raise self.unknown(name, known)
         entry, model = picked
-        if (tally := current_tally()) is not None:
+        if tally is not None:
             tally.instance, tally.host = model.name, entry.peer.name
         try:
             yield remote_upstream(entry, model, self.sender)

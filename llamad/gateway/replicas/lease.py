@@ -19,11 +19,11 @@ import structlog
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.admission.rules import Slot
 from llamad.gateway.admission.scheduler import Scheduler
-from llamad.gateway.books.activity import current as current_tally
 from llamad.gateway.contract.port import (
     LoadFailed,
     QueueFull,
     QueueTimeout,
+    Record,
     Unavailable,
     Upstream,
     UpstreamError,
@@ -79,13 +79,14 @@ class ReplicaLeases:
 
     @asynccontextmanager
     async def lease(
-        self, name: str, hints: Hints, keep_alive: float | None
+        self, name: str, hints: Hints, keep_alive: float | None, tally: Record | None = None
     ) -> AsyncIterator[Upstream]:
-        """Hold a slot on the best replica of `name` while the context is open; a
-        request another gateway relayed here stays on this llamad's replicas."""
+        """Hold a slot on the best replica of `name` while the context is open, marked
+        in the request's `tally`; a request another gateway relayed here stays on this
+        llamad's replicas."""
         t0 = time.perf_counter()
-        held = self._relayed(await self._take(name, hints, keep_alive, set()), hints)
-        if (tally := current_tally()) is not None:
+        held = self._relayed(await self._take(name, hints, keep_alive, set()), hints, tally)
+        if tally is not None:
             tally.waited(time.perf_counter() - t0, loading=not held.replica.ready)
         failed: set[Key] = set()
 
@@ -95,7 +96,7 @@ class ReplicaLeases:
             self._away(name, held, "failed before answering")
             self._give_back(held)
             log.info("gateway.resending", model=name, replica="/".join(held.replica.key))
-            held = self._relayed(await self._take(name, hints, keep_alive, failed), hints)
+            held = self._relayed(await self._take(name, hints, keep_alive, failed), hints, tally)
             return replace(held.upstream, failover=None)  # once: then the failure stays
 
         try:
@@ -129,7 +130,7 @@ class ReplicaLeases:
                             # over: the request waits for the replicas that serve.
                             skip.add(held.replica.key)
                             continue
-                        return self._held(held.replica, self.local_upstream(facts), slot)
+                        return Held(held.replica, self.local_upstream(facts), slot)
                     if not queued:
                         if self.balancer.waiting[name] >= cfg.max_queue:
                             raise QueueFull(
@@ -163,18 +164,16 @@ class ReplicaLeases:
             slot = self.sched.slot(target.name)
             facts = self.sched.try_admit(slot, keep_alive)
             assert facts is not None, "a ready replica admits"  # read in this same step
-            return self._held(chosen, self.local_upstream(facts), slot)
+            return Held(chosen, self.local_upstream(facts), slot)
         entry, model = target
-        return self._held(chosen, remote_upstream(entry, model, self.balancer.id))
+        return Held(chosen, remote_upstream(entry, model, self.balancer.id))
 
-    def _held(self, replica: Replica, upstream: Upstream, slot: Slot | None = None) -> Held:
-        if (tally := current_tally()) is not None:
-            tally.instance = replica.instance
-            tally.host = None if replica.local else replica.host
-        return Held(replica, upstream, slot)
-
-    def _relayed(self, held: Held, hints: Hints) -> Held:
-        """Count a relayed request on its instance, as the plain lease does."""
+    def _relayed(self, held: Held, hints: Hints, tally: Record | None) -> Held:
+        """Mark where the request went in its tally; count a relayed request on its
+        instance, as the plain lease does."""
+        if tally is not None:
+            tally.instance = held.replica.instance
+            tally.host = None if held.replica.local else held.replica.host
         if hints.relayed is not None:
             held.relayed = (held.replica.instance, hints.relayed)
             self.balancer.relayed[held.relayed] += 1

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from llamad.gateway.access.hop import HOP_HEADER
 from llamad.gateway.contract.port import ModelView, Upstream
 from llamad.gateway.fleet.models import PeerModels
 from llamad.gateway.fleet.peer_models import RemoteModel
-from llamad.gateway.replicas.hints import HOP_HEADER
 
 
 def remote_view(entry: PeerModels, model: RemoteModel) -> ModelView:

@@ -26,7 +26,7 @@ from llamad.gateway.access.door import Door
 from llamad.gateway.access.limits import GatewayLimits
 from llamad.gateway.access.table import Table
 from llamad.gateway.contract.caller import Caller
-from llamad.gateway.contract.port import LoadFailed, UnknownModel
+from llamad.gateway.contract.port import Asking, LoadFailed, UnknownModel
 from llamad.gateway.models.tags import meant
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.relay.upstream_pool import Pool
@@ -183,7 +183,9 @@ class DoubleGateway:
         self._ready(slot)
 
     @contextlib.asynccontextmanager
-    async def lease(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[Up]:
+    async def lease(
+        self, name: str, *, keep_alive: float | None = None, asking: Asking | None = None
+    ) -> AsyncIterator[Up]:
         view = self.find(name)
         if view is None:
             raise UnknownModel(name, sorted(self.slots))
