@@ -14,7 +14,7 @@ import socket
 import weakref
 from collections.abc import Callable
 
-from llamad.listener.deadline import Deadline
+from llamad.common.deadline import Deadline
 
 
 class Flow:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
-from llamad.gateway.relay.connection import Connection
+from llamad.upstream.connection import Connection
 
 
 class Answer:

@@ -5,6 +5,12 @@ body queues up until the relay takes it, and reading pauses when the relay falls
 The connection alone owns that queue and its pace: its answer reads through `read`.
 Interim answers (100 Continue, 103 Early Hints) are read past: the head awaited is the
 final one. Trailers after a chunked body are read and dropped.
+
+An upstream is not trusted (a fleet peer, or whatever answers its URL): what it sends
+outside a body's data (a head, a chunk's size line and extensions, the trailers) is
+bounded in bytes, and a head once begun must end within HEAD_TIMEOUT_S. The time before
+an answer's first byte is not bounded here: a whole completion's head comes only once
+it has been generated.
 """
 
 from __future__ import annotations
@@ -16,13 +22,20 @@ from typing import cast
 
 import httptools
 
-from llamad.listener.deadline import Deadline
+from llamad.common.deadline import Deadline
 
 Headers = list[tuple[bytes, bytes]]
 
 # An answer the client reads slower than the instance writes stops being read from the
 # instance past this many buffered bytes, and starts again once the relay has taken them.
 HIGH_WATER = 256 * 1024
+# Bytes an answer may send with no data of its body among them: a head, a chunk's size
+# line and extensions, the trailers (nginx's proxy_buffer_size is 4 or 8 KiB). It also
+# bounds what httptools joins piece by piece while a header line is unfinished.
+MAX_HEAD = 16 * 1024
+# From an answer head's first byte to its end (llama-server writes a head at once).
+HEAD_TIMEOUT_S = 5.0
+TOO_BIG = "upstream sent too big header"
 
 
 class Broken(ConnectionError):
@@ -53,14 +66,16 @@ class NotAnswered(Broken):
 class Connection(asyncio.Protocol):
     """One connection and the answer it is reading."""
 
-    def __init__(self, key: tuple[str, int]) -> None:
+    def __init__(self, key: tuple[str, int], head_timeout_s: float = HEAD_TIMEOUT_S) -> None:
         self.key = key
+        self._head_timeout_s = head_timeout_s
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.lost = False
         self.reused = False
         # Its keep-alive while it waits in the pool: the pool sets and clears it.
         self.expiry = Deadline(asyncio.get_running_loop(), self._expire)
+        self._head_due = Deadline(asyncio.get_running_loop(), self._head_late)
         # Told once when the connection has closed, so its pool can count it out.
         self.on_lost: Callable[[Connection], None] | None = None
         self.begin()
@@ -72,7 +87,9 @@ class Connection(asyncio.Protocol):
         self._body: collections.deque[bytes] = collections.deque()
         self._buffered = 0
         self._paused = self.done = self.until_close = self.got_bytes = self.keep_alive = False
-        self.overrun = self.interim = False
+        self.overrun = self.interim = self._head_begun = False
+        # Bytes read since the answer last made progress (a head ended, body data came).
+        self._loose = 0
         self._waiter: asyncio.Future[None] | None = None
 
     # asyncio.Protocol
@@ -82,10 +99,18 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
+        if not self._head_begun:
+            self._head_begun = True
+            self._head_due.set(self._head_timeout_s)
+        self._loose += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(f"unreadable answer: {exc}")
+        if self._loose > MAX_HEAD:
+            # Counted after the parser saw it: a read holding a small head and a large
+            # body is fine, and what piles up unparsed stays within one read of the bound.
+            self._fail(TOO_BIG)
         if self.overrun and self.transport is not None:
             # Bytes after the answer ended, which nobody asked for, would be read as the
             # next request's answer: the connection is not used again.
@@ -94,6 +119,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        self._head_due.cancel()
         if self.head.done() and self.until_close:
             self.done = True  # an answer without a length ends with its connection
             self._wake()
@@ -115,10 +141,14 @@ class Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         if self.overrun:
             return
+        self._loose = 0
         status = self.parser.get_status_code()
         if 100 <= status < 200 and status != 101:
             self.interim = True  # its message ends here; the final answer follows
+            self._head_begun = False  # the final head's deadline starts at its first byte
+            self._head_due.clear()
             return
+        self._head_due.clear()
         names = {k.lower() for k, _ in self.headers}
         self.until_close = not ({b"content-length", b"transfer-encoding"} & names) and not (
             status < 200 or status in (204, 304)
@@ -129,6 +159,7 @@ class Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         if self.overrun or not body:  # an empty read would end the reader's body early
             return
+        self._loose = 0
         self._body.append(body)
         self._buffered += len(body)
         if self._buffered > HIGH_WATER and not self._paused and self.transport is not None:
@@ -191,6 +222,9 @@ class Connection(asyncio.Protocol):
             raise Broken("the connection was closed mid-answer")
         self._waiter = asyncio.get_running_loop().create_future()
         await self._waiter
+
+    def _head_late(self) -> None:
+        self._fail(f"the answer's head did not end within {self._head_timeout_s:g} s")
 
     def _expire(self) -> None:
         if self.transport is not None:
