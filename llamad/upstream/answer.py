@@ -20,7 +20,7 @@ class Answer:
         self, conn: Connection, give_back: Callable[[Connection], None], head_only: bool
     ) -> None:
         self._conn, self._give_back = conn, give_back
-        self.status = conn.parser.get_status_code()
+        self.status = conn.status
         self.headers = conn.headers
         self._head_only = head_only
 

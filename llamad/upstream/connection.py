@@ -84,6 +84,7 @@ class Connection(asyncio.Protocol):
         """Ready for the next request's answer."""
         self.head: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.headers: Headers = []
+        self.status = 0
         self._body: collections.deque[bytes] = collections.deque()
         self._buffered = 0
         self._paused = self.done = self.until_close = self.got_bytes = self.keep_alive = False
@@ -143,13 +144,26 @@ class Connection(asyncio.Protocol):
             return
         self._loose = 0
         status = self.parser.get_status_code()
-        if 100 <= status < 200 and status != 101:
+        if 100 <= status < 200:
+            if status == 101:  # nothing here asks for an upgrade
+                self._fail("the upstream switched protocols unasked")
+                return
             self.interim = True  # its message ends here; the final answer follows
             self._head_begun = False  # the final head's deadline starts at its first byte
             self._head_due.clear()
             return
         self._head_due.clear()
+        # Kept here: the parser's own is the next message's once bytes follow this one.
+        self.status = status
         names = {k.lower() for k, _ in self.headers}
+        if sum(len(k) + len(v) for k, v in self.headers) > MAX_HEAD:
+            self._fail(TOO_BIG)  # a head that came whole in one read, unseen by `_loose`
+            return
+        if b"transfer-encoding" in names and not _chunked_only(self.headers):
+            # llhttp reads `gzip, chunked` as chunked and `gzip` to the close; nginx and
+            # h11 refuse both, and so does this (a body the relay could not frame).
+            self._fail("upstream sent unknown transfer-encoding")
+            return
         self.until_close = not ({b"content-length", b"transfer-encoding"} & names) and not (
             status < 200 or status in (204, 304)
         )
@@ -242,3 +256,9 @@ class Connection(asyncio.Protocol):
             self.head.set_exception(NotAnswered(why, sent=True))
         elif self._waiter is not None and not self._waiter.done():
             self._waiter.set_exception(Broken(why))
+
+
+def _chunked_only(headers: Headers) -> bool:
+    """The head's transfer codings are `chunked` alone (one field, one coding)."""
+    codings = [v for k, v in headers if k.lower() == b"transfer-encoding"]
+    return len(codings) == 1 and codings[0].strip().lower() == b"chunked"
