@@ -7,14 +7,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from door_helpers import ask
 from pool_helpers import OK, body_of, every_request, read_request, upstream
+from supervisor_double import Double, spec
 
 from llamad.backends.local_http import Client
+from llamad.config.gateway_table import GatewayConfig
+from llamad.gateway.app import build_app
 from llamad.gateway.contract.port import Upstream
+from llamad.gateway.core import Gateway
 from llamad.gateway.relay.proxy import Relay
+from llamad.lifecycle.states import State
 from llamad.upstream.connection import TOO_BIG, NotAnswered
 from llamad.upstream.pool import Pool
 
@@ -161,3 +168,32 @@ async def test_the_probe_client_refuses_an_endless_head_quickly() -> None:
     assert isinstance(refused, ConnectionError)
     assert TOO_BIG in str(refused)
     assert worst < 0.1
+
+
+async def test_the_gateway_answers_502_and_health_stays_fast() -> None:
+    """The whole app in process, its instance answering with an endless header line: the
+    completion is a 502 naming the cause, and another client's /health is not held up."""
+    async with upstream(endless_header) as (url, _):
+        double = Double()
+        double.add(replace(spec("a"), port=int(url.rsplit(":", 1)[1])), State.RUNNING)
+        cfg = GatewayConfig(host="127.0.0.1", port=8080, memory_budget=None)
+        pool = Pool()
+        app = build_app(Gateway(double, lambda: cfg), pool=pool)
+        try:
+            started = time.perf_counter()
+            hostile = asyncio.ensure_future(
+                ask(app, "POST", "/v1/completions", {"model": "a", "prompt": "hi"})
+            )
+            health = []
+            while not hostile.done():
+                before = time.perf_counter()
+                assert (await ask(app, "GET", "/health")).status == 200
+                health.append(time.perf_counter() - before)
+                await asyncio.sleep(0.005)  # /health never suspends: a pace, not a wait
+            got = await hostile
+        finally:
+            await pool.close()
+    assert got.status == 502
+    assert TOO_BIG.encode() in got.body
+    assert time.perf_counter() - started < 2
+    assert max(health) < 0.1
