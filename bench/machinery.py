@@ -6,7 +6,7 @@ candidate is judged by its CPU time per request (this process only; llama-server
 apart) as well as by its latency. The floor is the standard library's blocking
 `http.client`, the least a Python client can do. Candidates: httpx's transport (what
 llamad speaks elsewhere), aiohttp (the relay's client before its own pool) and the relay's
-pool (`llamad.gateway.relay.upstream_pool`), each on asyncio's own event loop and on uvloop.
+pool (`llamad.upstream.pool`), each on asyncio's own event loop and on uvloop.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import uvloop
 from bench.common import Context, Result, instance_keys, wait_for
 from bench.gateway import ONE_TOKEN, _healthy
 from bench.procs import floor_specs, launch_direct, stop_direct
-from llamad.gateway.relay.upstream_pool import Pool
+from llamad.upstream.pool import Pool
 
 WARMUP = 20
 Send = Callable[[], Awaitable[None]]

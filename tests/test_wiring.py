@@ -32,7 +32,7 @@ RECORDS: dict[str, set[str]] = {
     "gateway/ollama/answer.py": {"tally"},
     "gateway/ollama/endpoint.py": {"tally"},
     "gateway/ollama/stream.py": {"piece"},
-    "gateway/relay/upstream_pool.py": {"host", "conn"},
+    "upstream/pool.py": {"host", "conn"},
     "gateway/relay/proxy.py": {"tally"},
     "gateway/replicas/lease.py": {"tally", "held"},
     "gateway/routed.py": {"tally"},

@@ -27,13 +27,13 @@ from llamad.gateway.models.downloads import downloading
 from llamad.gateway.models.router import Router
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.page import for_browsers, page_routes
-from llamad.gateway.relay.upstream_pool import Pool
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.library.pulls import Pulls
 from llamad.listener.limits import Refusals
 from llamad.listener.tcp import serve_tcp
 from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.gateway_link import GatewayLink
+from llamad.upstream.pool import Pool
 
 log = structlog.get_logger("llamad.gateway")
 

@@ -28,12 +28,12 @@ from llamad.gateway.relay.keepalive import KeepAlive, sse_beat
 from llamad.gateway.relay.naming import renamer
 from llamad.gateway.relay.proxy import Relay
 from llamad.gateway.relay.resend import answered
-from llamad.gateway.relay.upstream_pool import Pool
 from llamad.gateway.routed import BODY_ROUTED, Books, outgoing, send_error
 from llamad.gateway.shaping import runner
 from llamad.gateway.shaping.plan import shape_of
 from llamad.listener.departure import departure
 from llamad.listener.limits import Refused
+from llamad.upstream.pool import Pool
 
 # The methods that change a llama-server's state (a GET of its slots only reads them).
 _CHANGES = ("POST", "PUT", "PATCH", "DELETE")

@@ -15,7 +15,7 @@ import functools
 import weakref
 from collections.abc import Callable
 
-from llamad.listener.deadline import Deadline
+from llamad.common.deadline import Deadline
 
 
 class Flow:

@@ -89,7 +89,7 @@ async def test_probes_share_one_kept_connection(serve: Serve) -> None:
     assert {r.status for r in replies} == {200}
     assert replies[0].body == b'{"status":"ok"}'
     assert server.connections == 1
-    assert server.heads[0].startswith(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert server.heads[0].lower().startswith(b"get /health http/1.1\r\nhost: 127.0.0.1:")
 
 
 @pytest.mark.timeout(10)

@@ -20,8 +20,8 @@ from llamad.gateway.core import Gateway
 from llamad.gateway.events_stream import activity_routes
 from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.page import for_browsers, page_routes
-from llamad.gateway.relay.upstream_pool import Pool
 from llamad.lifecycle.states import State
+from llamad.upstream.pool import Pool
 
 PORT = 8080
 HOST = f"127.0.0.1:{PORT}"

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from llamad.gateway.relay.upstream_pool import Pool
+from llamad.upstream.pool import Pool
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 JSON = [(b"content-type", b"application/json")]

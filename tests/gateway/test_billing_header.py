@@ -21,9 +21,9 @@ from llamad.gateway.access.door import Door
 from llamad.gateway.app import build_app
 from llamad.gateway.core import Gateway
 from llamad.gateway.relay.billing_header import stabilise
-from llamad.gateway.relay.upstream_pool import Pool
 from llamad.gateway.replicas.affinity import prefix_hashes
 from llamad.lifecycle.states import State
+from llamad.upstream.pool import Pool
 
 pytestmark = pytest.mark.timeout(20)
 

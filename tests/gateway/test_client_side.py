@@ -13,8 +13,8 @@ from supervisor_double import Double, gateway
 
 from llamad.gateway.access.client_side import guard
 from llamad.gateway.app import build_app
-from llamad.gateway.relay.upstream_pool import Pool
 from llamad.listener.departure import Departure
+from llamad.upstream.pool import Pool
 
 Message = dict[str, object]
 

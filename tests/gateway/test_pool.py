@@ -16,10 +16,10 @@ from helpers import free_port, health
 from pool_helpers import JSON, OK, body_of, eventually, every_request, read_request, upstream
 
 from llamad.backends.binaries import find_binary
-from llamad.gateway.relay import connection as connection_module
-from llamad.gateway.relay import upstream_pool as pool_module
-from llamad.gateway.relay.connection import Broken, NotAnswered
-from llamad.gateway.relay.upstream_pool import Pool
+from llamad.upstream import connection as connection_module
+from llamad.upstream import pool as pool_module
+from llamad.upstream.connection import Broken, NotAnswered
+from llamad.upstream.pool import Pool
 
 
 async def test_a_connection_is_kept_and_reused() -> None:

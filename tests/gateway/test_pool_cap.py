@@ -10,9 +10,9 @@ import asyncio
 import pytest
 from pool_helpers import JSON, OK, Handler, eventually, read_request, upstream
 
-from llamad.gateway.relay import upstream_pool as pool_module
-from llamad.gateway.relay.answer import Answer
-from llamad.gateway.relay.upstream_pool import Pool
+from llamad.upstream import pool as pool_module
+from llamad.upstream.answer import Answer
+from llamad.upstream.pool import Pool
 
 
 def held(gate: asyncio.Event, seen: list[bytes]) -> Handler:

@@ -10,9 +10,9 @@ import asyncio
 import pytest
 from pool_helpers import JSON, body_of, eventually, every_request, read_request, upstream
 
-from llamad.gateway.relay.answer import Answer
-from llamad.gateway.relay.connection import Connection
-from llamad.gateway.relay.upstream_pool import Pool
+from llamad.upstream.answer import Answer
+from llamad.upstream.connection import Connection
+from llamad.upstream.pool import Pool
 
 CHUNKED = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pool_helpers import JSON, OK, body_of, eventually, read_request, upstream
 
-from llamad.gateway.relay.connection import NotAnswered
-from llamad.gateway.relay.sockets import readable, self_connected, set_keepalive, wants_keepalive
-from llamad.gateway.relay.upstream_pool import Pool
+from llamad.upstream.connection import NotAnswered
+from llamad.upstream.pool import Pool
+from llamad.upstream.sockets import readable, self_connected, set_keepalive, wants_keepalive
 
 
 @pytest.mark.parametrize(

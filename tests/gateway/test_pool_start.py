@@ -11,7 +11,7 @@ import asyncio
 import pytest
 from pool_helpers import JSON, OK, body_of, eventually, every_request, read_request, upstream
 
-from llamad.gateway.relay.upstream_pool import Pool
+from llamad.upstream.pool import Pool
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from llamad.gateway.relay.connection import Connection
+from llamad.upstream.connection import Connection
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -10,9 +10,9 @@ import pytest
 from pool_helpers import read_request, upstream
 
 from llamad.gateway.contract.port import Upstream
-from llamad.gateway.relay.connection import NotAnswered
 from llamad.gateway.relay.proxy import Relay
-from llamad.gateway.relay.upstream_pool import Pool
+from llamad.upstream.connection import NotAnswered
+from llamad.upstream.pool import Pool
 
 pytestmark = pytest.mark.timeout(20)
 

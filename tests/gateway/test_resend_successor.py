@@ -13,11 +13,11 @@ from pool_helpers import read_request, upstream
 from supervisor_double import Double, gateway, spec, until
 
 from llamad.gateway.contract.port import Upstream
-from llamad.gateway.relay.connection import NotAnswered
 from llamad.gateway.relay.proxy import Relay
 from llamad.gateway.relay.resend import answered
-from llamad.gateway.relay.upstream_pool import Pool
 from llamad.lifecycle.states import State
+from llamad.upstream.connection import NotAnswered
+from llamad.upstream.pool import Pool
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -10,9 +10,9 @@ import pytest
 from pool_helpers import read_request, upstream
 
 from llamad.gateway.contract.port import GatewayPort, Upstream
-from llamad.gateway.relay.upstream_pool import Pool
 from llamad.gateway.shaping.plan import shape_of
 from llamad.gateway.shaping.runner import serve
+from llamad.upstream.pool import Pool
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import uvloop
 
-from llamad.listener.deadline import Deadline
+from llamad.common.deadline import Deadline
 
 
 class Clock:

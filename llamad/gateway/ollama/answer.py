@@ -20,7 +20,7 @@ from llamad.gateway.ollama.requests import Plan
 from llamad.gateway.ollama.stream import Events, Piece, stream_error
 from llamad.gateway.ollama.upstream import Exchange, read_all, sse_events
 from llamad.gateway.relay.keepalive import Beat, ndjson_beat
-from llamad.gateway.relay.upstream_pool import Pool
+from llamad.upstream.pool import Pool
 
 log = structlog.get_logger("llamad.gateway.ollama")
 

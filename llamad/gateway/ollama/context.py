@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from llamad.gateway.contract.port import GatewayPort, ModelView, Upstream
-from llamad.gateway.relay.upstream_pool import Pool, encode
+from llamad.upstream.pool import Pool, encode
 
 # A wedged instance must not hold a listing up.
 PROPS_TIMEOUT = 2.0

@@ -14,7 +14,7 @@ from llamad.gateway.ollama.durations import done_fields, parse_keep_alive
 from llamad.gateway.ollama.errors import OllamaError, field
 from llamad.gateway.ollama.port import GatewayPort, ModelView
 from llamad.gateway.ollama.upstream import Exchange, read_all
-from llamad.gateway.relay.upstream_pool import Pool
+from llamad.upstream.pool import Pool
 
 
 async def embeddings(

@@ -31,8 +31,8 @@ from llamad.gateway.ollama.port import GatewayPort, ModelView
 from llamad.gateway.ollama.pull import delete_endpoint, downloading, pull_endpoint
 from llamad.gateway.ollama.requests import Plan, chat_plan, generate_plan
 from llamad.gateway.ollama.upstream import resolve
-from llamad.gateway.relay.upstream_pool import Pool
 from llamad.library.pulls import Pulls
+from llamad.upstream.pool import Pool
 
 log = structlog.get_logger("llamad.gateway.ollama")
 

@@ -19,12 +19,12 @@ from llamad.gateway.access.call import Call
 from llamad.gateway.contract.port import GatewayError, UpstreamError
 from llamad.gateway.ollama.errors import OllamaError, from_gateway, not_found
 from llamad.gateway.ollama.port import GatewayPort, ModelView, Upstream
-from llamad.gateway.relay.answer import Answer
-from llamad.gateway.relay.connection import Broken
 from llamad.gateway.relay.prompt_defaults import apply
 from llamad.gateway.relay.resend import answered, from_leased
 from llamad.gateway.relay.upstream_errors import honest_status, parse
-from llamad.gateway.relay.upstream_pool import Pool, encode
+from llamad.upstream.answer import Answer
+from llamad.upstream.connection import Broken
+from llamad.upstream.pool import Pool, encode
 
 
 def resolve(gateway: GatewayPort, name: str) -> ModelView:

@@ -18,13 +18,13 @@ from llamad.gateway.books.activity import Tally, now
 from llamad.gateway.books.usage import HEAD_BYTES, from_chunks
 from llamad.gateway.contract.families import family, gateway_shape
 from llamad.gateway.contract.port import GatewayError, Upstream
-from llamad.gateway.relay.answer import Answer
-from llamad.gateway.relay.connection import HIGH_WATER, Broken, NotAnswered
 from llamad.gateway.relay.naming import Rewrite
 from llamad.gateway.relay.resend import from_leased
-from llamad.gateway.relay.sending import Sending
 from llamad.gateway.relay.upstream_errors import refit
-from llamad.gateway.relay.upstream_pool import Pool, encode
+from llamad.upstream.answer import Answer
+from llamad.upstream.connection import HIGH_WATER, Broken, NotAnswered
+from llamad.upstream.pool import Pool, encode
+from llamad.upstream.sending import Sending
 
 # Hop-by-hop headers, our own framing, and the client's credentials: its key for the
 # gateway, and its cookies (a browser sends those of every app on this host name), which

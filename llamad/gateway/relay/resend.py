@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from llamad.gateway.contract.port import GatewayPort, Upstream, UpstreamError
-from llamad.gateway.relay.answer import Answer
-from llamad.gateway.relay.connection import NotAnswered
+from llamad.upstream.answer import Answer
+from llamad.upstream.connection import NotAnswered
 
 T = TypeVar("T")
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from llamad.gateway.access.limits import MAX_HELD
 from llamad.gateway.contract.port import Upstream
-from llamad.gateway.relay.answer import Answer
-from llamad.gateway.relay.connection import Broken
 from llamad.gateway.relay.resend import from_leased
-from llamad.gateway.relay.upstream_pool import Pool, encode
+from llamad.upstream.answer import Answer
+from llamad.upstream.connection import Broken
+from llamad.upstream.pool import Pool, encode
 
 Outgoing = Callable[[Upstream, str, bytes], bytes]
 

@@ -15,14 +15,14 @@ from starlette.types import Send
 from llamad.gateway.books.activity import Tally, now
 from llamad.gateway.contract.families import gateway_shape
 from llamad.gateway.contract.port import GatewayPort, Upstream
-from llamad.gateway.relay.connection import Broken
 from llamad.gateway.relay.resend import answered
-from llamad.gateway.relay.upstream_pool import Pool
 from llamad.gateway.shaping.answers import new_id
 from llamad.gateway.shaping.calls import Failed, Outgoing, broke, opened
 from llamad.gateway.shaping.counts import summed, usage_of
 from llamad.gateway.shaping.deltas import Choice
 from llamad.gateway.shaping.plan import CHAT, COMPLETIONS, Shape
+from llamad.upstream.connection import Broken
+from llamad.upstream.pool import Pool
 
 _DONE = object()  # a choice's stream ended
 _AHEAD = 64  # chunks the choices may run ahead of a slow client

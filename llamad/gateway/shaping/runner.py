@@ -16,7 +16,6 @@ from llamad.gateway.books.activity import Tally, now
 from llamad.gateway.contract.port import GatewayPort, Upstream
 from llamad.gateway.relay.resend import answered
 from llamad.gateway.relay.upstream_errors import refit
-from llamad.gateway.relay.upstream_pool import Pool
 from llamad.gateway.shaping import live
 from llamad.gateway.shaping.answers import whole
 from llamad.gateway.shaping.calls import Budget, Failed, Outgoing, one
@@ -25,6 +24,7 @@ from llamad.gateway.shaping.plan import Shape
 from llamad.gateway.shaping.prompt_tokens import TOKENIZE, entries, tokenize_body, with_prompt
 from llamad.gateway.shaping.streams import events
 from llamad.supervise.facts import Facts
+from llamad.upstream.pool import Pool
 
 
 async def _whole(

@@ -29,8 +29,8 @@ from llamad.gateway.contract.caller import Caller
 from llamad.gateway.contract.port import Asking, LoadFailed, UnknownModel
 from llamad.gateway.models.tags import meant
 from llamad.gateway.ollama import ollama_routes
-from llamad.gateway.relay.upstream_pool import Pool
 from llamad.listener.tcp import serve_tcp
+from llamad.upstream.pool import Pool
 
 
 @dataclass(frozen=True)

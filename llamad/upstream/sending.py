@@ -9,7 +9,7 @@ from collections import deque
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-from llamad.gateway.relay.connection import Connection
+from llamad.upstream.connection import Connection
 
 Key = tuple[str, int]
 

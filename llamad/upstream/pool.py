@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from llamad.gateway.relay.answer import Answer
-from llamad.gateway.relay.connection import HEAD_TIMEOUT_S, Connection, Headers, NotAnswered
-from llamad.gateway.relay.sending import Host, Key, Sending, where
-from llamad.gateway.relay.sockets import readable, self_connected, set_keepalive
+from llamad.upstream.answer import Answer
+from llamad.upstream.connection import HEAD_TIMEOUT_S, Connection, Headers, NotAnswered
+from llamad.upstream.sending import Host, Key, Sending, where
+from llamad.upstream.sockets import readable, self_connected, set_keepalive
 
 # Below the 5 s keep-alive of llama-server (cpp-httplib's default) and of a fleet peer's
 # gateway (its idle deadline), so a pooled connection is not reused just as it is closed.
@@ -45,10 +45,10 @@ class Pool:
     a request past that waits, first come first served, for one to come back or close."""
 
     def __init__(
-        self, max_per_upstream: int = MAX_PER_UPSTREAM, head_timeout: float = HEAD_TIMEOUT_S
+        self, max_per_upstream: int = MAX_PER_UPSTREAM, head_timeout_s: float = HEAD_TIMEOUT_S
     ) -> None:
         self.max_per_upstream = max_per_upstream
-        self.head_timeout = head_timeout  # an answer's head, from its first byte
+        self.head_timeout_s = head_timeout_s  # from an answer head's first byte to its end
         self._hosts: dict[Key, Host] = {}
 
     async def request(
@@ -172,7 +172,7 @@ class Pool:
         try:
             async with asyncio.timeout_at(deadline):
                 _, conn = await loop.create_connection(
-                    lambda: Connection(key, self.head_timeout), *key
+                    lambda: Connection(key, self.head_timeout_s), *key
                 )
         except TimeoutError as exc:
             raise NotAnswered(f"no connection to {where} within the timeout", sent=False) from exc
@@ -213,6 +213,10 @@ class Pool:
 
     async def close(self) -> None:
         """Close every idle connection (a busy one closes with its answer)."""
+        self.close_idle()
+
+    def close_idle(self) -> None:
+        """`close`, for a caller outside a coroutine."""
         for host in self._hosts.values():
             for conn in list(host.idle):
                 if conn.transport is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
-from llamad.gateway.relay.connection import Connection
+from llamad.upstream.connection import Connection
 
 
 class Answer:
@@ -20,7 +20,7 @@ class Answer:
         self, conn: Connection, give_back: Callable[[Connection], None], head_only: bool
     ) -> None:
         self._conn, self._give_back = conn, give_back
-        self.status = conn.parser.get_status_code()
+        self.status = conn.status
         self.headers = conn.headers
         self._head_only = head_only
 

@@ -4,10 +4,13 @@ An asyncio protocol that httptools (llhttp) reads answers with: the head is awai
 body queues up until the relay takes it, and reading pauses when the relay falls behind.
 The connection alone owns that queue and its pace: its answer reads through `read`.
 Interim answers (100 Continue, 103 Early Hints) are read past: the head awaited is the
-final one. Trailers after a chunked body are read and dropped. An answer's head, and a
-chunked body's framing and trailers, are held to a request's limits (`common/framing.py`),
-and a head must be whole within HEAD_TIMEOUT_S of its first byte: a fleet peer is a
-stranger, and one trickling an endless header line is cut off, never read without end.
+final one. Trailers after a chunked body are read and dropped.
+
+An upstream is not trusted (a fleet peer, or whatever answers its URL): what it sends
+outside a body's data (a head, a chunk's size line and extensions, the trailers) is
+bounded in bytes, and a head once begun must end within HEAD_TIMEOUT_S. The time before
+an answer's first byte is not bounded here: a whole completion's head comes only once
+it has been generated.
 """
 
 from __future__ import annotations
@@ -19,18 +22,19 @@ from typing import cast
 
 import httptools
 
-from llamad.common.framing import Framing
-from llamad.listener.deadline import Deadline
+from llamad.common.deadline import Deadline
 
 Headers = list[tuple[bytes, bytes]]
 
 # An answer the client reads slower than the instance writes stops being read from the
 # instance past this many buffered bytes, and starts again once the relay has taken them.
 HIGH_WATER = 256 * 1024
-# Once an answer's first byte is in, its head must be whole within this: a peer (or
-# whatever answers a peer's URL) trickling an endless header line holds nothing longer.
-# The wait before that first byte is a generation's, and has no bound here.
-HEAD_TIMEOUT_S = 10.0
+# Bytes an answer may send with no data of its body among them: a head, a chunk's size
+# line and extensions, the trailers (nginx's proxy_buffer_size is 4 or 8 KiB). It also
+# bounds what httptools joins piece by piece while a header line is unfinished.
+MAX_HEAD = 16 * 1024
+# From an answer head's first byte to its end (llama-server writes a head at once).
+HEAD_TIMEOUT_S = 5.0
 TOO_BIG = "upstream sent too big header"
 
 
@@ -62,32 +66,32 @@ class NotAnswered(Broken):
 class Connection(asyncio.Protocol):
     """One connection and the answer it is reading."""
 
-    def __init__(self, key: tuple[str, int], head_timeout: float = HEAD_TIMEOUT_S) -> None:
-        self.key, self.head_timeout = key, head_timeout
+    def __init__(self, key: tuple[str, int], head_timeout_s: float = HEAD_TIMEOUT_S) -> None:
+        self.key = key
+        self._head_timeout_s = head_timeout_s
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.lost = False
         self.reused = False
         # Its keep-alive while it waits in the pool: the pool sets and clears it.
         self.expiry = Deadline(asyncio.get_running_loop(), self._expire)
+        self._head_due = Deadline(asyncio.get_running_loop(), self._head_late)
         # Told once when the connection has closed, so its pool can count it out.
         self.on_lost: Callable[[Connection], None] | None = None
-        # An answer's head and a chunked body's framing, bounded as a request's are.
-        self.framing = Framing()
-        self._head_due = Deadline(asyncio.get_running_loop(), self._head_late)
-        self._why: str | None = None  # a limit a callback found, for `data_received`
         self.begin()
 
     def begin(self) -> None:
         """Ready for the next request's answer."""
         self.head: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.headers: Headers = []
+        self.status = 0
         self._body: collections.deque[bytes] = collections.deque()
         self._buffered = 0
         self._paused = self.done = self.until_close = self.got_bytes = self.keep_alive = False
-        self.overrun = self.interim = False
+        self.overrun = self.interim = self._head_begun = False
+        # Bytes read since the answer last made progress (a head ended, body data came).
+        self._loose = 0
         self._waiter: asyncio.Future[None] | None = None
-        self.framing.begin()
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -96,16 +100,18 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
-        if not self.head.done() and self._head_due.due is None:
-            self._head_due.set(self.head_timeout)
-        self.framing.fed(len(data))
-        self._why = None
+        if not self._head_begun:
+            self._head_begun = True
+            self._head_due.set(self._head_timeout_s)
+        self._loose += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(self._why or f"unreadable answer: {exc}")
-        if self.framing.over and not self.lost:
-            self._fail(TOO_BIG)  # a line llhttp still gathers
+            self._fail(f"unreadable answer: {exc}")
+        if self._loose > MAX_HEAD:
+            # Counted after the parser saw it: a read holding a small head and a large
+            # body is fine, and what piles up unparsed stays within one read of the bound.
+            self._fail(TOO_BIG)
         if self.overrun and self.transport is not None:
             # Bytes after the answer ended, which nobody asked for, would be read as the
             # next request's answer: the connection is not used again.
@@ -129,38 +135,47 @@ class Connection(asyncio.Protocol):
         self.overrun = self.done
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if not self.framing.line(len(name) + len(value) + 4):
-            self._why = TOO_BIG
-            raise ValueError(TOO_BIG)  # llhttp stops; `data_received` fails the answer
         # Once the head is in, what comes is a chunked body's trailers: not the head's.
         if not (self.overrun or self.head.done()):
-            # llhttp leaves trailing OWS (RFC 9112 5: not the value's), which the listener
-            # would refuse to relay.
+            # llhttp leaves a value's trailing white space, which RFC 9112 5 leaves out
+            # (and the listener would refuse to write on).
             self.headers.append((name, value.rstrip(b" \t")))
 
     def on_headers_complete(self) -> None:
-        self.framing.body_begins()
-        self._head_due.clear()  # the next head's (after an interim one) from its first byte
         if self.overrun:
             return
+        self._loose = 0
         status = self.parser.get_status_code()
-        if 100 <= status < 200 and status != 101:
+        if 100 <= status < 200:
+            if status == 101:  # nothing here asks for an upgrade
+                self._fail("the upstream switched protocols unasked")
+                return
             self.interim = True  # its message ends here; the final answer follows
+            self._head_begun = False  # the final head's deadline starts at its first byte
+            self._head_due.clear()
             return
+        self._head_due.clear()
+        # Kept here: the parser's own is the next message's once bytes follow this one.
+        self.status = status
         names = {k.lower() for k, _ in self.headers}
+        if sum(len(k) + len(v) for k, v in self.headers) > MAX_HEAD:
+            self._fail(TOO_BIG)  # a head that came whole in one read, unseen by `_loose`
+            return
+        if b"transfer-encoding" in names and not _chunked_only(self.headers):
+            # llhttp reads `gzip, chunked` as chunked and `gzip` to the close; nginx and
+            # h11 refuse both, and so does this (a body the relay could not frame).
+            self._fail("upstream sent unknown transfer-encoding")
+            return
         self.until_close = not ({b"content-length", b"transfer-encoding"} & names) and not (
             status < 200 or status in (204, 304)
         )
         if not self.head.done():
             self.head.set_result(None)
 
-    def on_chunk_header(self) -> None:
-        self.framing.chunk()
-
     def on_body(self, body: bytes) -> None:
-        self.framing.data(len(body))
         if self.overrun or not body:  # an empty read would end the reader's body early
             return
+        self._loose = 0
         self._body.append(body)
         self._buffered += len(body)
         if self._buffered > HIGH_WATER and not self._paused and self.transport is not None:
@@ -169,7 +184,6 @@ class Connection(asyncio.Protocol):
         self._wake()
 
     def on_message_complete(self) -> None:
-        self.framing.body_begins()
         if self.overrun:
             return
         if self.interim:
@@ -226,8 +240,7 @@ class Connection(asyncio.Protocol):
         await self._waiter
 
     def _head_late(self) -> None:
-        if not self.head.done():
-            self._fail(f"no whole answer head within {self.head_timeout:g}s of its first byte")
+        self._fail(f"the answer's head did not end within {self._head_timeout_s:g} s")
 
     def _expire(self) -> None:
         if self.transport is not None:
@@ -245,3 +258,9 @@ class Connection(asyncio.Protocol):
             self.head.set_exception(NotAnswered(why, sent=True))
         elif self._waiter is not None and not self._waiter.done():
             self._waiter.set_exception(Broken(why))
+
+
+def _chunked_only(headers: Headers) -> bool:
+    """The head's transfer codings are `chunked` alone (one field, one coding)."""
+    codings = [v for k, v in headers if k.lower() == b"transfer-encoding"]
+    return len(codings) == 1 and codings[0].strip().lower() == b"chunked"
