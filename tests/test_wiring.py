@@ -40,8 +40,11 @@ RECORDS: dict[str, set[str]] = {
     "gateway/shaping/runner.py": {"tally"},
     "library/folder.py": {"found"},
     "library/hf_cache.py": {"found"},
+    # The table's own marks on a connection it holds: the share it counts for.
+    "listener/table.py": {"conn"},
     "supervise/process.py": {"prctl"},  # how ctypes declares a foreign function
     "supervise/slot_cache.py": {"done"},
+    "supervise/slot_verdicts.py": {"judged"},
     "supervise/watch.py": {"inst"},
 }
 

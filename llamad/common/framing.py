@@ -1,8 +1,9 @@
-"""What an HTTP/1.1 message may spend on anything but its body's data: its head, and a
-chunked body's chunk sizes, extensions and trailers. Every parser llamad reads with (the
-listeners' requests, the answers of instances and fleet peers) counts the bytes it is
-fed against one `Framing`: llhttp gathers a header line, or a trailer's, piece by piece
-before it calls back, so an endless line is stopped by the bytes fed, not when it ends.
+"""What an HTTP/1.1 request may spend on anything but its body's data: its head, and a
+chunked body's chunk sizes, extensions and trailers. The listeners' reader counts the
+bytes it is fed against one `Framing`: llhttp gathers a header line, or a trailer's,
+piece by piece before it calls back, so an endless line is stopped by the bytes fed, not
+when it ends. (The upstream client bounds answers the same way, more simply: what it reads
+between two steps of progress, `upstream/connection.py`.)
 """
 
 from __future__ import annotations

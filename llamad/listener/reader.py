@@ -192,8 +192,7 @@ class Reader:
     def _taken(self) -> Refusal:
         why, self._refused = self._refused, None
         assert why is not None
-        why.__traceback__ = why.__context__ = None
-        return why
+        return why.with_traceback(None)
 
 
 def _target(url: bytes) -> tuple[str, bytes, bytes, bytes | None]:

@@ -169,7 +169,8 @@ class Verdicts:
         if isinstance(body, dict):
             for key, why in body.items():
                 if isinstance(why, str):
-                    self._judged.setdefault(key, Judged()).stopped = why
+                    judged = self._judged.setdefault(key, Judged())
+                    judged.stopped = why
 
     def _save(self, root: Path) -> None:
         body = {k: j.stopped for k, j in self._judged.items() if j.stopped is not None}
