@@ -25,6 +25,7 @@ from bench import (
     fleet,
     footprint,
     gateway,
+    hostile,
     machinery,
     peers,
     realmodel,
@@ -57,6 +58,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "fleet": fleet.run,
     "realmodel": realmodel.run,
     "returning": returning.run,
+    "hostile": hostile.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 
