@@ -251,6 +251,7 @@ def rows(name: str, seen: Seen, quiet: Seen) -> list[Result]:
         out.append(Result(f"hostile {name}: {path} p99", 1, "ms", [p99(seen.ms[what])],
                           [p99(quiet.ms[what])], "overhead", "median", P99_MS,
                           f"p99 < {P99_MS:g} ms, 0 errors", also_ok=seen.errors[what] == 0,
+                          note=f"{figures['requests']} requests, {figures['errors']} errors",
                           extra={"figures": figures}))  # fmt: skip
     growth = seen.rss_max - seen.rss_before
     told = ", ".join(f"{k} {v}" for k, v in sorted(seen.stats.items()))
