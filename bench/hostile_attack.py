@@ -32,6 +32,7 @@ SLOW_CLIENTS = 4
 # 4 MB loopback's send buffer takes in (tcp_wmem), so most of it waits in the daemon.
 SLOW_CHARS = 300_000
 PEER_MODEL = "far"
+STALLED_S = 2.0  # a trailer that has not moved on for this long is sent anew
 BACKOFF_S = 0.05  # after a refused connection: the attacker's own CPU stays small
 # What the attacker saw, printed as JSON when it stops: connections made and failed,
 # the most held at once, MB sent, requests the stand-in peer was relayed.
@@ -92,7 +93,8 @@ async def trailer(spec: dict[str, Any], end: float) -> None:
             writer.write(head + b"%x\r\n%s\r\n0\r\nX-Trailer: " % (len(body), body))
             while not reader.at_eof():
                 writer.write(CHUNK)
-                await writer.drain()
+                # A gateway that stopped reading (it answered 401) gets a new connection.
+                await asyncio.wait_for(writer.drain(), STALLED_S)
                 STATS["kb_sent"] += len(CHUNK) // 1024
         finally:
             writer.close()
