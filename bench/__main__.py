@@ -25,6 +25,7 @@ from bench import (
     fleet,
     footprint,
     gateway,
+    hostile,
     hybrid,
     machinery,
     peers,
@@ -59,6 +60,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "realmodel": realmodel.run,
     "returning": returning.run,
     "hybrid": hybrid.run,
+    "hostile": hostile.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 
