@@ -158,8 +158,9 @@ def exit_later(seconds: float, code: int, why: str) -> None:
 
 def main(argv: list[str]) -> int:
     """Run the fake server until SIGTERM/SIGINT (exit 0) or a configured fault."""
-    if {"--help", "--version"} & set(argv):
-        # llamad reads the option catalogue from --help: answer as the real binary does.
+    if {"--help", "--version", "--list-devices"} & set(argv):
+        # llamad reads the option catalogue from --help and the devices from
+        # --list-devices: answer as the real binary does.
         real = os.environ.get("FAKE_REAL_SERVER", "")
         if real:
             os.execv(real, [real, *argv])

@@ -260,13 +260,13 @@ def import_probe(argv: list[str], heavy: tuple[str, ...]) -> subprocess.Complete
 
 
 def stand_in_binary(path: Path, real: Path, serve: str | None = None, note: str = "first") -> None:
-    """A llama-server that answers --help/--version with the real one's text and, unless
-    `serve` says otherwise, serves with it too; replaced atomically, as an upgrade does."""
+    """A llama-server that answers --help/--version/--list-devices as the real one does
+    and, unless `serve` says otherwise, serves with it too; replaced atomically, as an
+    upgrade does."""
     body = serve if serve is not None else f'exec "{real}" "$@"'
     tmp = path.with_suffix(".new")
-    tmp.write_text(
-        f'#!/bin/sh\n# {note}\ncase "$1" in --help|--version) exec "{real}" "$@";; esac\n{body}\n'
-    )
+    answers = f'case "$1" in --help|--version|--list-devices) exec "{real}" "$@";; esac'
+    tmp.write_text(f"#!/bin/sh\n# {note}\n{answers}\n{body}\n")
     tmp.chmod(0o755)
     os.replace(tmp, path)
 

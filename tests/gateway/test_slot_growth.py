@@ -18,7 +18,7 @@ class _Told:
     def __init__(self) -> None:
         self.calls: list[tuple[str, int]] = []
 
-    def grew(self, instance: str, tokens: int) -> None:
+    def grew(self, instance: str, tokens: int, cached: int | None, evaluated: int | None) -> None:
         self.calls.append((instance, tokens))
 
 
