@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from llamad.daemon.tinymodel import _vocab
+from llamad.daemon.tinymodel import _vocab, add_vocab
 
 WIDTH, LAYERS, CONV, STATE, DT_RANK = 64, 2, 4, 16, 4
 INNER = 2 * WIDTH  # llama.cpp takes no other expansion factor
@@ -48,16 +48,7 @@ def write_tiny_mamba(out: Path) -> Path:
     w.add_ssm_state_size(STATE)
     w.add_ssm_time_step_rank(DT_RANK)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_vocab_size(len(tokens))
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_unk_token_id(0)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(True)
-    w.add_add_space_prefix(False)
+    add_vocab(w, tokens, scores, types)
     w.add_tensor("token_embd.weight", rand(len(tokens), WIDTH))
     w.add_tensor("output_norm.weight", ones(WIDTH))
     w.add_tensor("output.weight", rand(len(tokens), WIDTH, std=1.0))

@@ -86,6 +86,16 @@ def cached_gguf_meta(path: Path) -> GGUFMeta | None:
         return _cache.get((path, st.st_size, st.st_mtime_ns))
 
 
+def header_of(model: Path | None) -> GGUFMeta | None:
+    """`read_gguf_meta(model)`, or None for no model or a file it cannot read."""
+    if model is None:
+        return None
+    try:
+        return read_gguf_meta(model)
+    except (OSError, ValueError):
+        return None
+
+
 def read_gguf_meta(path: Path) -> GGUFMeta:
     """The header facts of the GGUF file at `path` (cached until the file changes).
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from llamad.backends.catalog import Catalog
-from llamad.backends.gguf_meta import read_gguf_meta
+from llamad.backends.gguf_meta import header_of
 from llamad.backends.kv_cache import Layout, full_window_adds, kv_bytes, kv_shape
 from llamad.backends.spec import InstanceSpec
 
@@ -42,11 +42,8 @@ _NEUTRAL = frozenset(
 
 def sliding_window(model: Path | None) -> int | None:
     """The GGUF's `<arch>.attention.sliding_window`, or None (none, or unreadable)."""
-    if model is None:
-        return None
-    try:
-        meta = read_gguf_meta(model)
-    except (OSError, ValueError):
+    meta = header_of(model)
+    if meta is None:
         return None
     value = meta.scalars.get(f"{meta.architecture}.attention.sliding_window")
     if isinstance(value, list):
@@ -85,11 +82,8 @@ def window_cost(spec: InstanceSpec) -> tuple[int, float] | None:
     """The bytes the full-size window cache adds to `spec`, and the memory it then needs
     over what llama-server alone needs with the same settings (weights and KV cache);
     None when its model has no sliding window, or a header llamad cannot size."""
-    if spec.model is None:
-        return None
-    try:
-        meta = read_gguf_meta(spec.model)
-    except (OSError, ValueError):
+    meta = header_of(spec.model)
+    if meta is None:
         return None
     shape = kv_shape(meta)
     if shape is None or not shape.window:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llamad.backends.gguf_meta import read_gguf_meta
+from llamad.backends.gguf_meta import header_of
 
 # `general.architecture` values of llama.cpp's hybrid and recurrent models.
 KNOWN = frozenset(
@@ -24,11 +24,8 @@ _SIGNS = ("ssm.", "shortconv.", "wkv.")
 
 def recurrent(model: Path | None) -> str | None:
     """The model's architecture when it is hybrid or recurrent, else None (or unreadable)."""
-    if model is None:
-        return None
-    try:
-        meta = read_gguf_meta(model)
-    except (OSError, ValueError):
+    meta = header_of(model)
+    if meta is None:
         return None
     arch = meta.architecture
     if arch in KNOWN:

@@ -74,6 +74,20 @@ def _vocab(special: tuple[str, ...]) -> tuple[list[str], list[float], list[int]]
     return tokens, [0.0] * len(tokens), types
 
 
+def add_vocab(w: Any, tokens: list[str], scores: list[float], types: list[int]) -> None:
+    """The vocabulary of `_vocab` into the GGUF writer `w`, as a SentencePiece tokenizer."""
+    w.add_vocab_size(len(tokens))
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_space_prefix(False)  # keep "Hello" as 5 bytes, not "▁Hello"
+
+
 def write_tiny_model(
     path: Path,
     seed: int = 0,
@@ -131,16 +145,7 @@ def write_tiny_model(
         w.add_head_count_kv(shape.n_head)
         w.add_rope_dimension_count(n_embd // shape.n_head)
         w.add_layer_norm_rms_eps(1e-5)
-        w.add_vocab_size(len(tokens))
-        w.add_tokenizer_model("llama")
-        w.add_token_list(tokens)
-        w.add_token_scores(scores)
-        w.add_token_types(types)
-        w.add_unk_token_id(0)
-        w.add_bos_token_id(1)
-        w.add_eos_token_id(2)
-        w.add_add_bos_token(True)
-        w.add_add_space_prefix(False)  # keep "Hello" as 5 bytes, not "▁Hello"
+        add_vocab(w, tokens, scores, types)
         if chat_template is not None:
             w.add_chat_template(chat_template)
         w.add_uint32(gguf.Keys.Tokenizer.FIM_PRE_ID, FIM_PRE)
