@@ -55,7 +55,10 @@ def kubernetes(name: str, namespace: str, address: str, ports: Mapping[str, int]
             "address the cluster reaches this machine at)"
         ) from None
     if ip.is_loopback or ip.is_unspecified:
-        raise ExportError(f"--address: {address} is not one the cluster can reach")
+        raise ExportError(
+            f"{address} is not an address the cluster can reach: give --address IP "
+            "(this machine's, as the cluster's nodes reach it)"
+        )
     for port_name, port in ports.items():
         if not 0 < port < 65536:
             raise ExportError(f"port {port_name}: {port} is not a TCP port")

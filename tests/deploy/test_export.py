@@ -85,7 +85,7 @@ def test_kubernetes_from_flags_alone(tmp_path: Path, capsys: pytest.CaptureFixtu
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        ((), "127.0.0.1 is not one the cluster can reach"),
+        ((), "127.0.0.1 is not an address the cluster can reach: give --address IP"),
         (("--address", "mac.lan"), "'mac.lan' is not an IP address"),
         (("--address", "10.0.0.2", "--name", "Mac_Studio"), "--name: 'Mac_Studio' is not a"),
         (("--address", "10.0.0.2", "--port", "70000"), "port http: 70000 is not a TCP port"),
