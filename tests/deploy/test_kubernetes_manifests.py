@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import stat
+import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -83,14 +84,15 @@ def test_pods_hold_no_privilege_they_do_not_need() -> None:
 
 
 def test_probes_and_services_use_llamads_ports() -> None:
-    """Both probes ask the gateway's /health; the Services reach the ports the
-    ConfigMap's config listens on; the fleet's Service is headless."""
+    """Both probes ask the gateway's port (test_kubernetes_pod.py asks their paths of a
+    running llamad); the Services reach the ports the ConfigMap's config listens on; the
+    fleet's Service is headless."""
     objects = render("base")
     pod = one(objects, "DaemonSet", "llamad")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
+        assert container[probe]["httpGet"]["port"] == "http"
     fleet = one(objects, "Service", "llamad-fleet")["spec"]
     assert fleet["clusterIP"] == "None"
     assert [p["targetPort"] for p in fleet["ports"]] == ["control"]
@@ -104,9 +106,15 @@ def test_probes_and_services_use_llamads_ports() -> None:
 def test_grace_period_outlasts_the_daemons_shutdown() -> None:
     """SIGKILL comes after the in-flight requests, the slot saves and the instances'
     stop_timeout have had their time."""
-    pod = one(render("base"), "DaemonSet", "llamad")["spec"]["template"]["spec"]
-    # A slot save (at most 10 s) and stop_timeout (10 s), with a minute for requests.
-    assert pod["terminationGracePeriodSeconds"] >= 60 + 10 + 10
+    objects = render("base")
+    pod = one(objects, "DaemonSet", "llamad")["spec"]["template"]["spec"]
+    config = tomllib.loads(_config_text(objects))
+    gateway, supervise = config["gateway"], config.get("supervise", {})
+    # Unready before the listener stops, then the requests in flight (a minute unless
+    # the config bounds them), a slot save (at most 10 s) and stop_timeout.
+    requests = gateway.get("shutdown_delay", 0) + gateway.get("shutdown_grace", 60)
+    stop = 10 + supervise.get("stop_timeout", 10)
+    assert pod["terminationGracePeriodSeconds"] >= requests + stop
 
 
 def test_configmap_loads_with_llamads_loader(tmp_path: Path) -> None:

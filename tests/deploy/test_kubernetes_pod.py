@@ -1,6 +1,6 @@
 """The ConfigMap's config runs as the DaemonSet's pod runs it: llamad started on a copy
 of the pod's file system (the keys the init container installs, the 0777 emptyDir, the
-node's models and cache), answering the kubelet's probe and an app's chat by the
+node's models and cache), answering the kubelet's probes and an app's chat by the
 library name of a model on the node."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import stat
 from pathlib import Path, PurePosixPath
 
 import httpx
+import ifaddr
 import pytest
 from helpers import Llamad, free_port, short_dir, wait_for
 from kube_manifests import one, render
@@ -49,8 +50,11 @@ def test_the_configmap_runs_in_a_copy_of_the_pod(tiny_model: Path) -> None:
             ld.wait_ready()
             ld.wait_event("gateway.listening")
             base = f"http://127.0.0.1:{gateway}"
-            # The kubelet's readiness and liveness probe: GET /health, no key.
-            wait_for(lambda: _get(f"{base}/health") == 200, 10, "the probe's 200")
+            # The kubelet's probes, as the DaemonSet names them: no key, sent to the pod's
+            # own address (Host: that address and port).
+            for probe in ("readinessProbe", "livenessProbe"):
+                url = f"http://{_pod_ip()}:{gateway}{container[probe]['httpGet']['path']}"
+                wait_for(lambda url=url: _get(url) == 200, 10, f"{probe}'s 200")
             # An app in the cluster, by the gateway Service's name.
             answer = httpx.post(
                 f"{base}/v1/chat/completions",
@@ -68,8 +72,17 @@ def test_the_configmap_runs_in_a_copy_of_the_pod(tiny_model: Path) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _pod_ip() -> str:
+    """This machine's first address beyond loopback, as a pod's IP is; else loopback."""
+    for adapter in ifaddr.get_adapters():
+        for ip in adapter.ips:
+            if isinstance(ip.ip, str) and not ip.ip.startswith("127."):
+                return ip.ip
+    return "127.0.0.1"
+
+
 def _get(url: str) -> int | None:
     try:
-        return httpx.get(url, timeout=2).status_code
+        return httpx.get(url, timeout=2, trust_env=False).status_code
     except httpx.HTTPError:
         return None
