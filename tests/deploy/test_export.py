@@ -10,6 +10,7 @@ import pytest
 import yaml
 from kube_manifests import supported_versions, validate
 
+from llamad.cli.export import yaml_text
 from llamad.cli.main import run
 
 KEY = "k" * 32
@@ -108,3 +109,19 @@ def test_kubernetes_names_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFix
     code, _, err = _export(capsys, "--config", str(config), "export", "kubernetes")
     assert code == 2
     assert err.startswith(f"llamactl: {config}:2: gateway.listen")
+
+
+@pytest.mark.parametrize(
+    "value", ["a: b", "- c\n- d", "x\ny: z", "true", "null", "'q'", '"q"', "#x", "{}", "é ✓"]
+)
+def test_no_value_changes_the_documents_shape(value: str) -> None:
+    """Whatever a name holds, the YAML reads back as the structure that was written."""
+    doc = {"model_list": [{"model_name": value, "litellm_params": {"model": value, "n": 1}}]}
+    assert yaml.safe_load(yaml_text(doc)) == doc
+
+
+def test_litellm_without_a_daemon(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The model list comes from the running daemon: none is exit 7, one line."""
+    code, out, err = _export(capsys, "--socket", str(tmp_path / "none.sock"), "export", "litellm")
+    assert (code, out) == (7, "")
+    assert err.count("\n") == 1, err
