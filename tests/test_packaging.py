@@ -50,6 +50,8 @@ def test_sdist_carries_what_the_tests_read(sdist: tarfile.TarFile) -> None:
         "tests/conftest.py",
         "tests/helpers.py",
         "llamad/templates/llamad.service",
+        "deploy/kubernetes/base/kustomization.yaml",
+        "deploy/Containerfile",
     ):
         assert needed in names
     assert any(n.startswith("launchd/") for n in names)

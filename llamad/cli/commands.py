@@ -6,6 +6,7 @@ Only the standard library is imported on the way to `status`; see `cli.py`.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from pathlib import Path
 from urllib.parse import quote
@@ -19,6 +20,7 @@ from llamad.common import paths
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from types import ModuleType
     from typing import Any
 
 # The request may take as long as llamad's wait, plus this for the answer to arrive.
@@ -181,3 +183,67 @@ def version(args: argparse.Namespace) -> int:
     server = str(daemon.get("llama_server_version") or "unknown").removeprefix("version: ")
     print(f"llamad {daemon.get('version')} (pid {daemon.get('pid')}), llama-server {server}")
     return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    """`llamactl export kubernetes|litellm`: print what that system needs to reach llamad."""
+    from llamad.cli import export as documents  # only for this command
+
+    try:
+        if args.target == "kubernetes":
+            text = _kubernetes(args, documents)
+        else:
+            text = _litellm(args, documents)
+    except documents.ExportError as exc:
+        err(str(exc))
+        return exits.USAGE
+    print(text, end="")
+    return exits.OK
+
+
+def _kubernetes(args: argparse.Namespace, documents: ModuleType) -> str:
+    """The Service and EndpointSlice, from the flags, else from the config's listeners."""
+    address, port, control = args.address, args.port, args.control_port
+    if address is None or port is None or control is None:
+        path = Path(args.config).expanduser() if args.config else paths.default_config()
+        from llamad.config.load import ConfigError, load  # pydantic: this command only
+
+        try:
+            resolved = load(path)
+        except ConfigError as exc:
+            raise documents.ExportError(exc.lines[0]) from None
+        if resolved.gateway is None and port is None:
+            raise documents.ExportError(f"{path}: no [gateway] listen: give --port")
+        if port is None and resolved.gateway is not None:
+            port = resolved.gateway.port
+        if address is None and resolved.gateway is not None:
+            address = resolved.gateway.host
+        remote = resolved.daemon.remote
+        if control is None:
+            control = remote.port if remote else 0
+    if address is None:
+        raise documents.ExportError("no [gateway] listen: give --address")
+    ports = {"http": port, **({"control": control} if control else {})}
+    name = args.name or documents.service_name(f"llamad-{socket.gethostname().split('.')[0]}")
+    return str(documents.kubernetes(name, args.namespace, address, ports))
+
+
+def _litellm(args: argparse.Namespace, documents: ModuleType) -> str:
+    """The model_list, from the running daemon: each model and alias its gateway routes."""
+    doc = client_for(args).call("GET", "/v1/status")
+    gateway = doc.get("gateway") or {}
+    url = args.url
+    if url is None:
+        listen = str(gateway.get("listen") or "")
+        if not listen:
+            raise documents.ExportError("llamad runs no gateway ([gateway] listen)")
+        host, _, port = listen.rpartition(":")
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"  # every interface: this machine reaches it on loopback
+        url = f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
+    names: list[str] = []
+    for inst in doc.get("instances") or []:
+        routed = inst.get("gateway") or {}
+        if routed.get("routable"):
+            names += [inst["name"], *routed.get("aliases", [])]
+    return str(documents.litellm(names, url, args.key_env))

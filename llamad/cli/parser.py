@@ -59,6 +59,28 @@ def _fleet(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--mdns-interface", metavar="ADDR", help=text)
 
 
+def _export(sub: Any, common: argparse.ArgumentParser) -> None:
+    text = "print what another system needs to reach llamad (kubernetes, litellm)"
+    export = sub.add_parser("export", parents=[common], help=text, description=text)
+    export.set_defaults(func=commands.export, kind=exits.ACTION)
+    targets = export.add_subparsers(dest="target", metavar="TARGET", required=True)
+    text = "a Service without a selector and its EndpointSlice: pods reach this llamad by name"
+    p = targets.add_parser("kubernetes", parents=[common], help=text, description=text)
+    text = "the IP the cluster reaches this machine at (default: [gateway] listen's host)"
+    p.add_argument("--address", metavar="IP", help=text)
+    p.add_argument("--port", type=int, metavar="N", help="the gateway's (default: the config's)")
+    text = "the control API's, for the fleet (default: [daemon.remote] listen's; 0: none)"
+    p.add_argument("--control-port", type=int, metavar="N", help=text)
+    p.add_argument("--name", metavar="NAME", help="the Service's (default: llamad-HOSTNAME)")
+    p.add_argument("--namespace", default="llm", metavar="NS", help="(default: llm)")
+    text = "a LiteLLM proxy model_list: each model and alias the running llamad's gateway routes"
+    p = targets.add_parser("litellm", parents=[common], help=text, description=text)
+    text = "the gateway's /v1 URL as the proxy reaches it (default: from its listen address)"
+    p.add_argument("--url", metavar="URL", help=text)
+    text = "the proxy's environment variable holding a gateway key (default: LLAMAD_API_KEY)"
+    p.add_argument("--key-env", default="LLAMAD_API_KEY", metavar="VAR", help=text)
+
+
 def _fleet_status(args: argparse.Namespace) -> int:
     from llamad.cli.fleet_status import fleet_status  # threads and peers: only for this command
 
@@ -143,6 +165,7 @@ def build_parser(service: bool) -> argparse.ArgumentParser:
     add("validate", commands.validate, "check a config file; needs no running llamad", config_only)
     add("version", commands.version, "print llamactl's version, and llamad's if it is running")
     _fleet(sub, common)
+    _export(sub, common)
     if service:
         # import_module consults sys.modules, so a stand-in registered there is honoured.
         service_module = importlib.import_module("llamad.service.install")
