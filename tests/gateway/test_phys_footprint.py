@@ -10,7 +10,9 @@ import threading
 import time
 
 import pytest
+from supervisor_double import Double, gateway, spec, until
 
+from llamad.gateway.admission.idle import IdleTimers
 from llamad.gateway.admission.measuring import Measurer
 from llamad.gateway.admission.phys_footprint import (
     PROC_PID_RUSAGE,
@@ -20,6 +22,7 @@ from llamad.gateway.admission.phys_footprint import (
     RusageInfoV2,
     libproc,
 )
+from llamad.lifecycle.states import State
 
 MiB = 1024**2
 
@@ -111,3 +114,24 @@ async def test_a_reader_that_fails_is_no_measurement() -> None:
         "a": 7,
         "b": None,
     }
+
+
+async def test_a_stuck_reading_never_stalls_the_idle_ticker() -> None:
+    gate = threading.Event()
+
+    def stuck(pid: int | None) -> int | None:
+        gate.wait(10)
+        return None
+
+    double = Double()
+    double.add(spec("a", idle_timeout=0.2), State.RUNNING)
+    gw = gateway(double)
+    timers = IdleTimers(gw.sched, Measurer(stuck, deadline=0.1))
+    try:
+        async with asyncio.TaskGroup() as tg:
+            ticker = tg.create_task(timers.run())
+            await until(lambda: bool(double.stops()), "the idle stop, footprints stuck", 10)
+            ticker.cancel()
+    finally:
+        gate.set()
+    assert double.stops() == [("a", "Stop(idle=True)", 0)]
