@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from supervisor_double import Double, spec
 
+from llamad.backends.devices.metal import working_set
 from llamad.backends.devices.probe import Machine
 from llamad.backends.devices.readings import Device
 from llamad.backends.tool import ServerCommand
@@ -28,7 +29,6 @@ from llamad.gateway.admission.memory import (
     RamReading,
     margin,
     total_for,
-    working_set,
 )
 from llamad.gateway.admission.room import Loaded, plan
 from llamad.gateway.admission.slots import Slots

@@ -12,7 +12,6 @@ The `auto` budget here is RAM's; the GPUs' budgets and shares are in `gateway/ad
 from __future__ import annotations
 
 import functools
-import platform
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from llamad.backends.devices.metal import apple_silicon, working_set
 from llamad.backends.gguf_meta import read_gguf_meta
 from llamad.backends.kv_cache import Layout, kv_bytes, kv_shape
 from llamad.backends.llama_cache import swa_full
@@ -161,18 +161,6 @@ def returned(held: Held, linux: bool) -> int:
     return _anon(held.count) if held.measured else 0
 
 
-def working_set(total: int, listed: int | None, apple_silicon: bool) -> int | None:
-    """What Metal lets our models wire together, or None (no such limit): the working
-    set llama-server's device list reports (its `recommendedMaxWorkingSetSize`, or
-    `iogpu.wired_limit_mb`), else Apple silicon's default share of the RAM."""
-    if listed is not None:
-        return listed
-    if not apple_silicon:
-        return None
-    # recommendedMaxWorkingSetSize is 2/3 of RAM up to 36 GiB and 3/4 above.
-    return int(total * (2 / 3 if total <= 36 * 1024**3 else 3 / 4))
-
-
 @dataclass(frozen=True)
 class RamReading:
     """The machine's memory as the `auto` budget reads it."""
@@ -187,9 +175,8 @@ class RamReading:
 def read_ram() -> RamReading:
     """This machine's reading, now."""
     vm = psutil.virtual_memory()
-    apple = platform.system() == "Darwin" and platform.machine() == "arm64"
     linux = sys.platform == "linux"
-    return RamReading(int(vm.available), int(vm.total), _cgroup_room(), linux, apple)
+    return RamReading(int(vm.available), int(vm.total), _cgroup_room(), linux, apple_silicon())
 
 
 def auto_budget(held: Iterable[Held], listed_working_set: int | None, ram: RamReading) -> int:
