@@ -18,7 +18,7 @@ from supervisor_double import Double, spec
 
 from llamad.backends.devices.metal import working_set
 from llamad.backends.devices.probe import Machine
-from llamad.backends.devices.readings import Device
+from llamad.backends.devices.readings import Device, list_devices
 from llamad.backends.tool import ServerCommand
 from llamad.config.gateway_table import GatewayConfig
 from llamad.gateway.admission.devices.book import DeviceBook
@@ -153,3 +153,17 @@ def test_linux_adds_back_only_what_memavailable_lacks() -> None:
     slots.slot("m0").measured = Footprint(8 * GiB, anon=3 * GiB)
     assert ledger(double, slots, reading).budgets(["m0"])[RAM] == 21 * GiB
     assert total_for(20 * GiB, None, [], True) == 20 * GiB
+
+
+def test_the_metal_line_of_the_device_list_is_the_working_set() -> None:
+    """`llama-server --list-devices` on a 36 GB Mac whose wired limit is 30 GiB: that
+    figure, not the 2/3 share (24 GiB), caps the budget."""
+    listing = "Available devices:\n  MTL0: Apple M3 Pro (30720 MiB, 30719 MiB free)\n"
+    (metal,) = list_devices(listing)
+    assert metal.unified
+    double, slots = Double(), Slots()
+    _loaded(double, slots, [12], measured=False)
+    budget = ledger(double, slots, mac(36, 20), (metal,)).budgets(["m0"])[RAM]
+    assert budget == 30 * GiB - margin(30 * GiB)
+    # Without a list, the share stands in.
+    assert ledger(double, slots, mac(36, 20)).budgets(["m0"])[RAM] == 24 * GiB - 2 * GiB
