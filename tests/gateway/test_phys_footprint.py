@@ -14,6 +14,7 @@ from supervisor_double import Double, gateway, spec, until
 
 from llamad.gateway.admission.idle import IdleTimers
 from llamad.gateway.admission.measuring import Measurer
+from llamad.gateway.admission.memory import Footprint, Held, footprint, returned
 from llamad.gateway.admission.phys_footprint import (
     PROC_PID_RUSAGE,
     RUSAGE_INFO_V2,
@@ -25,6 +26,7 @@ from llamad.gateway.admission.phys_footprint import (
 from llamad.lifecycle.states import State
 
 MiB = 1024**2
+GiB = 1024**3
 
 
 def test_the_struct_is_laid_out_as_sys_resource_h() -> None:
@@ -58,6 +60,21 @@ def test_it_reads_phys_footprint_through_proc_pid_rusage() -> None:
     assert reader.read(4242) is None
     assert calls == [(1234, RUSAGE_INFO_V2), (4242, RUSAGE_INFO_V2)]
     assert loads == [1]  # the library is looked up once
+
+
+def test_on_a_mac_the_footprint_is_phys_footprint_and_all_of_it_comes_back() -> None:
+    def fake(pid: int, flavor: int, buffer: int | None) -> int:
+        ctypes.cast(buffer, ctypes.POINTER(RusageInfoV2)).contents.ri_phys_footprint = 3 * GiB
+        return 0
+
+    callback = PROC_PID_RUSAGE(fake)
+    reader = PhysFootprint(lambda: callback)
+    size = footprint(1234, "darwin", reader)
+    assert size == 3 * GiB
+    assert isinstance(size, Footprint)
+    assert size.anon is None  # no split on a Mac: its pages are wired, all of them
+    assert returned(Held(size, measured=True, holding=True), linux=False) == 3 * GiB
+    assert footprint(None, "darwin", reader) is None
 
 
 def test_without_the_call_there_is_no_measurement() -> None:

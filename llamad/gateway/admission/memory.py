@@ -97,18 +97,21 @@ class Footprint(int):
         return self
 
 
-def footprint(pid: int | None) -> Footprint | None:
+def footprint(
+    pid: int | None, system: str = sys.platform, mac: PhysFootprint = MAC
+) -> Footprint | None:
     """What process `pid` holds that nothing else does, or None when it is gone or cannot
-    be measured: USS on Linux, `phys_footprint` (Activity Monitor's figure) on macOS."""
+    be measured: USS on Linux, `phys_footprint` (Activity Monitor's figure, read by
+    `mac`) on macOS (`system` is `sys.platform`'s value)."""
     if pid is None:
         return None
-    if sys.platform == "linux":
+    if system == "linux":
         measured = _smaps_rollup(pid)
         if measured is not None:
             return measured
-    elif sys.platform == "darwin":
+    elif system == "darwin":
         # psutil's USS needs task_for_pid(), which macOS refuses an unsigned process.
-        size = MAC.read(pid)
+        size = mac.read(pid)
         return None if size is None else Footprint(size)
     try:
         return Footprint(int(psutil.Process(pid).memory_full_info().uss))
