@@ -79,4 +79,6 @@ def test_a_limit_mlx_lm_would_refuse_is_one_line(tmp_path: Path, tiny_mlx_model:
     cfg = mlx_config(tmp_path, tiny_mlx_model, prompt_cache_bytes="lots")
     (line,) = problems(cfg)
     assert line.startswith(f"{cfg}:")
-    assert "instances.m.prompt_cache_bytes: must be a size such as" in line
+    assert "instances.m.prompt_cache_bytes: --prompt-cache-bytes must be a size such as" in line
+    (line,) = problems(mlx_config(tmp_path, tiny_mlx_model, args=[f"{FLAG}=many"]))
+    assert "instances.m.args: --prompt-cache-bytes must be a size such as" in line

@@ -68,7 +68,7 @@ class Mlx:
                 problem((key,), _NO_KEY)
         argv = _flags(options, keys, ctx, problem)
         _check_args(options, base.args, argv, problem)
-        argv += _cache_limit(options, [*argv, *base.args], problem)
+        argv += _cache_limit(options, argv, list(base.args), problem)
         cache = hub_cache()
         directory = None
         if not isinstance(model_value, str) or not model_value.strip():
@@ -160,15 +160,17 @@ def _flags(
     return argv
 
 
-def _cache_limit(options: MlxOptions, argv: list[str], problem: Problem) -> list[str]:
+def _cache_limit(
+    options: MlxOptions, from_keys: list[str], args: list[str], problem: Problem
+) -> list[str]:
     """The prompt caches' limit llamad adds (cache_limit.py says why), or nothing: the
     config sets one (checked here: mlx_lm would refuse it only at start), or the
     installed server has no such option."""
-    if has_limit(argv):
-        if limit_in(argv) is None:
-            key = "prompt_cache_bytes"
-            problem((key,), 'must be a size such as "4G", "500MB" or a number of bytes')
-        return []
+    for where, argv in ((("prompt_cache_bytes",), from_keys), (("args",), args)):
+        if has_limit(argv):
+            if limit_in(argv) is None:
+                problem(where, f'{FLAG} must be a size such as "4G", "500MB" or bytes')
+            return []
     if options.flag(FLAG) is None:
         return []
     return [FLAG, str(machine_default())]
