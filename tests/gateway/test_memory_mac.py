@@ -167,3 +167,29 @@ def test_the_metal_line_of_the_device_list_is_the_working_set() -> None:
     assert budget == 30 * GiB - margin(30 * GiB)
     # Without a list, the share stands in.
     assert ledger(double, slots, mac(36, 20)).budgets(["m0"])[RAM] == 24 * GiB - 2 * GiB
+
+
+def test_every_budget_goes_through_the_ledger() -> None:
+    """One decision, one place: the RAM budget is computed by `Ledger.budgets` alone (the
+    loads, the status document and the devices' document all ask it), and what it adds
+    back for a model by `memory.returned` alone."""
+    root = Path(__file__).resolve().parents[2] / "llamad"
+    calls: dict[str, set[str]] = {"auto_budget(": set(), "total_for(": set(), "returned(": set()}
+    for path in root.rglob("*.py"):
+        text = path.read_text()
+        for call in calls:
+            if call in text.replace(f"def {call}", ""):
+                calls[call].add(str(path.relative_to(root)))
+    ledger_file = "gateway/admission/devices/ledger.py"
+    memory_file = "gateway/admission/memory.py"
+    assert calls == {
+        "auto_budget(": {ledger_file},
+        "total_for(": {memory_file},
+        "returned(": {memory_file},
+    }
+    budgets = [p for p in root.rglob("*.py") if ".budgets(" in p.read_text()]
+    assert {str(p.relative_to(root)) for p in budgets} == {
+        "gateway/admission/loads.py",
+        "gateway/status_doc.py",
+        ledger_file,
+    }
