@@ -64,6 +64,8 @@ def guessed(mib: int, holding: bool = True) -> Held:
         # The cgroup charges page cache too: its room plus the whole footprint binds.
         (1000, 200, [ran(fp(600, 100))], True, 800),
         (1000, 900, [ran(fp(600, 100))], True, 1100),
+        # A process gone (waiting to start again) is charged nothing, whatever it measured.
+        (1000, 200, [Held(fp(600, 100), measured=True, holding=False)], True, 200),
     ],
 )
 def test_total_counts_each_model_once(

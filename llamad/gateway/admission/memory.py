@@ -205,7 +205,8 @@ def total_for(
     total = free + sum(returned(h, linux) for h in models)
     if cgroup_room is not None:
         # memory.current charges the cgroup for page cache too, the weights included.
-        total = min(total, cgroup_room + sum(int(h.count) for h in models if h.measured))
+        charged = sum(int(h.count) for h in models if h.measured and h.holding)
+        total = min(total, cgroup_room + charged)
     return total if cap is None else min(total, cap)
 
 
