@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from helpers import free_port, write_config
 
+from llamad.backends.mlx.cache_limit import machine_default
 from llamad.backends.mlx.model import pin_model, resolve_model
 from llamad.backends.mlx.options import parse_help
 from llamad.backends.mlx.tool import find_server, load_options, package_version
@@ -48,6 +49,7 @@ def test_only_mlx_needs_no_llama_server(tmp_path: Path, tiny_mlx_model: Path) ->
     assert argv[1:] == [
         *("--model", str(tiny_mlx_model), "--host", "127.0.0.1", "--port", str(spec.port)),
         *("--max-tokens", "64"),
+        *("--prompt-cache-bytes", str(machine_default())),  # llamad's limit (test_mlx_memory)
     ]
     assert Path(env["HF_HUB_CACHE"]).is_dir()
     # mlx_lm.server's prompt cache lives and dies with its process: status says so.

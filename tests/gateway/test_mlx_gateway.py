@@ -10,6 +10,8 @@ import openai
 import pytest
 from helpers import Llamad, free_port, short_dir, wait_for, write_config
 
+from llamad.backends.mlx.cache_limit import machine_default
+
 pytest.importorskip("mlx_lm", reason="the mlx extra does not install on this platform")
 
 
@@ -45,7 +47,8 @@ def test_openai_client_through_the_gateway_pins_the_model(tiny_mlx_model: Path) 
         assert "completion" in shown["capabilities"]
         assert str(tiny_mlx_model) not in json.dumps(shown)
         weights = sum(p.stat().st_size for p in tiny_mlx_model.glob("*.safetensors"))
-        assert ld.instance("qm")["gateway"]["estimate_bytes"] == weights
+        # The weights and the prompt caches' limit llamad passed (test_mlx_memory).
+        assert ld.instance("qm")["gateway"]["estimate_bytes"] == weights + machine_default()
         # Sent straight to the server, the alias is a model it tries (and fails) to load.
         direct = f"http://127.0.0.1:{ld.instance('qm')['port']}/v1/chat/completions"
         body = {"model": "q", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}

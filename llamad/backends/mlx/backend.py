@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from llamad.backends.base import ProbeFn, Problem, ResolveContext
+from llamad.backends.mlx.cache_limit import FLAG, has_limit, limit_in, machine_default
 from llamad.backends.mlx.model import DEFAULT_MODEL, WEIGHTS, hub_cache, pin_model, resolve_model
 from llamad.backends.mlx.options import RESERVED, MlxOptions, render_flag
 from llamad.backends.mlx.probe import DeepProbe
@@ -67,6 +68,7 @@ class Mlx:
                 problem((key,), _NO_KEY)
         argv = _flags(options, keys, ctx, problem)
         _check_args(options, base.args, argv, problem)
+        argv += _cache_limit(options, argv, list(base.args), problem)
         cache = hub_cache()
         directory = None
         if not isinstance(model_value, str) or not model_value.strip():
@@ -110,8 +112,10 @@ class Mlx:
         return pin_model(body)
 
     def memory_estimate(self, spec: InstanceSpec) -> int | None:
-        """The weight files' size: MLX maps them whole, the KV cache comes on top."""
-        return self.status_extras(spec)["model_bytes"] or None
+        """The weight files' size (MLX maps them whole) plus what its prompt caches may
+        hold (`--prompt-cache-bytes`, which llamad sets unless the config does)."""
+        weights = self.status_extras(spec)["model_bytes"]
+        return weights + (limit_in(spec.args) or 0) if weights else None
 
     def watched(self, spec: InstanceSpec) -> tuple[Path, ...]:
         """The model's config.json and weights, unless `watch_model = false`."""
@@ -154,6 +158,22 @@ def _flags(
         except ValueError as exc:
             problem((key,), f"{exc} (got {value!r})")
     return argv
+
+
+def _cache_limit(
+    options: MlxOptions, from_keys: list[str], args: list[str], problem: Problem
+) -> list[str]:
+    """The prompt caches' limit llamad adds (cache_limit.py says why), or nothing: the
+    config sets one (checked here: mlx_lm would refuse it only at start), or the
+    installed server has no such option."""
+    for where, argv in ((("prompt_cache_bytes",), from_keys), (("args",), args)):
+        if has_limit(argv):
+            if limit_in(argv) is None:
+                problem(where, f'{FLAG} must be a size such as "4G", "500MB" or bytes')
+            return []
+    if options.flag(FLAG) is None:
+        return []
+    return [FLAG, str(machine_default())]
 
 
 def _check_args(

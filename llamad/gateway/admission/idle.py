@@ -11,6 +11,7 @@ import asyncio
 import time
 
 from llamad.gateway.admission import memory
+from llamad.gateway.admission.measuring import Measurer
 from llamad.gateway.admission.rules import StopWhy
 from llamad.gateway.admission.scheduler import Scheduler
 from llamad.lifecycle.states import State
@@ -22,8 +23,9 @@ MEASURE_EVERY = 10  # ticks: footprints every 5 s are fresh enough for a budget
 class IdleTimers:
     """Fires the idle timers of a scheduler's models, and keeps their footprints fresh."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler, measurer: Measurer | None = None) -> None:
         self.sched = scheduler
+        self.measurer = measurer or Measurer(memory.footprint)
         self._ticks = 0
 
     def expires_at(self, name: str) -> float | None:
@@ -33,14 +35,15 @@ class IdleTimers:
 
     async def run(self) -> None:
         """Tick until cancelled. Estimates (a GGUF header parse) and footprints (a read of
-        /proc/PID/smaps per llama-server) are taken in a thread: on the loop,
-        every request in flight would wait for them."""
+        /proc/PID/smaps_rollup, or proc_pid_rusage, per server) are taken in a thread: on
+        the loop, every request in flight would wait for them. A footprint that does not
+        come within the measurer's deadline is no measurement, never a stalled ticker."""
         while True:
             if self._ticks % (MEASURE_EVERY * 4) == 0:
                 await asyncio.to_thread(self._warm)
             stale = self._unmeasured() if self._ticks % MEASURE_EVERY else self._running()
             if stale:
-                sizes = await asyncio.to_thread(self._measure, stale)
+                sizes = await self.measurer.sizes(stale)
                 for name in set(sizes) & set(self.sched.sup.names()):
                     self.sched.slot(name).measured = sizes[name] or self.sched.slot(name).measured
             self.tick(time.monotonic())
@@ -52,10 +55,6 @@ class IdleTimers:
 
     def _unmeasured(self) -> dict[str, int | None]:
         return {n: pid for n, pid in self._running().items() if self.sched.slot(n).measured is None}
-
-    @staticmethod
-    def _measure(pids: dict[str, int | None]) -> dict[str, int | None]:
-        return {name: memory.footprint(pid) for name, pid in pids.items()}
 
     def _warm(self) -> None:
         for name in self.sched.sup.names():

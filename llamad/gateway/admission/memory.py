@@ -3,7 +3,8 @@
 Before a model has run, its need is estimated as Ollama does: the GGUF file plus its KV
 cache, read from the header (`backends/kv_cache.py`: as llama-server sizes it, sliding
 windows included), unless the config states it (`memory_estimate`). Once it has run,
-its measured footprint (USS) replaces the guess in RAM.
+its measured footprint (USS on Linux, `phys_footprint` on macOS) replaces the guess in
+RAM, and the `auto` budget adds back what the free memory leaves out of it (`returned`).
 
 The `auto` budget here is RAM's; the GPUs' budgets and shares are in `gateway/admission/devices/`.
 """
@@ -11,23 +12,27 @@ The `auto` budget here is RAM's; the GPUs' budgets and shares are in `gateway/ad
 from __future__ import annotations
 
 import functools
-import platform
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from llamad.backends.devices.metal import apple_silicon, working_set
 from llamad.backends.gguf_meta import read_gguf_meta
 from llamad.backends.kv_cache import Layout, kv_bytes, kv_shape
 from llamad.backends.llama_cache import swa_full
 from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
+from llamad.gateway.admission.phys_footprint import PhysFootprint
 from llamad.library.names import split_part
 
 # "auto": what is free now plus what our models hold, minus this much for everything else.
 MARGIN_FRACTION = 0.10
 MARGIN_MAX = 2 * 1024**3
+
+MAC = PhysFootprint()  # the system's proc_pid_rusage, loaded on the first reading
 
 
 def estimate(spec: InstanceSpec) -> int | None:
@@ -92,14 +97,22 @@ class Footprint(int):
         return self
 
 
-def footprint(pid: int | None) -> Footprint | None:
-    """What process `pid` holds that nothing else does (USS), or None when it is gone."""
+def footprint(
+    pid: int | None, system: str = sys.platform, mac: PhysFootprint = MAC
+) -> Footprint | None:
+    """What process `pid` holds that nothing else does, or None when it is gone or cannot
+    be measured: USS on Linux, `phys_footprint` (Activity Monitor's figure, read by
+    `mac`) on macOS (`system` is `sys.platform`'s value)."""
     if pid is None:
         return None
-    if sys.platform == "linux":
+    if system == "linux":
         measured = _smaps_rollup(pid)
         if measured is not None:
             return measured
+    elif system == "darwin":
+        # psutil's USS needs task_for_pid(), which macOS refuses an unsigned process.
+        size = mac.read(pid)
+        return None if size is None else Footprint(size)
     try:
         return Footprint(int(psutil.Process(pid).memory_full_info().uss))
     except (psutil.Error, AttributeError):
@@ -122,36 +135,79 @@ def _smaps_rollup(pid: int) -> Footprint | None:
     return Footprint(uss, kb.get("Anonymous"))
 
 
-def auto_budget(held: Iterable[int | None]) -> int:
-    """`memory_budget = "auto"`, given the footprints of our loaded models: what there
-    would be without them, minus a margin for everything else."""
+@dataclass(frozen=True)
+class Held:
+    """A live model as the RAM budget sees it: the bytes the ledger counts for it, whether
+    they were measured, and whether its process holds its memory now (running or
+    stopping; not while it loads, nor while it waits to start again)."""
+
+    count: int
+    measured: bool
+    holding: bool
+
+
+def returned(held: Held, linux: bool) -> int:
+    """The part of a model's count that the free memory leaves out, which the budget
+    adds back, so that no model is counted twice (once as missing from the free memory,
+    once in the ledger).
+
+    On macOS a loaded model's pages (wired for Metal: the mmapped weights, the KV cache)
+    are missing from the available memory, so all of its count comes back, measured or
+    estimated. Linux's MemAvailable counts the mmapped weights as page cache, so only
+    the anonymous part of a measurement comes back; an estimate, nothing: until the
+    first measurement (one tick after it runs) its KV cache is counted twice, on the
+    safe side. A model still loading has not taken its memory yet: nothing comes back."""
+    if not held.holding:
+        return 0
+    if not linux:
+        return int(held.count)
+    return _anon(held.count) if held.measured else 0
+
+
+@dataclass(frozen=True)
+class RamReading:
+    """The machine's memory as the `auto` budget reads it."""
+
+    available: int  # psutil's: MemAvailable on Linux, free + inactive on macOS
+    total: int
+    cgroup_room: int | None  # the cgroup's limit less its use, when it has a limit
+    linux: bool
+    apple_silicon: bool
+
+
+def read_ram() -> RamReading:
+    """This machine's reading, now."""
     vm = psutil.virtual_memory()
-    free = int(vm.available)
-    if platform.system() == "Darwin" and platform.machine() == "arm64":
-        # Metal's recommendedMaxWorkingSetSize is about 2/3 of RAM up to 36 GiB, 3/4 above.
-        share = 2 / 3 if vm.total <= 36 * 1024**3 else 3 / 4
-        free = min(free, int(vm.total * share))
-    total = total_for(free, _cgroup_room(), held, sys.platform == "linux")
+    linux = sys.platform == "linux"
+    return RamReading(int(vm.available), int(vm.total), _cgroup_room(), linux, apple_silicon())
+
+
+def auto_budget(held: Iterable[Held], listed_working_set: int | None, ram: RamReading) -> int:
+    """`memory_budget = "auto"`, given the live models (`held`): what there would be
+    without them, within Metal's working set on a Mac, minus a margin for everything
+    else."""
+    cap = working_set(ram.total, listed_working_set, ram.apple_silicon)
+    total = total_for(ram.available, ram.cgroup_room, held, ram.linux, cap)
     return total - margin(total)
 
 
-def total_for(free: int, cgroup_room: int | None, held: Iterable[int | None], linux: bool) -> int:
+def total_for(
+    free: int,
+    cgroup_room: int | None,
+    held: Iterable[Held],
+    linux: bool,
+    cap: int | None = None,
+) -> int:
     """The memory there would be with none of our models loaded, from the `free` memory
-    now, the cgroup's room (when it has a limit) and the models' footprints (`held`)."""
-    sizes = [h for h in held if h]
-    whole = sum(sizes)
-    # Linux's MemAvailable counts page cache as available, and a model's mmapped GGUF
-    # weights are page cache: only the anonymous part of a footprint (KV cache, compute
-    # buffers, or weights read with --no-mmap) comes back when the model stops. Adding
-    # the whole footprint counted the weights twice. On macOS, psutil's available memory
-    # (free + inactive pages) leaves out the pages a loaded model uses (active, and wired
-    # for Metal), so there the whole footprint does come back.
-    anon = sum(_anon(h) for h in sizes) if linux else whole
-    total = free + anon
+    now, the cgroup's room (when it has a limit), what each live model gives back
+    (`returned`) and Metal's working set (`cap`)."""
+    models = list(held)
+    total = free + sum(returned(h, linux) for h in models)
     if cgroup_room is not None:
         # memory.current charges the cgroup for page cache too, the weights included.
-        total = min(total, cgroup_room + whole)
-    return total
+        charged = sum(int(h.count) for h in models if h.measured and h.holding)
+        total = min(total, cgroup_room + charged)
+    return total if cap is None else min(total, cap)
 
 
 def _anon(size: int) -> int:

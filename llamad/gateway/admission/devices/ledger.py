@@ -16,6 +16,9 @@ from llamad.gateway.admission.devices.book import DeviceBook
 from llamad.gateway.admission.devices.placement import RAM, offload_shares, split
 from llamad.gateway.admission.slots import Slots
 from llamad.gateway.models.supervisor_view import SupervisorView
+from llamad.lifecycle.states import State
+
+HOLDING = (State.RUNNING, State.STOPPING)  # a process with its model's memory in place
 
 
 class Ledger:
@@ -27,8 +30,10 @@ class Ledger:
         slots: Slots,
         settings: Callable[[], GatewayConfig],
         book: DeviceBook,
+        ram: Callable[[], memory.RamReading] = memory.read_ram,
     ) -> None:
         self.sup, self.slots, self.settings, self.book = supervisor, slots, settings, book
+        self.ram = ram
 
     def size(self, name: str) -> int | None:
         """The measured footprint (RAM) of `name` once it has run, else its estimate."""
@@ -37,6 +42,16 @@ class Ledger:
         if measured is not None or facts is None:
             return measured
         return memory.estimate(facts.spec)
+
+    def held(self, name: str) -> memory.Held:
+        """What the RAM budget adds back for `name` is decided from this: the bytes its
+        RAM count holds (the measurement itself, which knows its anonymous part, else
+        the estimate's RAM share) and whether its process holds them now."""
+        facts = self.sup.facts(name)
+        measured = self.slots.slot(name).measured
+        count = measured if measured is not None else self.on(name).get(RAM, 0)
+        holding = facts is not None and facts.state in HOLDING
+        return memory.Held(count, measured is not None, holding)
 
     def on(self, name: str, machine: Machine | None = None) -> dict[str, int]:
         """What `name` holds (or would hold) on each device, `RAM` included, where its
@@ -96,7 +111,8 @@ class Ledger:
         if setting != "auto":
             ram = setting
         else:
-            ram = memory.auto_budget(self.slots.slot(n).measured for n in live)
+            metal = next((d.total for d in self.book.devices if d.unified), None)
+            ram = memory.auto_budget(map(self.held, live), metal, self.ram())
         out: dict[str, int | None] = {RAM: ram}
         if setting is not None:
             out.update((d.name, self.book.budget(d)) for d in self.book.devices)
