@@ -31,7 +31,15 @@ from llamad.service.common import (
     run_tool,
     stop_timeout_seconds,
 )
-from llamad.service.launchctl import bootout, bootstrap, loaded_in
+from llamad.service.launchctl import (
+    LAUNCHD_EXIT_TIMEOUT,
+    bootout,
+    bootstrap,
+    loaded_in,
+    parse_print,
+    running_pid,
+    stop,
+)
 
 # Read at call time, so tests can point it at a temporary directory.
 SYSTEM_DIR = Path("/Library/LaunchDaemons")
@@ -109,7 +117,9 @@ def install(opts: InstallOptions) -> list[str]:
     loaded = loaded_in(job.domains, job.label)
     if loaded is not None or job.plist.exists():
         # A loaded job keeps its old definition until booted out; bootstrap would fail (5).
-        bootout(loaded[0] if loaded else job.domains[0], job.label)
+        # The running job stops within its old plist's ExitTimeOut, not the new one's.
+        pid = running_pid(loaded[1]) if loaded else None
+        bootout(loaded[0] if loaded else job.domains[0], job.label, pid, exit_timeout(job))
     try:
         job.plist.parent.mkdir(parents=True, exist_ok=True)
         job.log_dir.mkdir(parents=True, exist_ok=True)
@@ -140,7 +150,7 @@ def uninstall(opts: Options) -> list[str]:
     job = job_for(opts)
     lines = []
     if (loaded := loaded_in(job.domains, job.label)) is not None:
-        bootout(loaded[0], job.label)
+        bootout(loaded[0], job.label, running_pid(loaded[1]), exit_timeout(job))
         lines.append(f"unloaded {job.label} from {loaded[0]}")
     if job.plist.exists():
         try:
@@ -152,12 +162,33 @@ def uninstall(opts: Options) -> list[str]:
 
 
 def restart(opts: Options) -> list[str]:
-    """`launchctl kickstart -k`: kill the running llamad and start it again at once."""
+    """Stop llamad gracefully (SIGTERM, then wait for its exit), then `kickstart` it.
+
+    Not `kickstart -k`: that kills the job with SIGKILL, so no slot is saved and every
+    stream is cut. A clean exit stays down under `KeepAlive = {SuccessfulExit = false}`,
+    so the kickstart is what starts it again.
+    """
     job = job_for(opts)
     if (loaded := loaded_in(job.domains, job.label)) is None:
         raise ServiceError(f"{job.label} is not loaded; run: llamactl service install")
-    run_tool(["launchctl", "kickstart", "-k", f"{loaded[0]}/{job.label}"])
-    return [f"restarted {job.label} in {loaded[0]}"]
+    domain, pid = loaded[0], running_pid(loaded[1])
+    if pid is not None:
+        stop(domain, job.label, pid, exit_timeout(job))
+    run_tool(["launchctl", "kickstart", f"{domain}/{job.label}"])
+    was = f" (pid {pid} stopped)" if pid is not None else ""
+    return [f"restarted {job.label} in {domain}{was}"]
+
+
+def exit_timeout(job: Job) -> float:
+    """The installed plist's ExitTimeOut: how long launchd lets the job stop after SIGTERM."""
+    try:
+        with job.plist.open("rb") as fh:
+            value = plistlib.load(fh).get("ExitTimeOut")
+    except (OSError, plistlib.InvalidFileException, ValueError, AttributeError):
+        return LAUNCHD_EXIT_TIMEOUT
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return LAUNCHD_EXIT_TIMEOUT
 
 
 def status(opts: Options) -> tuple[int, str]:
@@ -173,22 +204,6 @@ def status(opts: Options) -> tuple[int, str]:
     elif "last exit code" in fields:
         line += f", last exit code {fields['last exit code']}"
     return (0 if state == "running" else 3), line
-
-
-def parse_print(text: str) -> dict[str, str]:
-    """The top-level `key = value` lines of `launchctl print`; nested blocks are skipped."""
-    fields: dict[str, str] = {}
-    depth = 0
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.endswith("{"):
-            depth += 1
-        elif line.startswith("}"):
-            depth -= 1
-        elif depth == 1 and " = " in line:
-            key, _, value = line.partition(" = ")
-            fields.setdefault(key, value)
-    return fields
 
 
 def _passwd(user: str) -> pwd.struct_passwd | None:

@@ -312,11 +312,12 @@ def test_bad_label_is_a_usage_error(
 
 @pytest.mark.parametrize(("loaded_in", "probes"), [(GUI, 1), (USER, 2)])
 def test_restart_kickstarts_where_loaded(fakes: Fakes, loaded_in: str, probes: int) -> None:
-    """restart = kickstart -k in the domain the job is loaded in."""
+    """A loaded job that is not running: restart = kickstart (never -k) where it is loaded.
+    The graceful stop of a running one is in test_launchd_stop.py."""
     fakes.rule(f"launchctl print {loaded_in}/", 0)
     assert llamactl("restart") == 0
     assert len(fakes.calls()) == probes + 1
-    assert fakes.calls()[-1] == ["launchctl", "kickstart", "-k", f"{loaded_in}/{LABEL}"]
+    assert fakes.calls()[-1] == ["launchctl", "kickstart", f"{loaded_in}/{LABEL}"]
 
 
 def test_restart_when_not_loaded_fails(fakes: Fakes, capsys: pytest.CaptureFixture[str]) -> None:
@@ -331,7 +332,7 @@ def test_kickstart_failure_is_reported(fakes: Fakes, capsys: pytest.CaptureFixtu
     fakes.rule("launchctl kickstart", 37, stderr="Operation already in progress")
     assert llamactl("restart") == 1
     assert capsys.readouterr().err == (
-        f"llamactl service: launchctl kickstart -k {GUI}/{LABEL} failed (exit 37): "
+        f"llamactl service: launchctl kickstart {GUI}/{LABEL} failed (exit 37): "
         "Operation already in progress\n"
     )
 
@@ -413,7 +414,7 @@ def test_missing_launchctl_is_reported(
 
 
 def test_parse_print_keeps_only_top_level_fields() -> None:
-    fields = launchd.parse_print(PRINT_RUNNING)
+    fields = launchctl.parse_print(PRINT_RUNNING)
     assert fields["state"] == "running"
     assert fields["pid"] == "4242"
     assert "arguments" not in fields
