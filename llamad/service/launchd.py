@@ -5,9 +5,10 @@ The plist is written with plistlib (world-readable, so nothing secret goes in). 
   launchd passes on no shell environment and starts jobs in `/`;
 - `KeepAlive = {SuccessfulExit = false}`, not `true`: a clean exit (a stop asked for)
   stays stopped, a crash or non-zero exit comes back;
-- `ThrottleInterval = 10`: launchd spaces restarts 10 s apart, and that is all it does. A
-  bad config (exit 2) is retried forever, every 10 s, each try logging the problem and
-  the `llamactl validate` line;
+- `ThrottleInterval = 10`: launchd spaces restarts 10 s apart, and that is all it does:
+  it has no way to leave one exit code alone. So `LLAMAD_SERVICE=launchd` tells llamad
+  that launchd runs it, and a bad config then waits for the file to change before
+  exiting 2, instead of a restart every 10 s forever (`llamad/daemon/config_wait.py`);
 - `ProcessType = Interactive`: without it launchd throttles CPU and I/O, slowing inference;
 - `ExitTimeOut`: seconds between SIGTERM and SIGKILL, longer than llamad needs to stop.
 """
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llamad.common.service_job import SERVICE_ENV
 from llamad.service.common import (
     DEFAULT_LABEL,
     InstallOptions,
@@ -31,6 +33,7 @@ from llamad.service.common import (
     run_tool,
     stop_timeout_seconds,
 )
+from llamad.service.joblog import config_problem
 from llamad.service.launchctl import (
     LAUNCHD_EXIT_TIMEOUT,
     bootout,
@@ -47,6 +50,7 @@ SYSTEM_DIR = Path("/Library/LaunchDaemons")
 BASE_PATH = "/opt/homebrew/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 # `launchctl bootstrap gui/UID` over SSH: "Domain does not support specified action".
 NO_GUI_SESSION = 125
+OUT_LOG, ERR_LOG = "llamad.out.log", "llamad.err.log"
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -93,15 +97,19 @@ def render(opts: InstallOptions) -> str:
     plist: dict[str, Any] = {
         "Label": job.label,
         "ProgramArguments": [str(opts.llamad), "--config", str(opts.config)],
-        "EnvironmentVariables": {"PATH": path, "LLAMAD_CONFIG": str(opts.config)},
+        "EnvironmentVariables": {
+            "PATH": path,
+            "LLAMAD_CONFIG": str(opts.config),
+            SERVICE_ENV: "launchd",
+        },
         "WorkingDirectory": str(opts.config.parent),
         "RunAtLoad": True,
         "KeepAlive": {"SuccessfulExit": False},
         "ThrottleInterval": 10,
         "ProcessType": "Interactive",
         "ExitTimeOut": stop_timeout_seconds(opts.stop_budget),
-        "StandardOutPath": str(job.log_dir / "llamad.out.log"),
-        "StandardErrorPath": str(job.log_dir / "llamad.err.log"),
+        "StandardOutPath": str(job.log_dir / OUT_LOG),
+        "StandardErrorPath": str(job.log_dir / ERR_LOG),
     }
     if job.user_name:
         plist["UserName"] = job.user_name
@@ -192,7 +200,8 @@ def exit_timeout(job: Job) -> float:
 
 
 def status(opts: Options) -> tuple[int, str]:
-    """(0, line) when running, else (3, line): loaded or not, the domain, state and pid."""
+    """(0, line) when running, else (3, line): loaded or not, the domain, state and pid,
+    and the config problem llamad last reported when that is why it does not serve."""
     job = job_for(opts)
     if (loaded := loaded_in(job.domains, job.label)) is None:
         return 3, f"{job.label}: not loaded"
@@ -203,6 +212,10 @@ def status(opts: Options) -> tuple[int, str]:
         line += f", pid {fields['pid']}"
     elif "last exit code" in fields:
         line += f", last exit code {fields['last exit code']}"
+    problem = config_problem(job.log_dir / ERR_LOG)
+    if problem is not None and (problem.waiting or state != "running"):
+        wait = "; waiting for the config to change" if problem.waiting else ""
+        return 3, f"{line}; bad config: {problem.line}{wait}"
     return (0 if state == "running" else 3), line
 
 

@@ -105,6 +105,7 @@ def test_print_renders_the_whole_plist(
         "EnvironmentVariables": {
             "PATH": f"{bin_dir}:/opt/homebrew/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
             "LLAMAD_CONFIG": str(config),
+            "LLAMAD_SERVICE": "launchd",
         },
     }
     assert fakes.calls() == []
@@ -125,7 +126,7 @@ def test_plist_escapes_xml_and_carries_no_secrets(
     plist = plistlib.loads(text.encode())
     assert plist["ProgramArguments"][2] == str(config)
     assert "secret-value" not in text
-    assert set(plist["EnvironmentVariables"]) == {"PATH", "LLAMAD_CONFIG"}
+    assert set(plist["EnvironmentVariables"]) == {"PATH", "LLAMAD_CONFIG", "LLAMAD_SERVICE"}
 
 
 def test_fresh_install_enables_then_bootstraps_in_gui_domain(
@@ -392,6 +393,58 @@ def test_status_loaded_but_not_running(fakes: Fakes, capsys: pytest.CaptureFixtu
     assert capsys.readouterr().out == (
         f"{LABEL}: loaded in {USER}, state not running, last exit code 2\n"
     )
+
+
+OLD_REPORT = """llamad: /c.toml:2: instances.a: model is required
+llamad: /c.toml: check it with: llamactl validate --config /c.toml
+"""
+SERVING = '{"event": "daemon.ready", "level": "info"}\n'
+WAITING_REPORT = """llamad: /c.toml:3: instances.b: unknown key ctx_sise: did you mean ctx_size?
+llamad: /c.toml:4: instances.b: model is required
+llamad: /c.toml: check it with: llamactl validate --config /c.toml
+llamad: /c.toml: waiting for a fixed config: save it again to retry
+"""
+
+
+def err_log(home: Path, text: str) -> None:
+    path = home / "Library" / "Logs" / "llamad" / "llamad.err.log"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+
+
+def test_status_says_a_running_job_waits_for_a_fixed_config(
+    fakes: Fakes, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """launchd shows it running; the end of its log says it serves nothing: exit 3 and why
+    (the first problem of the latest report)."""
+    fakes.rule(f"launchctl print {GUI}/", 0, stdout=PRINT_RUNNING)
+    err_log(home, OLD_REPORT + SERVING + OLD_REPORT + WAITING_REPORT)
+    assert llamactl("status") == 3
+    assert capsys.readouterr().out == (
+        f"{LABEL}: loaded in {GUI}, state running, pid 4242; bad config: "
+        "/c.toml:3: instances.b: unknown key ctx_sise: did you mean ctx_size?; "
+        "waiting for the config to change\n"
+    )
+
+
+def test_status_names_the_config_problem_of_a_job_that_exited_2(
+    fakes: Fakes, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fakes.rule(f"launchctl print {GUI}/", 0, stdout="x = {\n\tstate = not running\n}\n")
+    err_log(home, SERVING + OLD_REPORT)
+    assert llamactl("status") == 3
+    assert capsys.readouterr().out.endswith(
+        "; bad config: /c.toml:2: instances.a: model is required\n"
+    )
+
+
+def test_status_ignores_a_report_the_daemon_has_served_since(
+    fakes: Fakes, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fakes.rule(f"launchctl print {GUI}/", 0, stdout=PRINT_RUNNING)
+    err_log(home, WAITING_REPORT + SERVING)
+    assert llamactl("status") == 0
+    assert "bad config" not in capsys.readouterr().out
 
 
 def test_status_not_loaded(fakes: Fakes, capsys: pytest.CaptureFixture[str]) -> None:
