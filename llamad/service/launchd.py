@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from llamad.common.service_job import SERVICE_ENV
+from llamad.service import environment, mac_checks
 from llamad.service.common import (
     DEFAULT_LABEL,
     InstallOptions,
@@ -62,6 +63,7 @@ class Job:
     plist: Path
     log_dir: Path
     domains: tuple[str, ...]
+    home: Path  # the home of the user it runs as
     user_name: str | None = None
 
 
@@ -73,11 +75,12 @@ def job_for(opts: Options) -> Job:
     if opts.system:
         user, home = _invoking_user(opts.home)
         logs = home / "Library" / "Logs" / "llamad"
-        return Job(label, SYSTEM_DIR / f"{label}.plist", logs, ("system",), user)
+        return Job(label, SYSTEM_DIR / f"{label}.plist", logs, ("system",), home, user)
     uid, home = os.getuid(), opts.home
     plist = home / "Library" / "LaunchAgents" / f"{label}.plist"
     # gui/ needs a login at the screen; user/ exists even for an SSH-only session.
-    return Job(label, plist, home / "Library" / "Logs" / "llamad", (f"gui/{uid}", f"user/{uid}"))
+    domains = (f"gui/{uid}", f"user/{uid}")
+    return Job(label, plist, home / "Library" / "Logs" / "llamad", domains, home)
 
 
 def _invoking_user(home: Path) -> tuple[str, Path]:
@@ -101,6 +104,7 @@ def render(opts: InstallOptions) -> str:
             "PATH": path,
             "LLAMAD_CONFIG": str(opts.config),
             SERVICE_ENV: "launchd",
+            **environment.capture(opts.environ)[0],
         },
         "WorkingDirectory": str(opts.config.parent),
         "RunAtLoad": True,
@@ -117,6 +121,17 @@ def render(opts: InstallOptions) -> str:
         return plistlib.dumps(plist, sort_keys=False).decode()
     except ValueError as exc:  # e.g. a control character in a path: no valid plist holds it
         raise ServiceError(f"cannot render a valid plist: {exc}") from None
+
+
+def warnings(opts: InstallOptions) -> list[str]:
+    """What will not work under launchd as it does in Terminal: variables that cannot be
+    carried, protected folders, and an agent's local network traffic."""
+    data = mac_checks.read_config(opts.config)
+    found = environment.capture(opts.environ)[1]
+    found += mac_checks.protected_warnings(data, opts.config, opts.llamad, job_for(opts).home)
+    if not opts.system and (lan := mac_checks.local_network_warning(data)) is not None:
+        found.append(lan)
+    return found
 
 
 def install(opts: InstallOptions) -> list[str]:

@@ -75,6 +75,11 @@ def render(opts: InstallOptions) -> str:
     return Template(template).substitute(values)
 
 
+def warnings(opts: InstallOptions) -> list[str]:
+    """None: the launchd pitfalls (protected folders, Local Network privacy) are macOS's."""
+    return []
+
+
 def install(opts: InstallOptions) -> list[str]:
     """Write the unit (0644), daemon-reload, then enable and start it."""
     text, path = render(opts), unit_path(opts.home)

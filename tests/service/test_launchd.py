@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from stand_ins import Fakes, install_fakes, service_llamactl
 
-from llamad.service import launchctl, launchd
+from llamad.service import launchctl, launchd, launchd_example
+from llamad.service.environment import CAPTURED
 
 REPO = Path(__file__).resolve().parents[2]
 UID = os.getuid()
@@ -44,6 +45,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("SUDO_USER", raising=False)
+    for name in CAPTURED:  # whatever the shell running the tests sets
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(launchd, "SYSTEM_DIR", tmp_path / "LaunchDaemons")
     return home
 
@@ -76,10 +79,31 @@ def agent_plist(home: Path, label: str = LABEL) -> Path:
 
 
 def test_the_plist_has_one_home() -> None:
-    """The plist is built in llamad/service/launchd.py; launchd/ only says where it lives."""
+    """The plist is built in llamad/service/launchd.py; launchd/ holds its rendered example."""
     assert not (REPO / "llamad" / "templates" / "llamad.plist").exists()
-    assert [p.name for p in (REPO / "launchd").iterdir()] == ["README.md"]
+    assert sorted(p.name for p in (REPO / "launchd").iterdir()) == [
+        "README.md",
+        "dev.llamad.daemon.plist",
+    ]
     assert "llamad/service/launchd.py" in (REPO / "launchd" / "README.md").read_text()
+
+
+def test_the_example_plist_is_what_install_renders() -> None:
+    """docs/operations.md points at launchd/dev.llamad.daemon.plist: it must stay true."""
+    shipped = (REPO / "launchd" / "dev.llamad.daemon.plist").read_text()
+    assert shipped == launchd_example.example(), (
+        "regenerate: .venv/bin/python -m llamad.service.launchd_example "
+        "> launchd/dev.llamad.daemon.plist"
+    )
+
+
+def test_install_writes_exactly_what_print_renders(
+    fakes: Fakes, home: Path, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert llamactl("install", "--print", "--config", str(config)) == 0
+    printed = capsys.readouterr().out
+    assert llamactl("install", "--config", str(config)) == 0
+    assert agent_plist(home).read_text() == printed
 
 
 def test_print_renders_the_whole_plist(
@@ -471,3 +495,65 @@ def test_parse_print_keeps_only_top_level_fields() -> None:
     assert fields["state"] == "running"
     assert fields["pid"] == "4242"
     assert "arguments" not in fields
+
+
+def test_install_carries_the_variables_the_config_depends_on(
+    fakes: Fakes,
+    home: Path,
+    config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """launchd passes the shell's variables on to no job: where models and caches are found
+    is carried into the plist, secrets are not, and what cannot be carried is named."""
+    monkeypatch.setenv("HF_HOME", "/data/hf")
+    monkeypatch.setenv("OLLAMA_MODELS", "~/ollama")
+    monkeypatch.setenv("XDG_CACHE_HOME", "cache")  # relative: meaningless in another cwd
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    assert llamactl("install", "--print", "--config", str(config)) == 0
+    out, err = capsys.readouterr()
+    env = plistlib.loads(out.encode())["EnvironmentVariables"]
+    assert env["HF_HOME"] == "/data/hf"
+    assert env["OLLAMA_MODELS"] == str(home / "ollama")
+    assert "XDG_CACHE_HOME" not in env
+    assert "HF_TOKEN" not in env
+    assert err == (
+        "llamactl service: warning: XDG_CACHE_HOME=cache is not an absolute path, so the "
+        "service does not get it (it starts in another directory); set it to an absolute "
+        "path and install again\n"
+    )
+
+
+def test_system_install_under_sudo_names_what_sudo_cleared(
+    fakes: Fakes, config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SUDO_USER", "llamad-test-nobody")
+    monkeypatch.setenv("HF_HOME", "/data/hf")
+    assert llamactl("install", "--system", "--print", "--config", str(config)) == 0
+    err = capsys.readouterr().err
+    assert "sudo cleared the environment, so HF_HUB_CACHE, OLLAMA_MODELS," in err
+    assert "HF_HOME," not in err
+    assert "install with sudo -E" in err
+
+
+def test_install_warns_about_protected_folders_and_the_local_network(
+    fakes: Fakes, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A config in ~/Documents with a fleet peer: two warnings for an agent; a --system
+    daemon is exempt from Local Network privacy, not from the protected folders."""
+    config = home / "Documents" / "llamad.toml"
+    config.parent.mkdir()
+    config.write_text('[[fleet.peers]]\nname = "mini"\nurl = "http://192.168.1.20:7777"\n')
+    assert llamactl("install", "--print", "--config", str(config)) == 0
+    agent = capsys.readouterr().err.splitlines()
+    assert agent == [
+        f"llamactl service: warning: the config is under ~/Documents ({config}): under "
+        "launchd macOS refuses it (Operation not permitted) though Terminal may read it; "
+        "move it elsewhere",
+        "llamactl service: warning: this config uses the local network (fleet peers): macOS "
+        "15 and later block a LaunchAgent's LAN traffic without asking (Local Network "
+        "privacy); install with --system instead (a LaunchDaemon that runs as you, which is "
+        "exempt)",
+    ]
+    assert llamactl("install", "--system", "--print", "--config", str(config)) == 0
+    assert capsys.readouterr().err.splitlines() == agent[:1]
