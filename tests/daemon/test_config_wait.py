@@ -11,12 +11,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from llamad.common.service_job import SERVICE_ENV, WAITING
+from llamad.daemon.config_wait import wait_for_fix
 from llamad.service.joblog import config_problem
 
 pytestmark = pytest.mark.process
@@ -97,3 +99,13 @@ def test_without_launchd_it_exits_2_at_once(bad_config: Path) -> None:
     )
     assert run.returncode == 2
     assert WAITING.encode() not in run.stderr
+
+
+def test_the_wait_ends_on_its_own_to_retry_what_a_save_cannot_show(tmp_path: Path) -> None:
+    """A llama-server installed or a quarantine flag cleared changes no config: the wait
+    still ends (launchd then starts llamad again), once per retry period."""
+    path = tmp_path / "bad.toml"
+    path.write_text(BAD)
+    began = time.monotonic()
+    assert wait_for_fix(path, poll_s=0.05, retry_s=0.5) is True
+    assert time.monotonic() - began >= 0.5
