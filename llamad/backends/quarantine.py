@@ -35,17 +35,18 @@ def read_xattr(path: Path, name: str) -> bytes | None:
 
 
 def _darwin_getxattr(path: bytes, name: bytes) -> bytes | None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    getxattr = libc.getxattr
-    getxattr.argtypes = [
+    # getxattr(path, name, value, size, position, options), as <sys/xattr.h> declares it.
+    prototype = ctypes.CFUNCTYPE(
+        ctypes.c_ssize_t,
         ctypes.c_char_p,
         ctypes.c_char_p,
         ctypes.c_void_p,
         ctypes.c_size_t,
         ctypes.c_uint32,
         ctypes.c_int,
-    ]
-    getxattr.restype = ctypes.c_ssize_t
+        use_errno=True,
+    )
+    getxattr = prototype(("getxattr", ctypes.CDLL(None, use_errno=True)))
     size = getxattr(path, name, None, 0, 0, 0)  # options 0: follow symlinks
     if size < 0:
         return None
