@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 SERVICE_ENV = "LLAMAD_SERVICE"
+# llamad's exit status for a bad config: systemd's RestartPreventExitStatus names it.
+EXIT_CONFIG = 2
 WAITING = "waiting for a fixed config"
 # Ends llamad's report of a bad config, before the WAITING line when there is one.
 VALIDATE = "check it with: llamactl validate"

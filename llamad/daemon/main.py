@@ -21,7 +21,7 @@ import uvloop
 
 from llamad.backends.probes import Prober
 from llamad.common import fdlimit, paths
-from llamad.common.service_job import VALIDATE, under_launchd
+from llamad.common.service_job import EXIT_CONFIG, VALIDATE, under_launchd
 from llamad.common.trust import untrusted_dir
 from llamad.common.unixsock import SocketInUse, bind_unix
 from llamad.config.load import Resolved, load
@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # the gateway's modules load only when one is configured
 
 log = structlog.get_logger("llamad.daemon")
 
-EXIT_OK, EXIT_FATAL, EXIT_CONFIG = 0, 1, 2
+EXIT_OK, EXIT_FATAL = 0, 1
 STARTUP_GRACE_S = 0.25
 
 
