@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from llamad.common.fileid import file_id
 from llamad.common.service_job import WAITING
-from llamad.supervise.file_watch import file_id
 
 # A config saved by an editor is seen within this; the wait costs nothing else.
 POLL_S = 1.0

@@ -13,25 +13,16 @@ import watchfiles
 
 from llamad.backends.linked_libs import linked_libraries
 from llamad.backends.registry import backend_for
+from llamad.common.fileid import FileId, file_id
 from llamad.common.waits import first_of
 from llamad.config.load import Resolved
 
 # watchfiles waits 1.6 s by default; a reload should follow a save within a second.
 DEBOUNCE_MS = 100
 
-FileId = tuple[int, int, int]
 # Path -> what it is: "config" (or an instance's own executable: a reload reads it again),
 # "binary:KIND" (a kind's executable) or "model".
 Watched = dict[Path, str]
-
-
-def file_id(path: Path) -> FileId | None:
-    """(inode, size, mtime) of what `path` points at; None when it is missing."""
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def watched(resolved: Resolved) -> Watched:
