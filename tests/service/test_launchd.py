@@ -56,6 +56,7 @@ def fakes(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Fakes:
     # Retries give up after a second here, not five.
     monkeypatch.setattr(launchctl, "RETRY_FOR_S", 1.0)
     monkeypatch.setattr(launchctl, "RETRY_EVERY_S", 0.05)
+    monkeypatch.setattr(launchctl, "KILL_SLACK_S", 0.5)
     fakes = install_fakes(tmp_path, monkeypatch, "launchctl", "llamad")
     fakes.rule("launchctl print", 113, stderr="Could not find service")  # nothing loaded
     return fakes
@@ -244,11 +245,15 @@ def test_reinstall_retries_bootout_while_in_progress_and_waits_for_the_job_to_go
 
 
 def test_a_job_that_outlives_its_bootout_stops_the_reinstall(
-    fakes: Fakes, config: Path, capsys: pytest.CaptureFixture[str]
+    fakes: Fakes, home: Path, config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Given up after the old plist's ExitTimeOut (and a little): launchd's SIGKILL would
+    have ended it by then."""
+    agent_plist(home).parent.mkdir(parents=True)
+    agent_plist(home).write_bytes(plistlib.dumps({"Label": LABEL, "ExitTimeOut": 1}))
     fakes.rule(f"launchctl print {GUI}/", 0)
     assert llamactl("install", "--config", str(config)) == 1
-    assert "is still loaded" in capsys.readouterr().err
+    assert f"{GUI}/{LABEL} is still loaded 1 s after bootout" in capsys.readouterr().err
     assert "bootstrap" not in [call[1] for call in fakes.calls()]
 
 
