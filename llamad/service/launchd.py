@@ -7,8 +7,9 @@ The plist is written with plistlib (world-readable, so nothing secret goes in). 
   stays stopped, a crash or non-zero exit comes back;
 - `ThrottleInterval = 10`: launchd spaces restarts 10 s apart, and that is all it does:
   it has no way to leave one exit code alone. So `LLAMAD_SERVICE=launchd` tells llamad
-  that launchd runs it, and a bad config then waits for the file to change before
-  exiting 2, instead of a restart every 10 s forever (`llamad/daemon/config_wait.py`);
+  that launchd runs it, and a bad config then waits for the file to change (or 5
+  minutes) before exiting 2, instead of a restart every 10 s forever
+  (`llamad/daemon/config_wait.py`);
 - `ProcessType = Interactive`: without it launchd throttles CPU and I/O, slowing inference;
 - `ExitTimeOut`: seconds between SIGTERM and SIGKILL, longer than llamad needs to stop.
 """
