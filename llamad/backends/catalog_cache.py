@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import stat
 import subprocess
 import tempfile
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 from llamad.backends.binaries import CatalogError
 from llamad.backends.catalog import Catalog, parse_help
 from llamad.backends.options import Option
+from llamad.backends.quarantine import GATEKEEPER, Quarantine
 from llamad.backends.tool import ServerCommand
 from llamad.common.childenv import child_env
 
@@ -91,12 +93,16 @@ def _cache_key(path: Path) -> list[Any]:
 
 
 def run_flag(
-    command: ServerCommand, arg: str, timeout: float = TIMEOUT
+    command: ServerCommand,
+    arg: str,
+    timeout: float = TIMEOUT,
+    quarantine: Quarantine = GATEKEEPER,
 ) -> subprocess.CompletedProcess[str]:
-    """`command arg` (`--help`, `--version`) with a timeout, outside our LLAMA_* environment."""
+    """`command arg` (`--help`, `--version`) with a timeout, outside our LLAMA_* environment.
+    A run macOS refused for a quarantined download raises with the fix."""
     env = child_env(os.environ)
     try:
-        return subprocess.run(
+        done = subprocess.run(
             command.argv(arg),
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -109,7 +115,13 @@ def run_flag(
     except subprocess.TimeoutExpired as exc:
         raise CatalogError(f"{command} {arg} timed out after {timeout:g} s") from exc
     except OSError as exc:
-        raise CatalogError(f"cannot run {command}: {exc.strerror or exc}") from exc
+        why = quarantine.refused_exec(command.path, exc)
+        raise CatalogError(why or f"cannot run {command}: {exc.strerror or exc}") from exc
+    output = [*done.stdout.splitlines(), *done.stderr.splitlines()]
+    killed_by = signal.Signals(-done.returncode).name if done.returncode < 0 else None
+    if why := quarantine.refused_run(command.path, killed_by, output):
+        raise CatalogError(why)
+    return done
 
 
 def version_of(command: ServerCommand) -> str:

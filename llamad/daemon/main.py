@@ -11,7 +11,9 @@ import argparse
 import asyncio
 import gc
 import importlib
+import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -19,11 +21,12 @@ import uvloop
 
 from llamad.backends.probes import Prober
 from llamad.common import fdlimit, paths
+from llamad.common.service_job import EXIT_CONFIG, VALIDATE, under_launchd
 from llamad.common.trust import untrusted_dir
 from llamad.common.unixsock import SocketInUse, bind_unix
 from llamad.config.load import Resolved, load
 from llamad.config.schema import ConfigError
-from llamad.daemon import logs
+from llamad.daemon import config_wait, logs
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.lock import AlreadyRunning, DaemonLock
 from llamad.daemon.notify import Notifier
@@ -45,7 +48,7 @@ if TYPE_CHECKING:  # the gateway's modules load only when one is configured
 
 log = structlog.get_logger("llamad.daemon")
 
-EXIT_OK, EXIT_FATAL, EXIT_CONFIG = 0, 1, 2
+EXIT_OK, EXIT_FATAL = 0, 1
 STARTUP_GRACE_S = 0.25
 
 
@@ -140,6 +143,14 @@ def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> Non
     log.error("daemon.loop_error", message=context.get("message"), error=str(exc or ""))
 
 
+def _config_failed(path: Path) -> int:
+    """Exit 2 for a bad config; under launchd, only once the file has changed (or 0 on a
+    stop): launchd would otherwise restart llamad every 10 s, forever."""
+    if not under_launchd(os.environ):
+        return EXIT_CONFIG
+    return EXIT_CONFIG if config_wait.wait_for_fix(path) else EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
     """Load the config, then serve; exit 2 for a bad config, 1 for a fatal error."""
     if args.demo:
@@ -159,13 +170,12 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         for line in exc.lines:
             print(f"llamad: {line}", file=sys.stderr)
-        # Under launchd this repeats every ThrottleInterval until the file is fixed.
-        print(f"llamad: {path}: check it with: llamactl validate --config {path}", file=sys.stderr)
-        return EXIT_CONFIG
+        print(f"llamad: {path}: {VALIDATE} --config {path}", file=sys.stderr)
+        return _config_failed(path)
     d = resolved.daemon
     for problem in filter(None, map(untrusted_dir, {d.state_dir, d.socket.parent})):
         print(f"llamad: {problem}", file=sys.stderr)
-        return EXIT_CONFIG
+        return _config_failed(path)
     logs.configure(d.log_level, args.log_format, max_bytes=d.log_max_bytes, backups=d.log_backups)
     for line in resolved.warnings:
         log.warning("config.warning", path=str(path), warning=line)

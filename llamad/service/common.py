@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -44,17 +44,20 @@ class Options:
 
 @dataclass(frozen=True)
 class InstallOptions(Options):
-    """What `install` adds: absolute paths and the stop budget that sizes kill timeouts."""
+    """What `install` adds: absolute paths, the stop budget that sizes kill timeouts, and
+    the environment install ran in (launchd carries a few of its variables, never all)."""
 
     config: Path
     llamad: Path
     stop_budget: float
+    environ: Mapping[str, str] = field(default_factory=dict)
 
 
 class Backend(Protocol):
     """The interface `llamad.launchd` and `llamad.systemd` both provide, as modules."""
 
     def render(self, opts: InstallOptions) -> str: ...
+    def warnings(self, opts: InstallOptions) -> list[str]: ...
     def install(self, opts: InstallOptions) -> list[str]: ...
     def uninstall(self, opts: Options) -> list[str]: ...
     def restart(self, opts: Options) -> list[str]: ...

@@ -40,7 +40,10 @@ def _install(args: argparse.Namespace, backend: Backend) -> int:
     if not args.print_only and not config.is_file():
         raise ServiceError(f"config file {config} not found; create it or pass --config", 2)
     llamad, budget = find_llamad(), stop_budget(config)
-    opts = InstallOptions(args.label, args.system, Path.home(), config, llamad, budget)
+    home = Path.home()
+    opts = InstallOptions(args.label, args.system, home, config, llamad, budget, os.environ)
+    for warning in backend.warnings(opts):
+        print(f"llamactl service: warning: {warning}", file=sys.stderr)
     text = backend.render(opts) if args.print_only else "\n".join(backend.install(opts)) + "\n"
     sys.stdout.write(text)
     return 0

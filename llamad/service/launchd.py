@@ -5,9 +5,11 @@ The plist is written with plistlib (world-readable, so nothing secret goes in). 
   launchd passes on no shell environment and starts jobs in `/`;
 - `KeepAlive = {SuccessfulExit = false}`, not `true`: a clean exit (a stop asked for)
   stays stopped, a crash or non-zero exit comes back;
-- `ThrottleInterval = 10`: launchd spaces restarts 10 s apart, and that is all it does. A
-  bad config (exit 2) is retried forever, every 10 s, each try logging the problem and
-  the `llamactl validate` line;
+- `ThrottleInterval = 10`: launchd spaces restarts 10 s apart, and that is all it does:
+  it has no way to leave one exit code alone. So `LLAMAD_SERVICE=launchd` tells llamad
+  that launchd runs it, and a bad config then waits for the file to change (or 5
+  minutes) before exiting 2, instead of a restart every 10 s forever
+  (`llamad/daemon/config_wait.py`);
 - `ProcessType = Interactive`: without it launchd throttles CPU and I/O, slowing inference;
 - `ExitTimeOut`: seconds between SIGTERM and SIGKILL, longer than llamad needs to stop.
 """
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llamad.common.service_job import SERVICE_ENV
+from llamad.service import environment, mac_checks
 from llamad.service.common import (
     DEFAULT_LABEL,
     InstallOptions,
@@ -31,7 +35,16 @@ from llamad.service.common import (
     run_tool,
     stop_timeout_seconds,
 )
-from llamad.service.launchctl import bootout, bootstrap, loaded_in
+from llamad.service.joblog import config_problem
+from llamad.service.launchctl import (
+    LAUNCHD_EXIT_TIMEOUT,
+    bootout,
+    bootstrap,
+    loaded_in,
+    parse_print,
+    running_pid,
+    stop,
+)
 
 # Read at call time, so tests can point it at a temporary directory.
 SYSTEM_DIR = Path("/Library/LaunchDaemons")
@@ -39,6 +52,7 @@ SYSTEM_DIR = Path("/Library/LaunchDaemons")
 BASE_PATH = "/opt/homebrew/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 # `launchctl bootstrap gui/UID` over SSH: "Domain does not support specified action".
 NO_GUI_SESSION = 125
+OUT_LOG, ERR_LOG = "llamad.out.log", "llamad.err.log"
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -50,6 +64,7 @@ class Job:
     plist: Path
     log_dir: Path
     domains: tuple[str, ...]
+    home: Path  # the home of the user it runs as
     user_name: str | None = None
 
 
@@ -61,11 +76,12 @@ def job_for(opts: Options) -> Job:
     if opts.system:
         user, home = _invoking_user(opts.home)
         logs = home / "Library" / "Logs" / "llamad"
-        return Job(label, SYSTEM_DIR / f"{label}.plist", logs, ("system",), user)
+        return Job(label, SYSTEM_DIR / f"{label}.plist", logs, ("system",), home, user)
     uid, home = os.getuid(), opts.home
     plist = home / "Library" / "LaunchAgents" / f"{label}.plist"
     # gui/ needs a login at the screen; user/ exists even for an SSH-only session.
-    return Job(label, plist, home / "Library" / "Logs" / "llamad", (f"gui/{uid}", f"user/{uid}"))
+    domains = (f"gui/{uid}", f"user/{uid}")
+    return Job(label, plist, home / "Library" / "Logs" / "llamad", domains, home)
 
 
 def _invoking_user(home: Path) -> tuple[str, Path]:
@@ -85,15 +101,20 @@ def render(opts: InstallOptions) -> str:
     plist: dict[str, Any] = {
         "Label": job.label,
         "ProgramArguments": [str(opts.llamad), "--config", str(opts.config)],
-        "EnvironmentVariables": {"PATH": path, "LLAMAD_CONFIG": str(opts.config)},
+        "EnvironmentVariables": {
+            "PATH": path,
+            "LLAMAD_CONFIG": str(opts.config),
+            SERVICE_ENV: "launchd",
+            **environment.capture(opts.environ)[0],
+        },
         "WorkingDirectory": str(opts.config.parent),
         "RunAtLoad": True,
         "KeepAlive": {"SuccessfulExit": False},
         "ThrottleInterval": 10,
         "ProcessType": "Interactive",
         "ExitTimeOut": stop_timeout_seconds(opts.stop_budget),
-        "StandardOutPath": str(job.log_dir / "llamad.out.log"),
-        "StandardErrorPath": str(job.log_dir / "llamad.err.log"),
+        "StandardOutPath": str(job.log_dir / OUT_LOG),
+        "StandardErrorPath": str(job.log_dir / ERR_LOG),
     }
     if job.user_name:
         plist["UserName"] = job.user_name
@@ -103,13 +124,26 @@ def render(opts: InstallOptions) -> str:
         raise ServiceError(f"cannot render a valid plist: {exc}") from None
 
 
+def warnings(opts: InstallOptions) -> list[str]:
+    """What will not work under launchd as it does in Terminal: variables that cannot be
+    carried, protected folders, and an agent's local network traffic."""
+    data = mac_checks.read_config(opts.config)
+    found = environment.capture(opts.environ)[1]
+    found += mac_checks.protected_warnings(data, opts.config, opts.llamad, job_for(opts).home)
+    if not opts.system and (lan := mac_checks.local_network_warning(data)) is not None:
+        found.append(lan)
+    return found
+
+
 def install(opts: InstallOptions) -> list[str]:
     """Write the plist (0644) and load it: enable + bootstrap, gui/ then user/ without a GUI."""
     job, text = job_for(opts), render(opts)
     loaded = loaded_in(job.domains, job.label)
     if loaded is not None or job.plist.exists():
         # A loaded job keeps its old definition until booted out; bootstrap would fail (5).
-        bootout(loaded[0] if loaded else job.domains[0], job.label)
+        # The running job stops within its old plist's ExitTimeOut, not the new one's.
+        pid = running_pid(loaded[1]) if loaded else None
+        bootout(loaded[0] if loaded else job.domains[0], job.label, pid, exit_timeout(job))
     try:
         job.plist.parent.mkdir(parents=True, exist_ok=True)
         job.log_dir.mkdir(parents=True, exist_ok=True)
@@ -140,7 +174,7 @@ def uninstall(opts: Options) -> list[str]:
     job = job_for(opts)
     lines = []
     if (loaded := loaded_in(job.domains, job.label)) is not None:
-        bootout(loaded[0], job.label)
+        bootout(loaded[0], job.label, running_pid(loaded[1]), exit_timeout(job))
         lines.append(f"unloaded {job.label} from {loaded[0]}")
     if job.plist.exists():
         try:
@@ -152,16 +186,38 @@ def uninstall(opts: Options) -> list[str]:
 
 
 def restart(opts: Options) -> list[str]:
-    """`launchctl kickstart -k`: kill the running llamad and start it again at once."""
+    """Stop llamad gracefully (SIGTERM, then wait for its exit), then `kickstart` it.
+
+    Not `kickstart -k`: that kills the job with SIGKILL, so no slot is saved and every
+    stream is cut. A clean exit stays down under `KeepAlive = {SuccessfulExit = false}`,
+    so the kickstart is what starts it again.
+    """
     job = job_for(opts)
     if (loaded := loaded_in(job.domains, job.label)) is None:
         raise ServiceError(f"{job.label} is not loaded; run: llamactl service install")
-    run_tool(["launchctl", "kickstart", "-k", f"{loaded[0]}/{job.label}"])
-    return [f"restarted {job.label} in {loaded[0]}"]
+    domain, pid = loaded[0], running_pid(loaded[1])
+    if pid is not None:
+        stop(domain, job.label, pid, exit_timeout(job))
+    run_tool(["launchctl", "kickstart", f"{domain}/{job.label}"])
+    was = f" (pid {pid} stopped)" if pid is not None else ""
+    return [f"restarted {job.label} in {domain}{was}"]
+
+
+def exit_timeout(job: Job) -> float:
+    """The installed plist's ExitTimeOut: how long launchd lets the job stop after SIGTERM."""
+    try:
+        with job.plist.open("rb") as fh:
+            value = plistlib.load(fh).get("ExitTimeOut")
+    except (OSError, plistlib.InvalidFileException, ValueError, AttributeError):
+        return LAUNCHD_EXIT_TIMEOUT
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return LAUNCHD_EXIT_TIMEOUT
 
 
 def status(opts: Options) -> tuple[int, str]:
-    """(0, line) when running, else (3, line): loaded or not, the domain, state and pid."""
+    """(0, line) when running, else (3, line): loaded or not, the domain, state and pid,
+    and the config problem llamad last reported when that is why it does not serve."""
     job = job_for(opts)
     if (loaded := loaded_in(job.domains, job.label)) is None:
         return 3, f"{job.label}: not loaded"
@@ -172,23 +228,11 @@ def status(opts: Options) -> tuple[int, str]:
         line += f", pid {fields['pid']}"
     elif "last exit code" in fields:
         line += f", last exit code {fields['last exit code']}"
+    problem = config_problem(job.log_dir / ERR_LOG)
+    if problem is not None and (problem.waiting or state != "running"):
+        wait = "; waiting for the config to change" if problem.waiting else ""
+        return 3, f"{line}; bad config: {problem.line}{wait}"
     return (0 if state == "running" else 3), line
-
-
-def parse_print(text: str) -> dict[str, str]:
-    """The top-level `key = value` lines of `launchctl print`; nested blocks are skipped."""
-    fields: dict[str, str] = {}
-    depth = 0
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.endswith("{"):
-            depth += 1
-        elif line.startswith("}"):
-            depth -= 1
-        elif depth == 1 and " = " in line:
-            key, _, value = line.partition(" = ")
-            fields.setdefault(key, value)
-    return fields
 
 
 def _passwd(user: str) -> pwd.struct_passwd | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from string import Template
 
 from llamad.common import paths
+from llamad.common.service_job import EXIT_CONFIG
 from llamad.service.common import (
     InstallOptions,
     Options,
@@ -75,6 +76,11 @@ def render(opts: InstallOptions) -> str:
     return Template(template).substitute(values)
 
 
+def warnings(opts: InstallOptions) -> list[str]:
+    """None: the launchd pitfalls (protected folders, Local Network privacy) are macOS's."""
+    return []
+
+
 def install(opts: InstallOptions) -> list[str]:
     """Write the unit (0644), daemon-reload, then enable and start it."""
     text, path = render(opts), unit_path(opts.home)
@@ -129,7 +135,7 @@ def restart(opts: Options) -> list[str]:
 def status(opts: Options) -> tuple[int, str]:
     """(0, line) when active, else (3, line): ActiveState (SubState) and the main pid."""
     _reject_launchd_options(opts)
-    props = "--property=ActiveState,SubState,MainPID"
+    props = "--property=ActiveState,SubState,MainPID,ExecMainStatus"
     result = run_tool([*SYSTEMCTL, "show", UNIT, props])
     fields = parse_show(result.stdout)
     active = fields.get("ActiveState", "unknown")
@@ -138,6 +144,9 @@ def status(opts: Options) -> tuple[int, str]:
         line += f", pid {fields['MainPID']}"
     if not unit_path(opts.home).exists():
         line += ", not installed"
+    if active != "active" and fields.get("ExecMainStatus") == str(EXIT_CONFIG):
+        # RestartPreventExitStatus: the unit stays down until the file is fixed.
+        line += f"; bad config (exit {EXIT_CONFIG}, not restarted): run llamactl validate"
     return (0 if active == "active" else 3), line
 
 

@@ -1,5 +1,6 @@
-"""The files a reload depends on: the config, each executable and each instance's model
-files, their identities, and a watch of their directories that reports what moved."""
+"""The files a reload depends on: the config, each executable (and the ggml libraries it
+loads) and each instance's model files, their identities, and a watch of their
+directories that reports what moved."""
 
 from __future__ import annotations
 
@@ -10,33 +11,27 @@ from pathlib import Path
 
 import watchfiles
 
+from llamad.backends.linked_libs import linked_libraries
 from llamad.backends.registry import backend_for
+from llamad.common.fileid import FileId, file_id
 from llamad.common.waits import first_of
 from llamad.config.load import Resolved
 
 # watchfiles waits 1.6 s by default; a reload should follow a save within a second.
 DEBOUNCE_MS = 100
 
-FileId = tuple[int, int, int]
 # Path -> what it is: "config" (or an instance's own executable: a reload reads it again),
 # "binary:KIND" (a kind's executable) or "model".
 Watched = dict[Path, str]
-
-
-def file_id(path: Path) -> FileId | None:
-    """(inode, size, mtime) of what `path` points at; None when it is missing."""
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def watched(resolved: Resolved) -> Watched:
     """Every file whose change matters under `resolved`, with what it is."""
     files = {resolved.path: "config"}
     for kind, tool in resolved.tools.items():
-        files[tool.path] = files[Path(os.path.realpath(tool.path))] = f"binary:{kind}"
+        # A new ggml under an unchanged executable (Homebrew's own formula) is an upgrade too.
+        for path in (tool.path, *linked_libraries(tool.path)):
+            files[path] = files[Path(os.path.realpath(path))] = f"binary:{kind}"
     for spec in resolved.instances.values():
         if spec.tool is not None:  # its own executable: a new build is read by a reload
             for path in (spec.tool.path, Path(os.path.realpath(spec.tool.path))):

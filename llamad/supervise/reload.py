@@ -155,7 +155,10 @@ class Reloader:
         what = set(moved.values())
         upgraded = frozenset(w.removeprefix("binary:") for w in what if w.startswith("binary:"))
         for kind in sorted(upgraded):
-            log.info("binary.changed", kind=kind, path=str(self.state.resolved.tools[kind].path))
+            # `file`: the executable, or a ggml library it loads that changed under it.
+            file = min(str(p) for p, w in moved.items() if w == f"binary:{kind}")
+            tool = self.state.resolved.tools[kind].path
+            log.info("binary.changed", kind=kind, path=str(tool), file=file)
         if upgraded:
             with contextlib.suppress(ConfigError):
                 await self.reload(upgraded)

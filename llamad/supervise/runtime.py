@@ -12,6 +12,7 @@ import structlog
 
 from llamad.backends.devices.placed import placed
 from llamad.backends.probes import Health, Prober
+from llamad.backends.quarantine import GATEKEEPER, Quarantine
 from llamad.backends.registry import backend_for
 from llamad.backends.spec import InstanceSpec
 from llamad.backends.tool import Tool
@@ -42,6 +43,8 @@ class Runtime:
     remote: RemoteWorkers = field(default_factory=RemoteWorkers)
     # The prompt cache kept across processes; None: no instance keeps one.
     cache: SlotCache | None = None
+    # Names macOS's refusal of a quarantined download, with its fix.
+    quarantine: Quarantine = GATEKEEPER
 
     def reconfigure(self, tools: dict[str, Tool], peers: dict[str, Peer]) -> None:
         """A reload's executables and fleet peers: the next launches and looks use them."""
@@ -82,7 +85,8 @@ class Runtime:
         try:
             child = await Child.spawn(argv, env, log.write)
         except OSError as exc:
-            return f"cannot run {argv[0]}: {exc.strerror}"
+            why = self.quarantine.refused_exec(tool.path, exc)
+            return why or f"cannot run {argv[0]}: {exc.strerror}"
         if self.registry is not None:
             self.registry.add(spec.name, child.pid)
         log.mark(f"started pid {child.pid}: {tool.command}")
@@ -102,6 +106,9 @@ class Runtime:
         """Book-keeping after an exit; returns the reason to show for it."""
         if self.registry is not None:
             self.registry.remove(child.pid)
+        tool = spec.tool or self.tools.get(spec.kind)
+        if tool and (why := self.quarantine.refused_run(tool.path, info.signal, info.stderr_tail)):
+            return why
         if any("couldn't bind HTTP server socket" in line for line in info.stderr_tail):
             return await port_problem(spec.host, spec.port) or "port in use"
         return info.describe()

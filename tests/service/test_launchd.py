@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from stand_ins import Fakes, install_fakes, service_llamactl
 
-from llamad.service import launchctl, launchd
+from llamad.service import launchctl, launchd, launchd_example
+from llamad.service.environment import CAPTURED
 
 REPO = Path(__file__).resolve().parents[2]
 UID = os.getuid()
@@ -44,6 +45,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("SUDO_USER", raising=False)
+    for name in CAPTURED:  # whatever the shell running the tests sets
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(launchd, "SYSTEM_DIR", tmp_path / "LaunchDaemons")
     return home
 
@@ -53,6 +56,7 @@ def fakes(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Fakes:
     # Retries give up after a second here, not five.
     monkeypatch.setattr(launchctl, "RETRY_FOR_S", 1.0)
     monkeypatch.setattr(launchctl, "RETRY_EVERY_S", 0.05)
+    monkeypatch.setattr(launchctl, "KILL_SLACK_S", 0.5)
     fakes = install_fakes(tmp_path, monkeypatch, "launchctl", "llamad")
     fakes.rule("launchctl print", 113, stderr="Could not find service")  # nothing loaded
     return fakes
@@ -76,10 +80,31 @@ def agent_plist(home: Path, label: str = LABEL) -> Path:
 
 
 def test_the_plist_has_one_home() -> None:
-    """The plist is built in llamad/service/launchd.py; launchd/ only says where it lives."""
+    """The plist is built in llamad/service/launchd.py; launchd/ holds its rendered example."""
     assert not (REPO / "llamad" / "templates" / "llamad.plist").exists()
-    assert [p.name for p in (REPO / "launchd").iterdir()] == ["README.md"]
+    assert sorted(p.name for p in (REPO / "launchd").iterdir()) == [
+        "README.md",
+        "dev.llamad.daemon.plist",
+    ]
     assert "llamad/service/launchd.py" in (REPO / "launchd" / "README.md").read_text()
+
+
+def test_the_example_plist_is_what_install_renders() -> None:
+    """docs/operations.md points at launchd/dev.llamad.daemon.plist: it must stay true."""
+    shipped = (REPO / "launchd" / "dev.llamad.daemon.plist").read_text()
+    assert shipped == launchd_example.example(), (
+        "regenerate: .venv/bin/python -m llamad.service.launchd_example "
+        "> launchd/dev.llamad.daemon.plist"
+    )
+
+
+def test_install_writes_exactly_what_print_renders(
+    fakes: Fakes, home: Path, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert llamactl("install", "--print", "--config", str(config)) == 0
+    printed = capsys.readouterr().out
+    assert llamactl("install", "--config", str(config)) == 0
+    assert agent_plist(home).read_text() == printed
 
 
 def test_print_renders_the_whole_plist(
@@ -105,6 +130,7 @@ def test_print_renders_the_whole_plist(
         "EnvironmentVariables": {
             "PATH": f"{bin_dir}:/opt/homebrew/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
             "LLAMAD_CONFIG": str(config),
+            "LLAMAD_SERVICE": "launchd",
         },
     }
     assert fakes.calls() == []
@@ -125,7 +151,7 @@ def test_plist_escapes_xml_and_carries_no_secrets(
     plist = plistlib.loads(text.encode())
     assert plist["ProgramArguments"][2] == str(config)
     assert "secret-value" not in text
-    assert set(plist["EnvironmentVariables"]) == {"PATH", "LLAMAD_CONFIG"}
+    assert set(plist["EnvironmentVariables"]) == {"PATH", "LLAMAD_CONFIG", "LLAMAD_SERVICE"}
 
 
 def test_fresh_install_enables_then_bootstraps_in_gui_domain(
@@ -219,11 +245,15 @@ def test_reinstall_retries_bootout_while_in_progress_and_waits_for_the_job_to_go
 
 
 def test_a_job_that_outlives_its_bootout_stops_the_reinstall(
-    fakes: Fakes, config: Path, capsys: pytest.CaptureFixture[str]
+    fakes: Fakes, home: Path, config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Given up after the old plist's ExitTimeOut (and a little): launchd's SIGKILL would
+    have ended it by then."""
+    agent_plist(home).parent.mkdir(parents=True)
+    agent_plist(home).write_bytes(plistlib.dumps({"Label": LABEL, "ExitTimeOut": 1}))
     fakes.rule(f"launchctl print {GUI}/", 0)
     assert llamactl("install", "--config", str(config)) == 1
-    assert "is still loaded" in capsys.readouterr().err
+    assert f"{GUI}/{LABEL} is still loaded 1 s after bootout" in capsys.readouterr().err
     assert "bootstrap" not in [call[1] for call in fakes.calls()]
 
 
@@ -312,11 +342,12 @@ def test_bad_label_is_a_usage_error(
 
 @pytest.mark.parametrize(("loaded_in", "probes"), [(GUI, 1), (USER, 2)])
 def test_restart_kickstarts_where_loaded(fakes: Fakes, loaded_in: str, probes: int) -> None:
-    """restart = kickstart -k in the domain the job is loaded in."""
+    """A loaded job that is not running: restart = kickstart (never -k) where it is loaded.
+    The graceful stop of a running one is in test_launchd_stop.py."""
     fakes.rule(f"launchctl print {loaded_in}/", 0)
     assert llamactl("restart") == 0
     assert len(fakes.calls()) == probes + 1
-    assert fakes.calls()[-1] == ["launchctl", "kickstart", "-k", f"{loaded_in}/{LABEL}"]
+    assert fakes.calls()[-1] == ["launchctl", "kickstart", f"{loaded_in}/{LABEL}"]
 
 
 def test_restart_when_not_loaded_fails(fakes: Fakes, capsys: pytest.CaptureFixture[str]) -> None:
@@ -331,7 +362,7 @@ def test_kickstart_failure_is_reported(fakes: Fakes, capsys: pytest.CaptureFixtu
     fakes.rule("launchctl kickstart", 37, stderr="Operation already in progress")
     assert llamactl("restart") == 1
     assert capsys.readouterr().err == (
-        f"llamactl service: launchctl kickstart -k {GUI}/{LABEL} failed (exit 37): "
+        f"llamactl service: launchctl kickstart {GUI}/{LABEL} failed (exit 37): "
         "Operation already in progress\n"
     )
 
@@ -393,6 +424,58 @@ def test_status_loaded_but_not_running(fakes: Fakes, capsys: pytest.CaptureFixtu
     )
 
 
+OLD_REPORT = """llamad: /c.toml:2: instances.a: model is required
+llamad: /c.toml: check it with: llamactl validate --config /c.toml
+"""
+SERVING = '{"event": "daemon.ready", "level": "info"}\n'
+WAITING_REPORT = """llamad: /c.toml:3: instances.b: unknown key ctx_sise: did you mean ctx_size?
+llamad: /c.toml:4: instances.b: model is required
+llamad: /c.toml: check it with: llamactl validate --config /c.toml
+llamad: /c.toml: waiting for a fixed config: save it again to retry
+"""
+
+
+def err_log(home: Path, text: str) -> None:
+    path = home / "Library" / "Logs" / "llamad" / "llamad.err.log"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+
+
+def test_status_says_a_running_job_waits_for_a_fixed_config(
+    fakes: Fakes, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """launchd shows it running; the end of its log says it serves nothing: exit 3 and why
+    (the first problem of the latest report)."""
+    fakes.rule(f"launchctl print {GUI}/", 0, stdout=PRINT_RUNNING)
+    err_log(home, OLD_REPORT + SERVING + OLD_REPORT + WAITING_REPORT)
+    assert llamactl("status") == 3
+    assert capsys.readouterr().out == (
+        f"{LABEL}: loaded in {GUI}, state running, pid 4242; bad config: "
+        "/c.toml:3: instances.b: unknown key ctx_sise: did you mean ctx_size?; "
+        "waiting for the config to change\n"
+    )
+
+
+def test_status_names_the_config_problem_of_a_job_that_exited_2(
+    fakes: Fakes, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fakes.rule(f"launchctl print {GUI}/", 0, stdout="x = {\n\tstate = not running\n}\n")
+    err_log(home, SERVING + OLD_REPORT)
+    assert llamactl("status") == 3
+    assert capsys.readouterr().out.endswith(
+        "; bad config: /c.toml:2: instances.a: model is required\n"
+    )
+
+
+def test_status_ignores_a_report_the_daemon_has_served_since(
+    fakes: Fakes, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fakes.rule(f"launchctl print {GUI}/", 0, stdout=PRINT_RUNNING)
+    err_log(home, WAITING_REPORT + SERVING)
+    assert llamactl("status") == 0
+    assert "bad config" not in capsys.readouterr().out
+
+
 def test_status_not_loaded(fakes: Fakes, capsys: pytest.CaptureFixture[str]) -> None:
     assert llamactl("status") == 3
     assert capsys.readouterr().out == f"{LABEL}: not loaded\n"
@@ -413,7 +496,69 @@ def test_missing_launchctl_is_reported(
 
 
 def test_parse_print_keeps_only_top_level_fields() -> None:
-    fields = launchd.parse_print(PRINT_RUNNING)
+    fields = launchctl.parse_print(PRINT_RUNNING)
     assert fields["state"] == "running"
     assert fields["pid"] == "4242"
     assert "arguments" not in fields
+
+
+def test_install_carries_the_variables_the_config_depends_on(
+    fakes: Fakes,
+    home: Path,
+    config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """launchd passes the shell's variables on to no job: where models and caches are found
+    is carried into the plist, secrets are not, and what cannot be carried is named."""
+    monkeypatch.setenv("HF_HOME", "/data/hf")
+    monkeypatch.setenv("OLLAMA_MODELS", "~/ollama")
+    monkeypatch.setenv("XDG_CACHE_HOME", "cache")  # relative: meaningless in another cwd
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    assert llamactl("install", "--print", "--config", str(config)) == 0
+    out, err = capsys.readouterr()
+    env = plistlib.loads(out.encode())["EnvironmentVariables"]
+    assert env["HF_HOME"] == "/data/hf"
+    assert env["OLLAMA_MODELS"] == str(home / "ollama")
+    assert "XDG_CACHE_HOME" not in env
+    assert "HF_TOKEN" not in env
+    assert err == (
+        "llamactl service: warning: XDG_CACHE_HOME=cache is not an absolute path, so the "
+        "service does not get it (it starts in another directory); set it to an absolute "
+        "path and install again\n"
+    )
+
+
+def test_system_install_under_sudo_names_what_sudo_cleared(
+    fakes: Fakes, config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SUDO_USER", "llamad-test-nobody")
+    monkeypatch.setenv("HF_HOME", "/data/hf")
+    assert llamactl("install", "--system", "--print", "--config", str(config)) == 0
+    err = capsys.readouterr().err
+    assert "sudo cleared the environment, so HF_HUB_CACHE, OLLAMA_MODELS," in err
+    assert "HF_HOME," not in err
+    assert "install with sudo -E" in err
+
+
+def test_install_warns_about_protected_folders_and_the_local_network(
+    fakes: Fakes, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A config in ~/Documents with a fleet peer: two warnings for an agent; a --system
+    daemon is exempt from Local Network privacy, not from the protected folders."""
+    config = home / "Documents" / "llamad.toml"
+    config.parent.mkdir()
+    config.write_text('[[fleet.peers]]\nname = "mini"\nurl = "http://192.168.1.20:7777"\n')
+    assert llamactl("install", "--print", "--config", str(config)) == 0
+    agent = capsys.readouterr().err.splitlines()
+    assert agent == [
+        f"llamactl service: warning: the config is under ~/Documents ({config}): under "
+        "launchd macOS refuses it (Operation not permitted) though Terminal may read it; "
+        "move it elsewhere",
+        "llamactl service: warning: this config uses the local network (fleet peers): macOS "
+        "15 and later block a LaunchAgent's LAN traffic without asking (Local Network "
+        "privacy); install with --system instead (a LaunchDaemon that runs as you, which is "
+        "exempt)",
+    ]
+    assert llamactl("install", "--system", "--print", "--config", str(config)) == 0
+    assert capsys.readouterr().err.splitlines() == agent[:1]

@@ -273,7 +273,13 @@ def test_status_active(fakes: Fakes, unit_file: Path, capsys: pytest.CaptureFixt
     )
     assert llamactl("status") == 0
     assert fakes.calls() == [
-        ["systemctl", "--user", "show", UNIT, "--property=ActiveState,SubState,MainPID"]
+        [
+            "systemctl",
+            "--user",
+            "show",
+            UNIT,
+            "--property=ActiveState,SubState,MainPID,ExecMainStatus",
+        ]
     ]
     assert capsys.readouterr().out == f"{UNIT}: active (running), pid 77\n"
 
@@ -284,6 +290,20 @@ def test_status_failed_exits_3(fakes: Fakes, capsys: pytest.CaptureFixture[str])
     )
     assert llamactl("status") == 3
     assert capsys.readouterr().out == f"{UNIT}: failed (failed), not installed\n"
+
+
+def test_status_names_a_bad_config(fakes: Fakes, capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 2 is not restarted (RestartPreventExitStatus=2): status says it is the config."""
+    fakes.rule(
+        "systemctl --user show",
+        0,
+        stdout="ActiveState=failed\nSubState=failed\nMainPID=0\nExecMainStatus=2\n",
+    )
+    assert llamactl("status") == 3
+    assert capsys.readouterr().out == (
+        f"{UNIT}: failed (failed), not installed; bad config (exit 2, not restarted): "
+        "run llamactl validate\n"
+    )
 
 
 @pytest.mark.parametrize("option", [["--system"], ["--label", "x"]])

@@ -17,6 +17,7 @@ import httpx
 from helpers import FAKE_SERVER, until, write_config
 
 from llamad.backends.probes import Health, Prober
+from llamad.backends.quarantine import GATEKEEPER, Quarantine
 from llamad.config.load import Resolved, load
 from llamad.lifecycle.states import State
 from llamad.supervise.instance import Instance
@@ -68,14 +69,22 @@ def config(
 
 
 @contextlib.asynccontextmanager
-async def supervising(cfg: Path, draining: Drain | None = None) -> AsyncIterator[Sup]:
+async def supervising(
+    cfg: Path, draining: Drain | None = None, quarantine: Quarantine = GATEKEEPER
+) -> AsyncIterator[Sup]:
     """A Supervisor over `cfg`'s instances, shut down (gracefully) on the way out;
-    `draining` stands in for the gateway's drain."""
+    `draining` stands in for the gateway's drain, `quarantine` reads macOS's flag."""
     resolved = load(cfg)
     prober = Prober()
     d = resolved.daemon
     cache = SlotCache(prober.client, d.cache_max)
-    runtime = Runtime(tools=resolved.tools, prober=prober, log_dir=d.log_dir, cache=cache)
+    runtime = Runtime(
+        tools=resolved.tools,
+        prober=prober,
+        log_dir=d.log_dir,
+        cache=cache,
+        quarantine=quarantine,
+    )
     drain = {} if draining is None else {"draining": draining}
     observe = lambda n, h: sup.probes.append((n, h))  # noqa: E731
     sup = Sup(Supervisor(runtime, observe_probe=observe, **drain), resolved)

@@ -361,6 +361,38 @@ def test_binary_change_restarts_one_at_a_time(setup: Setup, llama_server: Path) 
         assert d.stop() == 0
 
 
+def test_a_ggml_upgrade_under_the_executable_restarts_like_a_new_binary(
+    setup: Setup, llama_server: Path
+) -> None:
+    """Homebrew's layout: `brew upgrade ggml` repoints PREFIX/opt/ggml at a new Cellar
+    folder and leaves llama-server alone; the libraries it loads changed, so it restarts."""
+    prefix = setup.tmp / "homebrew"
+    real = prefix / "Cellar" / "llama.cpp" / "6000" / "bin" / "llama-server"
+    real.parent.mkdir(parents=True)
+    real.write_text(f'#!/bin/sh\nexec "{llama_server}" "$@"\n')
+    real.chmod(0o755)
+    for version in ("0.9.4", "0.9.5"):
+        lib = prefix / "Cellar" / "ggml" / version / "lib" / "libggml-base.dylib"
+        lib.parent.mkdir(parents=True)
+        lib.write_text(f"ggml {version}\n")
+    (prefix / "bin").mkdir()
+    (prefix / "opt").mkdir()
+    os.symlink("../Cellar/llama.cpp/6000/bin/llama-server", prefix / "bin" / "llama-server")
+    os.symlink("../Cellar/ggml/0.9.4", prefix / "opt" / "ggml")
+    setup.daemon["llama_server"] = str(prefix / "bin" / "llama-server")
+    setup.add("a")
+    with start(setup) as d:
+        before = pids(d)
+        # As brew does it: the new keg is linked, the old one's link replaced.
+        os.symlink("../Cellar/ggml/0.9.5", prefix / "opt" / "ggml.new")
+        os.replace(prefix / "opt" / "ggml.new", prefix / "opt" / "ggml")
+        [event] = d.wait_event("binary.changed", timeout=15)
+        assert event["file"] == str(prefix / "opt" / "ggml" / "lib" / "libggml-base.dylib")
+        assert event["path"] == str(prefix / "bin" / "llama-server")
+        wait_serving(d, "a", not_pid=before["a"], timeout=20)
+        assert d.stop() == 0
+
+
 def _alive(pid: int | None) -> bool:
     import psutil
 
