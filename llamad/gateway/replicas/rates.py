@@ -4,7 +4,8 @@ reported, and how long its requests hold a slot.
 The rate is read from each answer's `timings` (prompt tokens evaluated over `prompt_ms`,
 which is llama-server's `prompt_per_second`), only from prompts long enough that the
 per-request overhead does not hide it, and smoothed. A request's time is from its slot
-taken to its slot given back; the median of the last SERVICE_KEPT stands for the next.
+taken to its slot given back, for answers that gave their counts; the median of the
+last SERVICE_KEPT stands for the next.
 """
 
 from __future__ import annotations
@@ -60,10 +61,14 @@ class Rates:
         self, model: str, seconds: float, evaluated: int | None, prompt_ms: float | None
     ) -> None:
         """A request for `model` held its slot `seconds`, and its server said it
-        evaluated `evaluated` prompt tokens in `prompt_ms` (None: it did not say)."""
+        evaluated `evaluated` prompt tokens in `prompt_ms` (None: it did not say). Only
+        an answer that gave its counts is timed: an error, or a client gone early, says
+        nothing of how long a request holds a slot."""
+        if evaluated is None:
+            return
         speed = self.of(model)
         speed.times.append(seconds)
-        if evaluated is None or prompt_ms is None or evaluated < MIN_TOKENS or prompt_ms <= 0:
+        if prompt_ms is None or evaluated < MIN_TOKENS or prompt_ms <= 0:
             return
         rate = evaluated * 1000.0 / prompt_ms
         speed.rate = rate if speed.rate is None else speed.rate + SMOOTHING * (rate - speed.rate)
