@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from llamad.gateway.replicas.balancer import Balancer
+from llamad.gateway.replicas.balancer import Balancer, Waiting
 from llamad.gateway.replicas.cache_pays import Option, expected_wait, soonest
 from llamad.gateway.replicas.hints import Hints
 from llamad.gateway.replicas.replica import LOCAL, Replica
@@ -50,19 +50,22 @@ def r(busy: int = 0, slots: int = 1, queued: int = 0, ready: bool = True) -> Rep
 
 
 WAITS = [
-    # (replica, a request's seconds, expected wait)
-    (r(busy=0), None, 0.0),  # a free slot: no wait, measured or not
-    (r(busy=1), 0.4, 0.4),  # one ahead on one slot
-    (r(busy=1, queued=2), 0.4, 1.2),  # three ahead
-    (r(busy=4, slots=4), 0.4, 0.1),  # four slots: one of four frees first
-    (r(busy=1), None, None),  # nothing measured: unknown
-    (r(busy=0, ready=False), 0.4, None),  # not serving
+    # (replica, a request's seconds, requests waiting for it at the gateway, expected wait)
+    (r(busy=0), None, 0, 0.0),  # a free slot: no wait, measured or not
+    (r(busy=1), 0.4, 0, 0.4),  # one ahead on one slot
+    (r(busy=1, queued=2), 0.4, 0, 1.2),  # three ahead
+    (r(busy=1), 0.4, 2, 1.2),  # ...or two already waiting at the gateway for its cache
+    (r(busy=4, slots=4), 0.4, 0, 0.1),  # four slots: one of four frees first
+    (r(busy=1), None, 0, None),  # nothing measured: unknown
+    (r(busy=0, ready=False), 0.4, 0, None),  # not serving
 ]
 
 
-@pytest.mark.parametrize(("replica", "service", "expected"), WAITS)
-def test_expected_wait(replica: Replica, service: float | None, expected: float | None) -> None:
-    assert expected_wait(replica, service) == pytest.approx(expected)
+@pytest.mark.parametrize(("replica", "service", "waiting", "expected"), WAITS)
+def test_expected_wait(
+    replica: Replica, service: float | None, waiting: int, expected: float | None
+) -> None:
+    assert expected_wait(replica, service, waiting) == pytest.approx(expected)
 
 
 def _turns(system: str) -> tuple[Hints, Hints]:
@@ -129,3 +132,29 @@ def test_without_affinity_nothing_waits() -> None:
     chosen = balancer.pick("m", _replicas(holder_busy=1), off)
     assert chosen is not None
     assert chosen.key == FREE
+
+
+def test_turns_waiting_for_one_replica_count_ahead_of_the_next() -> None:
+    """Two long conversations held by busy r0: the first waits for it (one request
+    ahead); the second would be third in line, and goes to the free r1 instead. Once the
+    first stops waiting, the second waits too."""
+    balancer = Balancer()
+    for _ in range(3):  # requests of 1 s on their slot; prompts read at 1,000 tokens/s
+        balancer.answered("m", Hints(), FREE, 0, 1.0, 0, 500, 500.0)
+    one_first, one_next = _turns("a" * 6000)
+    two_first, two_next = _turns("b" * 6000)
+    for first in (one_first, two_first):  # about 1,500 tokens each, held by r0
+        balancer.answered("m", first, HOLDER, 0, 1.0, 0, 1500, 1500.0)
+    one, two = Waiting(), Waiting()
+    assert balancer.pick("m", _replicas(holder_busy=1), one_next, one) is None
+    assert one.key == HOLDER
+    assert balancer.awaiting[HOLDER] == 1
+    chosen = balancer.pick("m", _replicas(holder_busy=1), two_next, two)
+    assert chosen is not None
+    assert chosen.key == FREE  # 2 s behind two requests against 1.5 s cold
+    assert two.key is None
+    assert balancer.pick("m", _replicas(holder_busy=1), one_next, one) is None  # not itself
+    assert balancer.awaiting[HOLDER] == 1
+    balancer.unwait(one)
+    assert not balancer.awaiting
+    assert balancer.pick("m", _replicas(holder_busy=1), two_next, two) is None

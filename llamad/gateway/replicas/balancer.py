@@ -14,7 +14,7 @@ import asyncio
 import secrets
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from llamad.gateway.replicas.affinity import Affinity, Held, Key
 from llamad.gateway.replicas.cache_pays import Option, expected_wait, soonest
@@ -30,6 +30,14 @@ POLL_S = 0.25  # a waiter also looks again this often: peers' counts change unse
 REUSE_SMOOTHING = 0.5
 
 
+@dataclass
+class Waiting:
+    """One request's choice to wait at the gateway for the replica holding its prompt,
+    counted ahead of the next request that weighs that replica while it lasts."""
+
+    key: Key | None = None
+
+
 class Balancer:
     """Marks on peer replicas, affinity maps and the wake-up of waiters."""
 
@@ -42,6 +50,7 @@ class Balancer:
         self._maps: dict[str, Affinity] = {}
         self.rates = Rates()  # each model's prompt rate and request times, as answered
         self._reuse: dict[tuple[str, Key], float] = {}  # of the tokens expected, reused
+        self.awaiting: Counter[Key] = Counter()  # requests waiting for each replica's cache
         self._picked: dict[Key, int] = {}  # the serial of each replica's last choice
         self._serial = 0
         self._changed = asyncio.Event()
@@ -65,9 +74,16 @@ class Balancer:
         loading = r.loading or (sent > 0 and not r.ready)
         return replace(r, busy=max(0, r.busy - r.ours) + sent, loading=loading)
 
-    def pick(self, model: str, replicas: Sequence[Replica], hints: Hints) -> Replica | None:
+    def pick(
+        self,
+        model: str,
+        replicas: Sequence[Replica],
+        hints: Hints,
+        waiting: Waiting | None = None,
+    ) -> Replica | None:
         """Choose a replica for a request (None: wait) and mark a peer's; the caller
-        marks a local one in the same step.
+        marks a local one in the same step. A request that chooses to wait for a
+        replica's cache is marked in `waiting` until it picks again or `unwait`s.
 
         The replica whose server reported holding the longest prefix of the prompt is
         preferred while it has a free slot, else the conversation's home. When it is
@@ -75,6 +91,7 @@ class Balancer:
         than the free one's prefill of the whole prompt (`cache_pays.py`). A replica
         that failed keeps its prefixes: its prompt cache brings them back when it
         restarts, and until then it has no free slot."""
+        self.unwait(waiting)  # its choice is made again, without counting itself
         seen = self.seen(replicas)
         held = self._held(model, hints)
         preferred = held.key if held is not None else None
@@ -88,6 +105,9 @@ class Balancer:
             and chosen.key != held.key
             and self._waits(model, seen, chosen, held, hints)
         ):
+            if waiting is not None:
+                waiting.key = held.key
+                self.awaiting[held.key] += 1
             return None
         if not chosen.local:
             self.sent[chosen.key] += 1
@@ -107,9 +127,22 @@ class Balancer:
         service, rate = (speed.service_s, speed.rate) if speed is not None else (None, None)
         options = [
             Option(chosen.key, 0.0, 0),
-            Option(holder.key, expected_wait(holder, service), self._reusable(model, held)),
+            Option(
+                holder.key,
+                expected_wait(holder, service, self.awaiting[holder.key]),
+                self._reusable(model, held),
+            ),
         ]
         return soonest(options, hints.tokens(held), rate) == holder.key
+
+    def unwait(self, waiting: Waiting | None) -> None:
+        """The request no longer waits for the replica it chose to wait for."""
+        if waiting is None or waiting.key is None:
+            return
+        self.awaiting[waiting.key] -= 1
+        if self.awaiting[waiting.key] <= 0:
+            del self.awaiting[waiting.key]
+        waiting.key = None
 
     def cached(self, model: str, hints: Hints, key: Key) -> int:
         """Of the request's prompt, the tokens `key`'s server is expected to reuse."""

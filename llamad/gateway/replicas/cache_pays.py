@@ -43,16 +43,16 @@ def soonest(options: Sequence[Option], tokens: int, rate: float | None) -> Key |
     return min(known, key=finish).key
 
 
-def expected_wait(r: Replica, service_s: float | None) -> float | None:
+def expected_wait(r: Replica, service_s: float | None, waiting: int = 0) -> float | None:
     """Seconds until `r` has a slot for one more request: none while it has one free;
-    else the requests ahead (its busy and queued beyond its slots, and this one) served
-    `r.slots` at a time, each taking `service_s` (the model's typical request; None:
-    not measured, so the wait is unknown)."""
+    else the requests ahead (its busy and queued beyond its slots, the `waiting` at the
+    gateway for it, and this one) served `r.slots` at a time, each taking `service_s`
+    (the model's typical request; None: not measured, so the wait is unknown)."""
     if not r.ready:
         return None
     if r.room > 0:
         return 0.0
     if service_s is None:
         return None
-    ahead = r.busy + r.queued - r.slots + 1
+    ahead = r.busy + r.queued + waiting - r.slots + 1
     return ahead * service_s / max(1, r.slots)

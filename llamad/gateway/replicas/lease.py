@@ -30,7 +30,7 @@ from llamad.gateway.contract.port import (
 )
 from llamad.gateway.fleet.models import FleetModels
 from llamad.gateway.replicas.affinity import Key
-from llamad.gateway.replicas.balancer import Balancer
+from llamad.gateway.replicas.balancer import Balancer, Waiting
 from llamad.gateway.replicas.hints import Hints
 from llamad.gateway.replicas.peer_upstream import remote_upstream
 from llamad.gateway.replicas.replica import Replica
@@ -114,13 +114,14 @@ class ReplicaLeases:
         self, name: str, hints: Hints, keep_alive: float | None, exclude: set[Key]
     ) -> Held:
         cfg, queued, skip = self.settings(), False, set(exclude)
+        waiting = Waiting()  # marked while it waits for a replica's cache by choice
         try:
             async with asyncio.timeout(cfg.queue_timeout):
                 while True:
                     seen = self.snapshot.of(name, skip, peers=hints.relayed is None)
                     if not seen:
                         raise Unavailable(f"model {name!r}: no replica answers")
-                    held = self._try(name, seen, hints, keep_alive)
+                    held = self._try(name, seen, hints, keep_alive, waiting)
                     if isinstance(held, Held):
                         return held
                     if isinstance(held, Seen):  # a local one that loads: admission waits
@@ -147,15 +148,21 @@ class ReplicaLeases:
                 f"no replica of model {name!r} was free within {cfg.queue_timeout:g}s"
             ) from None
         finally:
+            self.balancer.unwait(waiting)
             if queued:
                 self.balancer.waiting[name] -= 1
 
     def _try(
-        self, name: str, seen: dict[Key, Seen], hints: Hints, keep_alive: float | None
+        self,
+        name: str,
+        seen: dict[Key, Seen],
+        hints: Hints,
+        keep_alive: float | None,
+        waiting: Waiting,
     ) -> Held | Seen | None:
         """Choose and mark, in one step: Held, a cold local replica to load, or None."""
         replicas = [s.replica for s in seen.values()]
-        chosen = self.balancer.pick(name, replicas, hints)
+        chosen = self.balancer.pick(name, replicas, hints, waiting)
         if chosen is None:
             return None
         target = seen[chosen.key].target
