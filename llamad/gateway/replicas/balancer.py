@@ -37,6 +37,10 @@ class Waiting:
 
     key: Key | None = None
 
+    def wait_for(self, key: Key | None) -> None:
+        """It waits for `key` now (None: for none)."""
+        self.key = key
+
 
 class Balancer:
     """Marks on peer replicas, affinity maps and the wake-up of waiters."""
@@ -106,7 +110,7 @@ class Balancer:
             and self._waits(model, seen, chosen, held, hints)
         ):
             if waiting is not None:
-                waiting.key = held.key
+                waiting.wait_for(held.key)
                 self.awaiting[held.key] += 1
             return None
         if not chosen.local:
@@ -142,7 +146,7 @@ class Balancer:
         self.awaiting[waiting.key] -= 1
         if self.awaiting[waiting.key] <= 0:
             del self.awaiting[waiting.key]
-        waiting.key = None
+        waiting.wait_for(None)
 
     def cached(self, model: str, hints: Hints, key: Key) -> int:
         """Of the request's prompt, the tokens `key`'s server is expected to reuse."""

@@ -31,6 +31,13 @@ class Speed:
         """A typical request's seconds on its slot (None: none measured yet)."""
         return statistics.median(self.times) if self.times else None
 
+    def took(self, seconds: float, rate: float | None) -> None:
+        """One more request held its slot `seconds`; its prompt read at `rate` tokens a
+        second (None: too short to tell)."""
+        self.times.append(seconds)
+        if rate is not None:
+            self.rate = rate if self.rate is None else self.rate + SMOOTHING * (rate - self.rate)
+
     def to_dict(self) -> dict[str, float | None]:
         """As the gateway's status shows it."""
         service = self.service_s
@@ -66,9 +73,7 @@ class Rates:
         nothing of how long a request holds a slot."""
         if evaluated is None:
             return
-        speed = self.of(model)
-        speed.times.append(seconds)
-        if prompt_ms is None or evaluated < MIN_TOKENS or prompt_ms <= 0:
-            return
-        rate = evaluated * 1000.0 / prompt_ms
-        speed.rate = rate if speed.rate is None else speed.rate + SMOOTHING * (rate - speed.rate)
+        rate = None
+        if prompt_ms is not None and prompt_ms > 0 and evaluated >= MIN_TOKENS:
+            rate = evaluated * 1000.0 / prompt_ms
+        self.of(model).took(seconds, rate)
