@@ -21,6 +21,7 @@ from typing import Any
 from bench import (
     base_build,
     baseline,
+    cache_route,
     cold_start,
     fleet,
     footprint,
@@ -57,6 +58,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "stress": stress.run,
     "peers": peers.run,
     "fleet": fleet.run,
+    "cache_route": cache_route.run,
     "realmodel": realmodel.run,
     "returning": returning.run,
     "hybrid": hybrid.run,

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from llamad.backends.spec import InstanceSpec
 from llamad.supervise import slot_files
 from llamad.supervise.daemon_state import DaemonState
+from llamad.supervise.slot_cache import SlotCache
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -28,6 +29,20 @@ def cache_state(spec: InstanceSpec) -> dict[str, Any]:
     }
 
 
+def cache_figures(spec: InstanceSpec, cache: SlotCache | None) -> dict[str, Any]:
+    """Everything status, `llamactl cache`, `/metrics` and the page say of `spec`'s
+    prompt cache: whether it is kept and why not, the bytes its files hold, and what its
+    restores did (`restores`: counts, tokens saved, restore times, why they stopped the
+    saves), the stop reason replacing the note while the saves are stopped."""
+    doc = cache_state(spec)
+    doc["bytes"] = slot_files.held_bytes(spec.prompt_cache) if spec.prompt_cache else 0
+    judged = cache.verdicts.of(spec.name) if cache is not None else None
+    doc["restores"] = judged
+    if judged is not None and judged["stopped"] is not None and spec.prompt_cache is not None:
+        doc |= {"kept": False, "note": judged["stopped"]}
+    return doc
+
+
 def cache_routes(state: DaemonState) -> list[tuple[str, Endpoint, list[str]]]:
     """The prompt cache's control routes, over the directory the daemon's config names."""
 
@@ -38,9 +53,9 @@ def cache_routes(state: DaemonState) -> list[tuple[str, Endpoint, list[str]]]:
         held = sum(s["bytes"] for s in saved)
         cache = state.supervisor.runtime.cache
         models = {
-            name: judged
-            for name in sorted(state.supervisor.instances)
-            if cache is not None and (judged := cache.verdicts.of(name)) is not None
+            name: {**judged, "bytes": figures["bytes"]}
+            for name, inst in sorted(state.supervisor.instances.items())
+            if (judged := (figures := cache_figures(inst.spec, cache))["restores"]) is not None
         }
         # Why an instance's slots are not saved, and what keeping them would cost.
         notes = [

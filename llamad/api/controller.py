@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llamad import __version__
+from llamad.api.cache import cache_figures
 from llamad.api.errors import Conflict, InvalidConfig, UnknownInstance
 from llamad.api.status import ProcessFacts, instance_doc
 from llamad.common.clock import utcnow
@@ -82,11 +83,7 @@ class DaemonController:
         spec, sup = inst.spec, self.supervisor
         down = sup.not_ready(spec.workers) + sup.runtime.remote.not_running(spec.remote_workers)
         doc = instance_doc(inst, self._facts, down)
-        cache = sup.runtime.cache
-        if cache is not None and (judged := cache.verdicts.of(spec.name)) is not None:
-            doc["prompt_cache"]["restores"] = judged
-            if judged["stopped"] is not None and spec.prompt_cache is not None:
-                doc["prompt_cache"] |= {"kept": False, "note": judged["stopped"]}
+        doc["prompt_cache"] = cache_figures(spec, sup.runtime.cache)
         gateway = self._gateway.current
         if gateway is not None and gateway.router.find(spec.name) is not None:
             doc["gateway"] = gateway.status_of(spec.name)

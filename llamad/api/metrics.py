@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -28,10 +29,12 @@ from prometheus_client.core import (
     GaugeMetricFamily,
     InfoMetricFamily,
     Metric,
+    SummaryMetricFamily,
 )
 from prometheus_client.registry import Collector
 
 from llamad import __version__
+from llamad.api.cache import cache_figures
 from llamad.api.reexport import relabel
 from llamad.backends.local_http import Client
 from llamad.backends.probes import Health, server_url
@@ -161,15 +164,28 @@ class _Live(Collector):
             "1 while the instance's saves are stopped: its restores reused nothing.",
             labels=[LABEL],
         )
+        times = SummaryMetricFamily(
+            "llamad_cache_restore_seconds",
+            "Time to restore a saved slot (quantiles 0.5 and 0.95 of the last 128).",
+            labels=[LABEL],
+        )
+        held = GaugeMetricFamily(
+            "llamad_cache_bytes",
+            "Bytes of the instance's saved slots on disk.",
+            labels=[LABEL],
+        )
         cache = r.supervisor.runtime.cache
         for inst in r.supervisor.instances.values():
             name, rec = inst.spec.name, inst.record
-            judged = cache.verdicts.of(name) if cache is not None else None
+            figures = cache_figures(inst.spec, cache)
+            held.add_metric([name], figures["bytes"])
+            judged = figures["restores"]
             if judged is not None:
                 restores.add_metric([name, "hit"], judged["hits"])
                 restores.add_metric([name, "miss"], judged["misses"])
                 saved.add_metric([name], judged["tokens_saved"])
                 stopped.add_metric([name], 1.0 if judged["stopped"] else 0.0)
+                _restore_times(times, name, judged)
             healthy = rec.state is State.RUNNING and inst.health is not None and inst.health.ok
             up.add_metric([name], 1.0 if healthy else 0.0)
             for s in State:
@@ -181,7 +197,7 @@ class _Live(Collector):
                 code.add_metric([name], float(ex.code if ex.code is not None else sig or 0))
             if inst.child is not None:
                 started.add_metric([name], inst.child.started_at)
-        yield from (up, state, restarts, code, started, restores, saved, stopped)
+        yield from (up, state, restarts, code, started, restores, saved, stopped, times, held)
         yield CounterMetricFamily("llamad_reloads", "Config reloads applied.", value=r.reloads)
         yield GaugeMetricFamily(
             "llamad_config_error",
@@ -193,3 +209,13 @@ class _Live(Collector):
             [], {"version": __version__, "llama_server": r.resolved.llama_server_version}
         )
         yield info
+
+
+def _restore_times(family: SummaryMetricFamily, name: str, judged: dict[str, Any]) -> None:
+    """One instance's restore times: their count and sum, and the two quantiles status
+    shows (none before the first restore)."""
+    family.add_metric([name], judged["restores"], judged["restore_ms_total"] / 1000)
+    for q, key in (("0.5", "restore_ms_p50"), ("0.95", "restore_ms_p95")):
+        if judged[key] is not None:
+            labels = {LABEL: name, "quantile": q}
+            family.add_sample(family.name, labels, judged[key] / 1000)

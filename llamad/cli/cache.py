@@ -47,8 +47,9 @@ def cache(args: argparse.Namespace) -> int:
             continue
         p50, p95 = m["restore_ms_p50"], m["restore_ms_p95"]
         times = f", restore {p50:g}/{p95:g} ms p50/p95" if p50 is not None else ""
+        disk = f", {size_text(m['bytes'])} on disk" if m.get("bytes") else ""
         line = (f"{name}: {m['restores']} restores, {m['hits']} reused, {m['misses']} not, "
-                f"{m['tokens_saved']} tokens saved{times}")  # fmt: skip
+                f"{m['tokens_saved']} tokens saved{times}{disk}")  # fmt: skip
         print(line + (f"; saves stopped: {m['stopped']}" if m["stopped"] else ""))
     return 0
 

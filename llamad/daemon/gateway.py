@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import functools
 from pathlib import Path
+from typing import Any
 
 import structlog
 
+from llamad.api.cache import cache_figures
 from llamad.api.metrics import Metrics
 from llamad.backends.tool import ServerCommand
 from llamad.common.fdlimit import gateway_cap
@@ -107,7 +109,11 @@ def _page(gateway: Gateway, state: DaemonState) -> list[Route]:
         inst = state.supervisor.instances.get(name)
         return None if inst is None else inst.log.path
 
-    return page_routes(gateway, restart, log_path)
+    def cache_of(name: str) -> dict[str, Any] | None:
+        inst = state.supervisor.instances.get(name)
+        return None if inst is None else cache_figures(inst.spec, state.supervisor.runtime.cache)
+
+    return page_routes(gateway, restart, log_path, cache_of)
 
 
 async def _serve(

@@ -60,6 +60,7 @@ class StatusDoc:
             "slots": backend_for(facts.spec.kind).serving(facts.spec).slots if facts else None,
             "server": self._server(name),
             "relayed": {s: n for (i, s), n in self.balancer.relayed.items() if i == name},
+            "speed": self._speed(name, facts.spec.aliases if facts else ()),
             "estimate_bytes": memory.estimate(facts.spec) if facts else None,
             "footprint_bytes": slot.measured,
             "devices": self.ledger.on(name) if facts else {},
@@ -68,6 +69,12 @@ class StatusDoc:
             **self.sets.status_of(name),
             **model_rates(self.activity).get(name, {}),
         }
+
+    def _speed(self, name: str, aliases: tuple[str, ...]) -> dict[str, Any]:
+        """What replicated requests by each name it answers to showed of the model's
+        speed: the prompt rate and request time the balancer weighs a cache against."""
+        rates = self.balancer.rates
+        return {n: s.to_dict() for n in (name, *aliases) if (s := rates.seen(n)) is not None}
 
     def _server(self, name: str) -> dict[str, Any] | None:
         """What a replica's own server last said it runs (the balancer's cross-check),

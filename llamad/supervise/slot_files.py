@@ -185,6 +185,17 @@ def saved(directory: Path) -> list[Saved]:
     return out
 
 
+def held_bytes(directory: Path) -> int:
+    """The bytes of the slot files in one instance's directory, by their sizes alone (no
+    sidecar read: a status read changes nothing)."""
+    total = 0
+    for name in _names(directory):
+        if name.startswith("slot-") and name.endswith(".bin"):
+            with contextlib.suppress(OSError):
+                total += (directory / name).stat().st_size
+    return total
+
+
 def _names(directory: Path) -> list[str]:
     try:
         return sorted(os.listdir(directory))

@@ -48,6 +48,7 @@ class Judged:
     tokens_saved: int = 0  # taken from a restored cache instead of evaluated
     stopped: str | None = None  # why the cache is off for it
     times_ms: deque[float] = field(default_factory=lambda: deque(maxlen=_TIMES))
+    ms_total: float = 0.0  # every restore's time, for the metrics' sum
 
     def to_dict(self) -> dict[str, Any]:
         """Its figures, as the status document and `llamactl cache` show them."""
@@ -60,6 +61,7 @@ class Judged:
             "tokens_saved": self.tokens_saved,
             "restore_ms_p50": round(statistics.median(times), 1) if times else None,
             "restore_ms_p95": None if p95 is None else round(p95, 1),
+            "restore_ms_total": round(self.ms_total, 1),
             "stopped": self.stopped,
         }
 
@@ -105,6 +107,7 @@ class Verdicts:
             return
         judged.restores += 1
         judged.times_ms.append(ms)
+        judged.ms_total += ms
         # The next request continues one of the conversations put back: the shortest
         # is the least it will reuse if restores pay.
         waiting = self._waiting.get(instance)

@@ -3,10 +3,6 @@ saved after the first restore showed it reuses nothing."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from bench import hybrid
@@ -15,15 +11,8 @@ from bench.common import Context
 pytestmark = pytest.mark.timeout(120)
 
 
-def test_no_byte_is_saved_per_turn_once_the_restores_stopped(
-    tmp_path: Path, tiny_model: Path, llama_server: Path
-) -> None:
-    short = Path(tempfile.mkdtemp(prefix="hb-", dir="/tmp"))  # AF_UNIX paths are short
-    ctx = Context(root=tmp_path, short=short, model=tiny_model, binary=llama_server, quick=True)
-    try:
-        (row,) = hybrid.run(ctx)
-    finally:
-        shutil.rmtree(short, ignore_errors=True)
+def test_no_byte_is_saved_per_turn_once_the_restores_stopped(quick_ctx: Context) -> None:
+    (row,) = hybrid.run(quick_ctx)
     assert row.samples == [0.0, 0.0]
     assert row.floor[0] > 0  # the one save before the verdict
     assert row.passed is True

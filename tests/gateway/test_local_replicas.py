@@ -169,3 +169,69 @@ def test_a_replica_busy_past_the_gateway_gets_none_of_its_requests(gw: Gw) -> No
     served = Counter(r["instance"] for r in activity(gw, 4))
     assert served == {"r1": 4}, served
     assert seen["r0"] == 0, seen
+
+
+def test_a_turn_waits_for_its_busy_replica_only_when_its_cache_pays(gw: Gw) -> None:
+    """r0 and r1 one slot each. A long conversation's next turn, while the replica its
+    server reported holding it is busy, waits for that replica (its prefill there is the
+    new turn alone, where r1 would read the whole prompt); a short one's goes to the free
+    replica at once, its few cached tokens not worth a wait."""
+    # The model's measured speed: short requests (about 0.2 s each on this machine, idle),
+    # whose prompts say how fast it reads. The long conversation's ~800 cached tokens take
+    # several times a request's time to read again; the short one's ~20, a fraction of it.
+    for n in range(4):
+        replica_helpers.chat(
+            gw.base, [{"role": "user", "content": f"{n}: hello, how are you?"}], 24
+        )
+    long_talk = [{"role": "system", "content": "L. " + SYSTEM * 3},
+                 {"role": "user", "content": "turn 0: go on"}]  # fmt: skip
+    short_talk = [{"role": "system", "content": "S."}, {"role": "user", "content": "go"}]
+    for talk, cached_at_least, waits in ((long_talk, 400, True), (short_talk, 1, False)):
+        first = chat(gw, talk)
+        holder = _record_of(gw, first)["instance"]
+        talk.append({"role": "assistant", "content": first["choices"][0]["message"]["content"]})
+        with ThreadPoolExecutor(1) as pool:
+            # The same prompt again, generating long: it goes to the holder and keeps it busy.
+            busy = pool.submit(_generate, gw, talk[:2], 150)
+            wait_for(lambda h=holder: _in_flight(gw, h) == 1, 30, f"{holder} busy")
+            reply = chat(gw, [*talk, {"role": "user", "content": "turn 1: and?"}])
+            busy.result(timeout=60)
+        record = _record_of(gw, reply)
+        weighed = (record, gw.ld.instance(holder)["gateway"]["speed"])  # what was weighed
+        if waits:
+            assert record["instance"] == holder, weighed
+            assert reply["timings"]["cache_n"] >= cached_at_least, reply["timings"]
+            assert record["queue_s"] > 0, record  # it waited at the gateway for its slot
+        else:
+            assert record["instance"] != holder, weighed
+    # What the choices weighed, measured from the answers, in each replica's status.
+    speed = gw.ld.instance("r0")["gateway"]["speed"]["shared"]
+    assert speed["prompt_tokens_per_s"] > 0
+    assert speed["request_s_p50"] > 0
+
+
+def _generate(gw: Gw, messages: list[dict[str, str]], tokens: int) -> None:
+    body = {"model": "shared", "messages": messages, "max_tokens": tokens, "ignore_eos": True}
+    reply = httpx.post(f"{gw.base}/v1/chat/completions", json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+
+
+def _in_flight(gw: Gw, name: str) -> int:
+    return int(gw.ld.instance(name)["gateway"]["in_flight"])
+
+
+def _record_of(gw: Gw, reply: dict[str, Any]) -> dict[str, Any]:
+    """The newest activity record of a request that answered `reply` (told apart from
+    the long generation beside it by its counts)."""
+    usage = reply["usage"]
+
+    def found() -> dict[str, Any] | None:
+        data = httpx.get(f"{gw.base}/v1/activity?model=shared", timeout=5).json()["data"]
+        return next(
+            (r for r in data if (r["prompt_tokens"], r["completion_tokens"])
+             == (usage["prompt_tokens"], usage["completion_tokens"])),
+            None,
+        )  # fmt: skip
+
+    record: dict[str, Any] = wait_for(found, 10, "the request's activity record")
+    return record

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from cache_helpers import restart_between_turns
 from demo_helpers import BASE, demo
 from fleet_helpers import a_routing_to_b
 from gateway_helpers import TINY, chat, fake_gateway, gateway
@@ -265,6 +266,25 @@ def test_a_model_whose_cache_is_not_kept_says_why_under_its_name(
             "tiny": None,
             "own": "prompt cache off: args set --slot-save-path: llamad leaves those files alone",
         }
+
+
+def test_a_models_restores_show_under_its_name(tiny_model: Path) -> None:
+    """After a restart restored its slot and the next turn reused it, the line under
+    the model's name says so: restores, reused, tokens saved, restore time, bytes on
+    disk. A model that never saved a slot has no such line."""
+    one = {"ctx_size": 1024, "n_parallel": 1}
+    idle = {**TINY, "on_demand": True}
+    with gateway(tiny_model, {"tiny": one, "idle": idle}) as gw, browser() as driver:
+        cached = restart_between_turns(gw, "tiny")["cache_n"]
+        p50, p95 = (gw.ld.instance("tiny")["prompt_cache"]["restores"][k]
+                    for k in ("restore_ms_p50", "restore_ms_p95"))  # fmt: skip
+        lines = _lines_under_names(driver, gw.base, "restores")
+    assert lines["idle"] is None
+    line = lines["tiny"]
+    assert line is not None
+    want = f"prompt cache: 1 restores, 1 reused, {cached} tokens saved, restore {p50:g}/{p95:g} ms"
+    assert line.startswith(want), line
+    assert line.endswith(" on disk"), line
 
 
 def _lines_under_names(driver: Any, base: str, kind: str) -> dict[str, str | None]:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from llamad.gateway.access.hop import affinity_on, relayed_by
-from llamad.gateway.replicas.affinity import BLOCK_CHARS, Affinity, prefix_hashes
+from llamad.gateway.replicas.affinity import (
+    BLOCK_CHARS,
+    Affinity,
+    Held,
+    prefix_chain,
+    prefix_hashes,
+)
 from llamad.gateway.replicas.hints import Hints
 from llamad.gateway.replicas.replica import LOCAL, Replica, choose
 
@@ -83,15 +89,25 @@ def test_a_prompt_is_hashed_in_blocks() -> None:
 
 def test_the_longest_prefix_decides_and_the_map_is_bounded() -> None:
     table = Affinity(size=4)
-    first, longer = prefix_hashes(chat("hi")), prefix_hashes(chat("hi", "yo", "more"))
-    table.served(first, ("a", "m"))
-    table.served(longer, ("b", "m"))  # b served the longer one last: it holds both
-    assert table.lookup(longer) == (("b", "m"), 4)
-    table.served(first, ("a", "m"))
-    assert table.lookup(longer) == (("b", "m"), 4)  # the longest match still says b
-    assert table.lookup(first) == (("a", "m"), 2)
-    table.served(prefix_hashes(chat("other", "x", "y")), ("c", "m"))
+    first, longer = prefix_chain(chat("hi")), prefix_chain(chat("hi", "yo", "more"))
+    table.reported(first, ("a", "m"), 40)
+    table.reported(longer, ("b", "m"), 80)  # b answered the longer one last: it holds both
+    assert table.lookup(longer.hashes) == Held(("b", "m"), 80, 4)
+    table.reported(first, ("a", "m"), 40)
+    assert table.lookup(longer.hashes) == Held(("b", "m"), 80, 4)  # the longest still says b
+    assert table.lookup(first.hashes) == Held(("a", "m"), 40, 2)
+    table.reported(prefix_chain(chat("other", "x", "y")), ("c", "m"), 9)
     assert len(table._where) == 4  # the oldest prefixes went first
+
+
+def test_a_prefix_holds_its_share_of_the_reported_tokens_by_characters() -> None:
+    table = Affinity(size=100)
+    chain = prefix_chain(chat("hi", "yo", "more"))
+    table.reported(chain, ("a", "m"), 1000)
+    held = table.lookup(chain.hashes[:2])
+    assert held is not None
+    assert held.blocks == 2
+    assert held.tokens == 1000 * chain.ends[1] // chain.ends[-1]
 
 
 def test_hints_read_the_opt_out_and_the_hop() -> None:

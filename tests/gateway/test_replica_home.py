@@ -89,17 +89,24 @@ def test_a_new_balancer_sends_a_conversation_home_and_a_failed_replica_keeps_it(
     elsewhere = B if where == A else A
     for _ in range(2):  # a restarted gateway: a new balancer, the same home
         fresh = Balancer()
-        chosen = fresh.pick("m", [_replica(A), _replica(B)], hints.prefix, True, hints.conversation)
+        chosen = fresh.pick("m", [_replica(A), _replica(B)], hints)
         assert _key(chosen) == where
-    # Its home is down (restarting): the turn goes elsewhere, and the next turn follows it
-    # there (its slot is there now) once the home is back.
+    # Its home is down (restarting): the turn goes elsewhere. Until that server's answer
+    # says it holds the prompt, the next turn goes home; once it has said so, the next
+    # turn follows it there (its slot is there now) though the home is back.
     down = [_replica(where, ready=False), _replica(elsewhere)]
     fresh = Balancer()
-    chosen = fresh.pick("m", down, hints.prefix, True, hints.conversation)
+    chosen = fresh.pick("m", down, hints)
     assert _key(chosen) == elsewhere
     more = Hints({"messages": [*body["messages"], {"role": "user", "content": "more"}]})
-    chosen = fresh.pick("m", [_replica(A), _replica(B)], more.prefix, True, more.conversation)
+    assert _key(fresh.pick("m", [_replica(A), _replica(B)], more)) == where
+    fresh.answered("m", hints, elsewhere, 0, 0.2, cached=None, evaluated=None, prompt_ms=None)
+    assert _key(fresh.pick("m", [_replica(A), _replica(B)], more)) == where  # it said nothing
+    fresh.answered("m", hints, elsewhere, 0, 0.2, cached=0, evaluated=12, prompt_ms=3.0)
+    chosen = fresh.pick("m", [_replica(A), _replica(B)], more)
     assert _key(chosen) == elsewhere
     # Without affinity, balance alone decides.
-    chosen = Balancer().pick("m", [_replica(where, busy=1), _replica(elsewhere)], (), False)
+    chosen = Balancer().pick(
+        "m", [_replica(where, busy=1), _replica(elsewhere)], Hints(affinity=False)
+    )
     assert _key(chosen) == elsewhere

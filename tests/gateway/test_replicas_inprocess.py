@@ -12,6 +12,8 @@ from supervisor_double import Asked, Double, spec, until
 
 from llamad.config.gateway_table import GatewayConfig
 from llamad.fleet.table import Peer
+from llamad.gateway.books.activity import Tally
+from llamad.gateway.books.usage import NONE, Usage
 from llamad.gateway.contract.port import QueueFull, UnknownModel, Upstream
 from llamad.gateway.core import Gateway
 from llamad.gateway.fleet.models import FleetModels, PeerModels
@@ -42,9 +44,14 @@ def setup(
     return double, Gateway(double, lambda: cfg, fleet=fleet), entry
 
 
-async def hold(gw: Gateway, release: asyncio.Future[None], body: object = None) -> Upstream:
-    async with gw.lease("m", asking=Asked(body)) as upstream:
+async def hold(
+    gw: Gateway, release: asyncio.Future[None], body: object = None, usage: Usage = NONE
+) -> Upstream:
+    """Lease `m` until `release`; the answer then reports `usage` (its prompt's counts)."""
+    tally = Tally(route="/v1/chat/completions", client=None, key=None)
+    async with gw.lease("m", asking=Asked(body, tally=tally)) as upstream:
         await release
+        tally.usage = usage
     return upstream
 
 
@@ -140,10 +147,11 @@ async def test_the_next_turn_follows_its_prefix_unless_that_replica_is_full() ->
     await until(lambda: gw.sched.slot("m0").in_flight == 1, "local busy")
     done: asyncio.Future[None] = loop.create_future()
     done.set_result(None)
-    assert where(await hold(gw, done, turn)) == "b"  # local full: b serves turn 1
+    reported = Usage(cached_tokens=0, evaluated_tokens=30, prompt_ms=10.0)
+    assert where(await hold(gw, done, turn, reported)) == "b"  # local full: b serves turn 1
     hog.set_result(None)
     await busy
-    assert where(await hold(gw, done, later)) == "b"  # local is free, but b has the prefix
+    assert where(await hold(gw, done, later)) == "b"  # local is free, but b holds the prefix
     async with gw.lease("m", asking=Asked(later, affinity=False)) as upstream:
         assert where(upstream) == "local"  # opted out: the free local slot wins
     await gw.close()

@@ -18,12 +18,27 @@ from llamad.backends.serving import Serving
 from llamad.gateway.contract.caller import Caller
 
 
+class Counts(Protocol):
+    """What an answer said of its prompt (`books`' `Usage`)."""
+
+    @property
+    def cached_tokens(self) -> int | None: ...
+    @property
+    def evaluated_tokens(self) -> int | None: ...
+    @property
+    def prompt_ms(self) -> float | None: ...
+
+
 class Record(Protocol):
-    """What a lease writes in the record of the request it serves (`books`' `Tally`)."""
+    """What a lease writes in the record of the request it serves (`books`' `Tally`),
+    and reads back once its answer has ended."""
 
     model: str
     instance: str | None
     host: str | None
+
+    @property
+    def usage(self) -> Counts: ...
 
     def waited(self, seconds: float, loading: bool) -> None: ...
 

@@ -23,6 +23,7 @@ from llamad.gateway.access.table import Handler, Need, Route
 from llamad.gateway.contract.families import error_body
 from llamad.gateway.contract.port import GatewayError, UnknownModel
 from llamad.gateway.core import Gateway
+from llamad.gateway.page.status import CacheOf, no_cache
 from llamad.gateway.page.status import status as status_doc
 
 _TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
@@ -47,10 +48,13 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse(error_body(status, code, message), status_code=status)
 
 
-def page_routes(gateway: Gateway, restart: Restart, log_path: LogPath) -> list[Route]:
+def page_routes(
+    gateway: Gateway, restart: Restart, log_path: LogPath, cache_of: CacheOf = no_cache
+) -> list[Route]:
     """The page's routes over `gateway`; `restart` restarts an instance through the
-    supervisor (drained, as `llamactl restart`), `log_path` finds its log file. The door
-    has decided the caller may use the model an action or a log names."""
+    supervisor (drained, as `llamactl restart`), `log_path` finds its log file,
+    `cache_of` says what its prompt cache holds and did. The door has decided the caller
+    may use the model an action or a log names."""
 
     async def index(call: Call) -> Response:
         return _static("index.html")
@@ -59,7 +63,7 @@ def page_routes(gateway: Gateway, restart: Restart, log_path: LogPath) -> list[R
         return _static(call.params["name"])
 
     async def status(call: Call) -> Response:
-        return JSONResponse(status_doc(gateway, call.caller))
+        return JSONResponse(status_doc(gateway, call.caller, cache_of))
 
     async def action(call: Call) -> Response:
         name, verb = call.model, call.params["verb"]

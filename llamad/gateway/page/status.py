@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from llamad.backends.builtin_template import worth_saying
@@ -12,9 +13,17 @@ from llamad.gateway.core import Gateway
 from llamad.gateway.fleet.models import PeerModels
 from llamad.gateway.models.listing import model_entry
 
+CacheOf = Callable[[str], dict[str, Any] | None]
 
-def status(gateway: Gateway, caller: Caller) -> dict[str, Any]:
-    """`GET /ui/api/status`: what `caller` may see of it."""
+
+def no_cache(name: str) -> dict[str, Any] | None:
+    """The figures of a gateway that keeps no prompt cache (tests in process)."""
+    return None
+
+
+def status(gateway: Gateway, caller: Caller, cache_of: CacheOf = no_cache) -> dict[str, Any]:
+    """`GET /ui/api/status`: what `caller` may see of it; `cache_of(name)` is an
+    instance's prompt cache as status has it (`prompt_cache`)."""
     models = []
     for view in gateway.models(caller):
         if view.instances:  # an alias instances share: each shows on its own row
@@ -24,7 +33,7 @@ def status(gateway: Gateway, caller: Caller) -> dict[str, Any]:
         entry = model_entry(view, gateway.created)
         if view.host is None:
             entry["gateway"] = gateway.status_of(view.name)
-            entry |= _notes(gateway, view.name)
+            entry |= _notes(gateway, view.name, cache_of)
         else:  # a fleet peer's: no actions, no log here
             entry["llamad"]["host"] = view.host
         models.append(entry)
@@ -44,16 +53,20 @@ def status(gateway: Gateway, caller: Caller) -> dict[str, Any]:
     return out
 
 
-def _notes(gateway: Gateway, name: str) -> dict[str, str | None]:
+def _notes(gateway: Gateway, name: str, cache_of: CacheOf) -> dict[str, Any]:
     """What the page says under the model's name: its chat template, only a built-in one
-    or none; and why its prompt cache does not outlive the process, where llamad chose
-    so (a sliding-window model's cost, a llama-server that cannot save)."""
+    or none; why its prompt cache does not outlive the process, where llamad chose so
+    (a sliding-window model's cost, a llama-server that cannot save, restores that
+    reused nothing); and what its cache's restores did (`cache`)."""
     facts = gateway.router.find(name)
     if facts is None:
-        return {"template_note": None, "cache_note": None}
+        return {"template_note": None, "cache_note": None, "cache": None}
+    figures = cache_of(facts.name)
+    note = figures["note"] if figures is not None else facts.spec.cache_note
     return {
         "template_note": worth_saying(template_line(facts.spec)),
-        "cache_note": facts.spec.cache_note,
+        "cache_note": note,
+        "cache": figures,
     }
 
 

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import structlog
 
@@ -30,7 +30,7 @@ from llamad.gateway.contract.port import (
 )
 from llamad.gateway.fleet.models import FleetModels
 from llamad.gateway.replicas.affinity import Key
-from llamad.gateway.replicas.balancer import Balancer
+from llamad.gateway.replicas.balancer import Balancer, Waiting
 from llamad.gateway.replicas.hints import Hints
 from llamad.gateway.replicas.peer_upstream import remote_upstream
 from llamad.gateway.replicas.replica import Replica
@@ -49,6 +49,8 @@ class Held:
     slot: Slot | None = None
     released: bool = False
     relayed: tuple[str, str] | None = None  # (instance, sender) counted for the status
+    expected: int = 0  # of the prompt, the tokens its server was thought to hold
+    since: float = field(default_factory=time.perf_counter)  # when the slot was taken
 
 
 class ReplicaLeases:
@@ -101,6 +103,7 @@ class ReplicaLeases:
 
         try:
             yield replace(held.upstream, failover=failover)
+            self._answered(name, hints, held, tally)
         except UpstreamError as exc:
             self._away(name, held, exc.message)
             raise
@@ -111,13 +114,14 @@ class ReplicaLeases:
         self, name: str, hints: Hints, keep_alive: float | None, exclude: set[Key]
     ) -> Held:
         cfg, queued, skip = self.settings(), False, set(exclude)
+        waiting = Waiting()  # marked while it waits for a replica's cache by choice
         try:
             async with asyncio.timeout(cfg.queue_timeout):
                 while True:
                     seen = self.snapshot.of(name, skip, peers=hints.relayed is None)
                     if not seen:
                         raise Unavailable(f"model {name!r}: no replica answers")
-                    held = self._try(name, seen, hints, keep_alive)
+                    held = self._try(name, seen, hints, keep_alive, waiting)
                     if isinstance(held, Held):
                         return held
                     if isinstance(held, Seen):  # a local one that loads: admission waits
@@ -144,29 +148,49 @@ class ReplicaLeases:
                 f"no replica of model {name!r} was free within {cfg.queue_timeout:g}s"
             ) from None
         finally:
+            self.balancer.unwait(waiting)
             if queued:
                 self.balancer.waiting[name] -= 1
 
     def _try(
-        self, name: str, seen: dict[Key, Seen], hints: Hints, keep_alive: float | None
+        self,
+        name: str,
+        seen: dict[Key, Seen],
+        hints: Hints,
+        keep_alive: float | None,
+        waiting: Waiting,
     ) -> Held | Seen | None:
         """Choose and mark, in one step: Held, a cold local replica to load, or None."""
         replicas = [s.replica for s in seen.values()]
-        chosen = self.balancer.pick(
-            name, replicas, hints.prefix, hints.affinity, hints.conversation
-        )
+        chosen = self.balancer.pick(name, replicas, hints, waiting)
         if chosen is None:
             return None
         target = seen[chosen.key].target
+        expected = self.balancer.cached(name, hints, chosen.key)
         if isinstance(target, Facts):
             if not chosen.ready:
                 return seen[chosen.key]
             slot = self.sched.slot(target.name)
             facts = self.sched.try_admit(slot, keep_alive)
             assert facts is not None, "a ready replica admits"  # read in this same step
-            return Held(chosen, self.local_upstream(facts), slot)
+            return Held(chosen, self.local_upstream(facts), slot, expected=expected)
         entry, model = target
-        return Held(chosen, remote_upstream(entry, model, self.balancer.id))
+        return Held(chosen, remote_upstream(entry, model, self.balancer.id), expected=expected)
+
+    def _answered(self, name: str, hints: Hints, held: Held, tally: Record | None) -> None:
+        """The request's answer has ended: what its server said of the prompt (the
+        tokens it reused and evaluated, how fast) goes to the balancer."""
+        usage = tally.usage if tally is not None else None
+        self.balancer.answered(
+            name,
+            hints,
+            held.replica.key,
+            held.expected,
+            time.perf_counter() - held.since,
+            usage.cached_tokens if usage is not None else None,
+            usage.evaluated_tokens if usage is not None else None,
+            usage.prompt_ms if usage is not None else None,
+        )
 
     def _relayed(self, held: Held, hints: Hints, tally: Record | None) -> Held:
         """Mark where the request went in its tally; count a relayed request on its

@@ -80,6 +80,8 @@ function renderModels(models) {
     if (m.template_note) name.append(el("div", "template: " + m.template_note, "muted template"));
     // Why its prompt cache is not kept across processes, and what keeping it would cost.
     if (m.cache_note) name.append(el("div", "prompt cache off: " + m.cache_note, "muted cache"));
+    const figures = restoreFigures(m.cache);
+    if (figures) name.append(el("div", figures, "muted restores"));
     tr.append(name);
     tr.append(el("td", stateText(m), "state " + m.llamad.state));
     tr.append(el("td", kind(m, g)));
@@ -105,6 +107,20 @@ function renderModels(models) {
     tr.append(actions);
     body.append(tr);
   }
+}
+
+// What its prompt cache across processes did: restores, those the next request reused,
+// the tokens they saved, the restore time, and the bytes its saved slots hold.
+function restoreFigures(c) {
+  if (!c || (!c.bytes && !(c.restores && c.restores.restores))) return null;
+  const parts = [];
+  const r = c.restores;
+  if (r && r.restores) {
+    parts.push(r.restores + " restores", r.hits + " reused", r.tokens_saved + " tokens saved");
+    if (r.restore_ms_p50 !== null) parts.push("restore " + r.restore_ms_p50 + "/" + r.restore_ms_p95 + " ms p50/p95");
+  }
+  if (c.bytes) parts.push(size(c.bytes) + " on disk");
+  return "prompt cache: " + parts.join(", ");
 }
 
 // How the gateway loads and stops it: on demand or always on, pinned, its group and set.
