@@ -14,6 +14,7 @@ from llamad.api.status import ProcessFacts, instance_doc
 from llamad.common.clock import utcnow
 from llamad.config.load import ConfigError
 from llamad.lifecycle.states import Event, Restart, Start, State, Stop
+from llamad.listener.binding import Bindings
 from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.gateway_link import GatewayLink
 from llamad.supervise.inbox import InstanceClosed
@@ -35,9 +36,11 @@ class DaemonController:
         reload: Callable[[], Awaitable[dict[str, Any]]],
         metrics: Callable[[], Awaitable[bytes]],
         gateway: GatewayLink[Gateway],
+        listeners: Bindings,
     ) -> None:
         self.state = state
         self._gateway = gateway  # connected when `[gateway] listen` is served
+        self._listeners = listeners
         self._reload = reload
         self._metrics = metrics
         self.supervisor = state.supervisor
@@ -65,6 +68,7 @@ class DaemonController:
                 "llama_server": str(llama.path) if llama else None,
                 "llama_server_version": llama.version if llama else None,
                 "backends": {kind: tool.to_dict() for kind, tool in r.tools.items()},
+                "listeners": self._listeners.to_dict(),
             },
             "instances": [self._doc(i) for i in insts],
             **({"gateway": gateway.status()} if (gateway := self._gateway.current) else {}),
