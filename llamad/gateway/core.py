@@ -220,6 +220,14 @@ class Gateway:
         """The `gateway` object of an instance in the status document."""
         return self.status_doc.of(name)
 
+    def requests(self, name: str | None = None) -> int:
+        """Requests of `name` (of every model when None) in flight or waiting for it to
+        load or for room: the daemon keeps the machine awake, and a busy server's slow
+        probe is not a hung one, while there are any."""
+        counts = self.sched.counts()
+        picked = counts.values() if name is None else [counts.get(name, (0, 0))]
+        return sum(in_flight + waiting for in_flight, waiting in picked)
+
     def status(self) -> dict[str, Any]:
         """The daemon-wide `gateway` object: where it listens and the memory budget."""
         return self.status_doc.daemon()

@@ -42,6 +42,8 @@ class Runtime:
     remote: RemoteWorkers = field(default_factory=RemoteWorkers)
     # The prompt cache kept across processes; None: no instance keeps one.
     cache: SlotCache | None = None
+    # Requests the gateway has in flight to (or waiting for) an instance, by name.
+    requests: Callable[[str], int] = lambda name: 0
 
     def reconfigure(self, tools: dict[str, Tool], peers: dict[str, Peer]) -> None:
         """A reload's executables and fleet peers: the next launches and looks use them."""
@@ -110,4 +112,5 @@ class Runtime:
         self, spec: InstanceSpec, knobs: Callable[[], Knobs]
     ) -> Callable[[float], Awaitable[Health]]:
         """`probe(timeout)` for `spec`, as its backend asks (GET /health, a TCP connect...)."""
-        return backend_for(spec.kind).probe(spec, self.prober, knobs)
+        busy = lambda: self.requests(spec.name) > 0  # noqa: E731
+        return backend_for(spec.kind).probe(spec, self.prober, knobs, busy)
