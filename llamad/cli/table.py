@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from llamad.cli.awake_line import awake_lines
 from llamad.cli.cells import duration, grid, size
 from llamad.cli.gateway_lines import gateway_lines
 from llamad.cli.listener_lines import listener_lines
@@ -93,6 +94,7 @@ def render(doc: dict[str, Any], colour: bool = False) -> str:
         lines.append(f"warning: config not applied: {error}")
     lines += executables(doc)
     lines += listener_lines(doc)
+    lines += awake_lines(doc)
     lines += gateway_lines(doc)
     for inst in instances:
         why = problem(inst) if not fine(inst) else None

@@ -22,6 +22,7 @@ from llamad.api.uds import serve_unix
 from llamad.backends.probes import Prober
 from llamad.common.waits import first_of
 from llamad.daemon.guard import ServiceGuard
+from llamad.daemon.keep_awake import KeepAwake
 from llamad.daemon.library_unload import unload_for_removal
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.fleet.peers import identity
@@ -56,7 +57,9 @@ async def start(
     # Instances' own metrics are re-exported through the probes' client.
     render = functools.partial(metrics.render, prober.client)
     listeners = Bindings()  # the TCP listeners' binds, for the status document
-    controller = DaemonController(state, reloader.reload, render, link, listeners)
+    awake = KeepAwake(link.requests, lambda: state.resolved.daemon.keep_awake)
+    views = {"listeners": listeners.to_dict, "keep_awake": awake.status}
+    controller = DaemonController(state, reloader.reload, render, link, views)
     # `rm` unloads a model through the gateway before its files go.
     unload = functools.partial(unload_for_removal, link, state)
     pulls = Pulls(lambda: state.resolved.library, reloader.reload, unload)
@@ -97,6 +100,7 @@ async def start(
         cfg = resolved.gateway
         binding = listeners.add("gateway", f"{cfg.host}:{cfg.port}")
         start_gateway(guard, cfg, state, metrics, stop, link, binding, me, pulls)
+        guard.start("keep-awake", lambda: awake.run(stop), retry=True)
     guard.start("watchdog", lambda: watchdog_loop(notifier, stop), retry=True)
     if notifier.enabled:
         guard.start("sd-status", lambda: _report_counts(notifier, supervisor, stop), retry=True)

@@ -3,6 +3,7 @@ keeps answering its client while the one-token probes time out behind it."""
 
 from __future__ import annotations
 
+import os
 import stat
 import sys
 import threading
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import Llamad, free_port, write_config
+from helpers import Llamad, free_port, wait_for, write_config
+from stand_ins import install_caffeinate
 
 FAKE_MLX = Path(__file__).resolve().parents[1] / "fake_mlx_server.py"
 GENERATE_S = 4.0
@@ -75,3 +77,34 @@ def test_a_long_generation_is_not_killed_by_the_probes_queued_behind_it(
         assert d.running("m") == pid
         assert d.events("instance.state_changed", instance="m", to="starting")[1:] == []
         assert d.stop() == 0
+
+
+@pytest.mark.timeout(90)
+def test_the_mac_is_kept_awake_while_the_gateway_has_a_request(tmp_path: Path) -> None:
+    """The daemon holds `caffeinate -i -w PID` (a stand-in on PATH) while a request is in
+    flight, says so in status, and lets go when it stops."""
+    port, record = free_port(), install_caffeinate(tmp_path / "bin")
+    path = f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    with Llamad(one_at_a_time_config(tmp_path, port), env={"PATH": path}) as d:
+        d.wait_running("m", timeout=30)
+        d.wait_event("gateway.listening")
+        assert d.status()["daemon"]["keep_awake"]["held"] is False
+        assert record.read_text() == ""  # no request yet: nothing held
+        body = {"model": "m", "prompt": "a long story", "max_tokens": 200}
+        asking = threading.Thread(
+            target=httpx.post,
+            args=(f"http://127.0.0.1:{port}/v1/completions",),
+            kwargs={"json": body, "timeout": 30},
+        )
+        asking.start()
+        try:
+            awake = wait_for(
+                lambda: (a := d.status()["daemon"]["keep_awake"])["held"] and a, 10, "held"
+            )
+            started = wait_for(lambda: record.read_text().split(), 10, "caffeinate's record")
+            assert started[2:] == ["-i", "-w", str(d.proc.pid)]
+            assert f"caffeinate pid {awake['pid']}" in d.ctl("status").stdout
+        finally:
+            asking.join(GENERATE_S * 5)
+        assert d.stop() == 0
+    assert [line.split()[0] for line in record.read_text().splitlines()] == ["start", "stop"]
