@@ -78,8 +78,13 @@ class KeepAwake:
         now, on = self.clock(), self.enabled()
         if on and self.requests() > 0:
             self.last_busy = now
-            if self.proc is None or self.proc.returncode is not None:
+            if self.proc is None:
                 await self.hold()
+            elif self.proc.returncode is not None and self.error is None:
+                # Not started again until this busy spell ends: a caffeinate that cannot
+                # hold (another tool of that name) would be run every second otherwise.
+                self.error = f"caffeinate exited with code {self.proc.returncode}"
+                log.error("keep_awake.failed", command="caffeinate", error=self.error)
         elif self.proc is not None and (not on or now - self.last_busy >= self.linger):
             await self.release()
 

@@ -221,12 +221,15 @@ class Gateway:
         return self.status_doc.of(name)
 
     def requests(self, name: str | None = None) -> int:
-        """Requests of `name` (of every model when None) in flight or waiting for it to
-        load or for room: the daemon keeps the machine awake, and a busy server's slow
-        probe is not a hung one, while there are any."""
+        """Requests of instance `name` in flight or waiting for it to load or for room, or
+        when None every request, those relayed to fleet peers too: the daemon keeps the
+        machine awake, and a busy server's slow probe is not a hung one, while any are."""
         counts = self.sched.counts()
-        picked = counts.values() if name is None else [counts.get(name, (0, 0))]
-        return sum(in_flight + waiting for in_flight, waiting in picked)
+        if name is not None:
+            return sum(counts.get(name, (0, 0)))
+        local = sum(a + b for a, b in counts.values())
+        peers = self.leases.remote.relaying + self.balancer.sent.total()
+        return local + peers + self.balancer.waiting.total()
 
     def status(self) -> dict[str, Any]:
         """The daemon-wide `gateway` object: where it listens and the memory budget."""

@@ -98,3 +98,18 @@ async def test_without_caffeinate_nothing_happens() -> None:
     await awake.step()
     assert awake.proc is None
     assert awake.status()["available"] is False
+
+
+async def test_a_caffeinate_that_exits_is_reported_not_run_every_second() -> None:
+    clock = Clock()
+    awake = KeepAwake(lambda: 1, lambda: True, which=lambda name: "/bin/false", clock=clock)
+    await awake.step()
+    first = awake.proc
+    assert first is not None
+    await first.wait()
+    for _ in range(3):
+        clock.now += 1
+        await awake.step()
+    assert awake.proc is first  # run once for this busy spell
+    assert awake.status()["held"] is False
+    assert awake.status()["error"] == "caffeinate exited with code 1"
