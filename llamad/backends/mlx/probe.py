@@ -7,8 +7,9 @@ up after its generation thread died or wedged (mlx-lm #1672). So readiness is `/
 
 Busy is not hung: mlx_lm.server generates one request at a time (always with a draft
 model), so the one-token completion queues behind a long generation and times out. While
-the gateway has a request in flight to the server, such a timeout is not held against
-it; the completion is tried again on the next probe, and counts once the server is idle.
+the gateway has a request in flight to the server no completion is sent (it would only
+queue), and one that timed out while a request came is not held against the server; the
+completions go on once it is idle.
 """
 
 from __future__ import annotations
@@ -53,12 +54,14 @@ class DeepProbe:
             return dataclasses.replace(health, error=error, fatal=True)
         if not health.ok or not self._due():
             return health
+        if self._ready and self._busy():
+            return health  # the completion would only queue behind the generation
         deep = await self._prober.request(
             "POST", self._complete, self._knobs().deep_probe_timeout, _ONE_TOKEN
         )
         self._last_deep = time.monotonic()
         if deep.timed_out and self._ready and self._busy():
-            return health  # queued behind a generation: busy, not hung
+            return health  # a request came while it waited: queued behind it, not hung
         # A failed completion is retried on every probe until one succeeds, so that the
         # health checks in between don't reset the count of consecutive failures.
         self._failing = self._ready and not deep.ok
