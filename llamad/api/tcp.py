@@ -31,8 +31,8 @@ async def serve_remote(
     remote: Remote,
     shutdown: asyncio.Event,
     llama_version: str,
+    binding: Binding,
     refused: Refusals | None = None,
-    binding: Binding | None = None,
 ) -> None:
     """`app` on TCP behind BearerAuth, plus the mDNS advertiser, until `shutdown` is set;
     `binding` tells how binding its address goes."""
@@ -66,4 +66,5 @@ async def serve_remote(
                 binding=binding,
             )
         except OSError as exc:  # remote control is gone, not llamad
-            log.error("remote.failed", listen=listen, error=str(exc))
+            if binding.state != "failed":  # a bind failure is logged as the binding's
+                log.error("remote.failed", listen=listen, error=str(exc))

@@ -160,7 +160,8 @@ async def _serve(
                 binding=binding,
             )
     except OSError as exc:  # the gateway is gone, not llamad (the instances go on)
-        log.error("gateway.failed", listen=listen, error=str(exc))
+        if binding.state != "failed":  # a bind failure is logged as the binding's
+            log.error("gateway.failed", listen=listen, error=str(exc))
     finally:
         if gateway.fleet is not None:
             await gateway.fleet.close()  # before what a refresh would ask is closed

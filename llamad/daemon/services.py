@@ -90,7 +90,7 @@ async def start(
         refused = Refusals("remote", metrics.count_refused)
         binding = listeners.add("remote", f"{remote.host}:{remote.port}")
         guard.start(
-            "remote", lambda: serve_remote(app, remote, stop, version, refused, binding), retry=True
+            "remote", lambda: serve_remote(app, remote, stop, version, binding, refused), retry=True
         )
     if resolved.gateway is not None:
         # Only a daemon with a gateway pays for its modules (memory, and start time).
