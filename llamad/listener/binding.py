@@ -45,6 +45,18 @@ class Binding:
         self.tries = 0
         self.next_try_at: float | None = None
 
+    def trying(self) -> None:
+        self.tries += 1
+
+    def waiting(self, why: str, delay: float) -> None:
+        self.state, self.error, self.next_try_at = "waiting", why, self.clock() + delay
+
+    def failed(self, error: str) -> None:
+        self.state, self.error, self.next_try_at = "failed", error, None
+
+    def bound(self) -> None:
+        self.state, self.error, self.next_try_at = "listening", None, None
+
     def to_dict(self) -> dict[str, Any]:
         left = None if self.next_try_at is None else max(0.0, self.next_try_at - self.clock())
         return {
@@ -91,23 +103,22 @@ async def bind_patiently(
     raised, and `binding` says `failed`."""
     delay = initial
     while True:
-        binding.tries += 1
+        binding.trying()
         try:
             sock = bind()
         except OSError as exc:
             why = reason(exc)
-            binding.error = why or str(exc)
             if why is None:
-                binding.state, binding.next_try_at = "failed", None
+                binding.failed(str(exc))
                 log.error("listener.bind_failed", listener=binding.name, listen=binding.listen,
                           error=str(exc))  # fmt: skip
                 raise
-            binding.state, binding.next_try_at = "waiting", binding.clock() + delay
+            binding.waiting(why, delay)
             log.warning("listener.waiting", listener=binding.name, listen=binding.listen,
                         error=why, retry_in_s=delay)  # fmt: skip
             if await rest(delay, shutdown):
                 return None
             delay = min(delay * 2, maximum)
             continue
-        binding.state, binding.error, binding.next_try_at = "listening", None, None
+        binding.bound()
         return sock

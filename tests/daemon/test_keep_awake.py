@@ -13,6 +13,10 @@ from stand_ins import install_caffeinate
 
 from llamad.daemon.keep_awake import KeepAwake
 
+# Each test but the last runs the stand-in, some from a task of their own: the fast
+# layer's skip at a spawn would land in that task, not the test.
+process = pytest.mark.process
+
 
 class Clock:
     def __init__(self) -> None:
@@ -38,6 +42,7 @@ def first_args(record: Path) -> list[str]:
     return record.read_text().splitlines()[0].split()[2:]
 
 
+@process
 async def test_held_while_busy_and_released_after_the_linger(record: Path) -> None:
     requests, clock = [0], Clock()
     awake = KeepAwake(lambda: requests[0], lambda: True, linger=30, clock=clock)
@@ -71,6 +76,7 @@ async def test_held_while_busy_and_released_after_the_linger(record: Path) -> No
     }
 
 
+@process
 async def test_turned_off_it_holds_nothing_and_lets_go(record: Path) -> None:
     enabled = [True]
     awake = KeepAwake(lambda: 1, lambda: enabled[0])
@@ -83,6 +89,7 @@ async def test_turned_off_it_holds_nothing_and_lets_go(record: Path) -> None:
     assert awake.status()["enabled"] is False
 
 
+@process
 async def test_its_end_releases_the_assertion(record: Path) -> None:
     stop = asyncio.Event()
     awake = KeepAwake(lambda: 1, lambda: True, tick=0.05)
@@ -100,6 +107,7 @@ async def test_without_caffeinate_nothing_happens() -> None:
     assert awake.status()["available"] is False
 
 
+@process
 async def test_a_caffeinate_that_exits_is_reported_not_run_every_second() -> None:
     clock = Clock()
     awake = KeepAwake(lambda: 1, lambda: True, which=lambda name: "/bin/false", clock=clock)

@@ -136,12 +136,9 @@ async def test_a_failure_waiting_cannot_mend_is_raised_and_shown() -> None:
 
 def test_status_says_which_listener_waits_and_for_what() -> None:
     listeners = Bindings()
-    gateway = listeners.add("gateway", "100.64.1.2:8080")
-    gateway.state, gateway.error, gateway.next_try_at = "waiting", "address not available", 1e12
-    gateway.clock = lambda: 1e12 - 4.0
-    remote = listeners.add("remote", "0.0.0.0:80")
-    remote.state, remote.error = "failed", "[Errno 13] Permission denied"
-    listeners.add("spare", "127.0.0.1:1").state = "listening"
+    listeners.add("gateway", "100.64.1.2:8080").waiting("address not available", 4.0)
+    listeners.add("remote", "0.0.0.0:80").failed("[Errno 13] Permission denied")
+    listeners.add("spare", "127.0.0.1:1").bound()
     assert listener_lines({"daemon": {"listeners": listeners.to_dict()}}) == [
         "gateway waiting for 100.64.1.2:8080 (address not available), next try in 4 s",
         "remote control not listening: 0.0.0.0:80 cannot be bound ([Errno 13] Permission denied)",
