@@ -8,6 +8,9 @@ and a `/v1/completions` that answers one token. Faults are switched on through e
     FAKE_MLX_WEDGE_AFTER=S  S seconds after start, completions never answer while
                             /health still says 200 (a wedged generation thread)
     FAKE_MLX_DEAD_AFTER=S   S seconds after start, /health answers 503 (the thread died)
+    FAKE_MLX_GENERATE_S=S   a completion of more than one token takes S seconds, and
+                            completions run one at a time, as mlx_lm.server 0.32 runs
+                            them with a draft model: a one-token probe waits its turn
 
 Stdlib only.
 """
@@ -23,6 +26,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 STARTED = time.monotonic()
+ONE_AT_A_TIME = threading.Lock()
 
 
 def after(name: str) -> bool:
@@ -41,9 +45,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         """`/v1/completions`: one token, or nothing at all once wedged."""
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or "{}")
         if after("FAKE_MLX_WEDGE_AFTER"):
             threading.Event().wait()  # the request hangs like a stream without [DONE]
+        generate = os.environ.get("FAKE_MLX_GENERATE_S")
+        if generate:
+            with ONE_AT_A_TIME:
+                if body.get("max_tokens", 1) > 1:
+                    time.sleep(float(generate))
         self._send(200, {"object": "text_completion", "choices": [{"index": 0, "text": "x"}]})
 
     def _send(self, code: int, body: dict[str, object]) -> None:

@@ -115,3 +115,31 @@ class ServerThread:
         self.loop.call_soon_threadsafe(self.shutdown.set)
         self.thread.join(5)
         assert not self.thread.is_alive()
+
+
+CAFFEINATE = """#!{python}
+# macOS's caffeinate, standing in: records its start (argv) and its stop, holds nothing.
+import os, signal, sys
+record = {record!r}
+def stop(*_):
+    with open(record, "a") as out:
+        out.write("stop %d\\n" % os.getpid())
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+with open(record, "a") as out:
+    out.write("start %d %s\\n" % (os.getpid(), " ".join(sys.argv[1:])))
+while True:
+    signal.pause()
+"""
+
+
+def install_caffeinate(bin_dir: Path) -> Path:
+    """A `caffeinate` stand-in in `bin_dir` (put it first on PATH); returns the file it
+    records each start (`start PID ARGS`) and stop (`stop PID`) in."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    record = bin_dir / "caffeinate.log"
+    record.touch()
+    tool = bin_dir / "caffeinate"
+    tool.write_text(CAFFEINATE.format(python=sys.executable, record=str(record)))
+    tool.chmod(0o755)
+    return record

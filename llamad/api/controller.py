@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +36,11 @@ class DaemonController:
         reload: Callable[[], Awaitable[dict[str, Any]]],
         metrics: Callable[[], Awaitable[bytes]],
         gateway: GatewayLink[Gateway],
+        views: Mapping[str, Callable[[], object]],
     ) -> None:
         self.state = state
         self._gateway = gateway  # connected when `[gateway] listen` is served
+        self._views = views  # the daemon's services' own keys (listeners, keep_awake)
         self._reload = reload
         self._metrics = metrics
         self.supervisor = state.supervisor
@@ -66,6 +68,7 @@ class DaemonController:
                 "llama_server": str(llama.path) if llama else None,
                 "llama_server_version": llama.version if llama else None,
                 "backends": {kind: tool.to_dict() for kind, tool in r.tools.items()},
+                **{key: view() for key, view in self._views.items()},
             },
             "instances": [self._doc(i) for i in insts],
             **({"gateway": gateway.status()} if (gateway := self._gateway.current) else {}),

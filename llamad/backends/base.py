@@ -70,9 +70,16 @@ class Backend(Protocol):
         names to addresses found just now (RPC heads)."""
         ...
 
-    def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
+    def probe(
+        self,
+        spec: InstanceSpec,
+        prober: Prober,
+        knobs: Callable[[], Knobs],
+        busy: Callable[[], bool],
+    ) -> ProbeFn:
         """How to ask a running instance whether it is healthy; `knobs` gives its current
-        `[supervise]` settings (a reload changes them without a restart)."""
+        `[supervise]` settings (a reload changes them without a restart), `busy` whether
+        the gateway has requests in flight to it now."""
         ...
 
     def request_body(self, spec: InstanceSpec, body: bytes) -> bytes:

@@ -127,7 +127,13 @@ class LlamaServer:
             settings["LLAMA_ARG_RPC"] = ",".join(filter(None, servers))
         return tool.command.argv(*spec.args), settings
 
-    def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
+    def probe(
+        self,
+        spec: InstanceSpec,
+        prober: Prober,
+        knobs: Callable[[], Knobs],
+        busy: Callable[[], bool],
+    ) -> ProbeFn:
         """GET /health: 503 while loading, 200 once ready."""
         url = server_url(spec.probe_host, spec.port)
         return lambda timeout: prober.probe(url, timeout)

@@ -9,6 +9,7 @@ The pacing of one process's probes is health_watch.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import time
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ class Health:
     local: bool = False
     fatal: bool = False  # the server says it cannot recover: restart without more probes
     loop_lag: float | None = None  # set when timed out while our loop was this late (s)
+    timed_out: bool = False  # no answer within the timeout (a busy server's, or a hung one's)
 
     def to_dict(self) -> dict[str, object]:
         """The `health` object of the status document."""
@@ -78,7 +80,8 @@ class Prober:
         except TimeoutError:
             if lag.worst >= max(LATE_MIN_S, timeout * LATE_FRACTION):
                 return loop_late(t0, lag.worst)
-            return self._result(False, None, t0, f"no answer within {timeout:g}s")
+            late = self._result(False, None, t0, f"no answer within {timeout:g}s")
+            return dataclasses.replace(late, timed_out=True)
         except OSError as exc:
             if (cause := local_cause(exc)) is not None:
                 return local_failure(t0, cause)

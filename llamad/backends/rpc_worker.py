@@ -57,7 +57,13 @@ class RpcWorker:
         """Everything is on the command line; ggml-rpc-server reads no settings env."""
         return tool.command.argv(*spec.args), {}
 
-    def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
+    def probe(
+        self,
+        spec: InstanceSpec,
+        prober: Prober,
+        knobs: Callable[[], Knobs],
+        busy: Callable[[], bool],
+    ) -> ProbeFn:
         """A TCP connect to the worker's port."""
         host, port = spec.probe_host, spec.port
         return lambda timeout: rpc.probe_tcp(host, port, timeout)

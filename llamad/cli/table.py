@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 
+from llamad.cli.awake_line import awake_lines
 from llamad.cli.cells import duration, grid, size
 from llamad.cli.gateway_lines import gateway_lines
+from llamad.cli.listener_lines import listener_lines
 from llamad.common import colour
 
 # Importing typing slows llamactl's start; annotations are never evaluated at run time.
@@ -91,6 +93,8 @@ def render(doc: dict[str, Any], colour: bool = False) -> str:
     if error:
         lines.append(f"warning: config not applied: {error}")
     lines += executables(doc)
+    lines += listener_lines(doc)
+    lines += awake_lines(doc)
     lines += gateway_lines(doc)
     for inst in instances:
         why = problem(inst) if not fine(inst) else None

@@ -53,14 +53,19 @@ async def run_retrying(
             )
             if not retry:
                 return exc
-        if stop is None:
-            await asyncio.sleep(delay)
-        else:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=delay)
-            if stop.is_set():
-                return None
+        if await rest(delay, stop):
+            return None
         delay = min(delay * 2, maximum)
+
+
+async def rest(delay: float, stop: asyncio.Event | None) -> bool:
+    """Wait `delay` seconds between two tries, or less when `stop` is set; True when it is."""
+    if stop is None:
+        await asyncio.sleep(delay)
+        return False
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=delay)
+    return stop.is_set()
 
 
 @contextlib.asynccontextmanager

@@ -48,6 +48,7 @@ class Daemon:
     cache_max: int | None = None  # bytes; None: min(10 GiB, 10% of free space)
     cache_save_tokens: int = 512  # background saves of changed slots holding this many; 0: none
     cache_save_interval: float = 2.0  # at most one background save per instance this often
+    keep_awake: bool = True  # no idle sleep while the gateway has requests (caffeinate)
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,7 @@ def resolve(
         cache_dir=cache_root(cfg, base),
         cache_save_tokens=d.cache_save_tokens,
         cache_save_interval=d.cache_save_interval,
+        keep_awake=d.keep_awake,
     )
     try:
         daemon = replace(daemon, cache_max=cache_max(d.cache_max))

@@ -75,6 +75,8 @@ class DaemonSettings(BaseModel):
     # saved in the background once it changed (0: only before planned stops).
     cache_save_tokens: NonNegativeInt = 512
     cache_save_interval: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 2.0
+    # Keep the system from idle sleep while the gateway has requests (macOS caffeinate).
+    keep_awake: bool = True
 
 
 # Durations are finite: `inf` would hang a stop and break the service files' timeouts.

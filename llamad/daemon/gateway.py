@@ -31,6 +31,7 @@ from llamad.gateway.ollama import ollama_routes
 from llamad.gateway.page import for_browsers, page_routes
 from llamad.gateway.replicas.balancer import Balancer
 from llamad.library.pulls import Pulls
+from llamad.listener.binding import Binding
 from llamad.listener.limits import Refusals
 from llamad.listener.tcp import serve_tcp
 from llamad.supervise.daemon_state import DaemonState
@@ -50,13 +51,14 @@ def start_gateway(
     metrics: Metrics,
     stop: asyncio.Event,
     link: GatewayLink[Gateway],
+    binding: Binding,
     me: Identity | None = None,
     pulls: Pulls | None = None,
 ) -> None:
     """Start the gateway under `guard` and connect `link` to it; its settings follow
     reloads (the address needs a restart), and a config without `[gateway]` leaves the last
-    one in force. `me` is this daemon's identity in status documents: its fleet never
-    routes to itself."""
+    one in force; `binding` tells how binding its address goes. `me` is this daemon's
+    identity in status documents: its fleet never routes to itself."""
     last = [first]
 
     def settings() -> GatewayConfig:
@@ -90,7 +92,9 @@ def start_gateway(
     page = _page(gateway, state)
     bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)
     refused = Refusals("gateway", metrics.count_refused)
-    serve = functools.partial(_serve, gateway, hosts, first, stop, bounds, refused, page, pulls)
+    serve = functools.partial(
+        _serve, gateway, hosts, first, stop, bounds, refused, page, binding, pulls
+    )
     guard.start("gateway", serve, retry=True)
 
 
@@ -124,6 +128,7 @@ async def _serve(
     bounds: GatewayLimits,
     refused: Refusals,
     page: list[Route],
+    binding: Binding,
     pulls: Pulls | None = None,
 ) -> None:
     pool = Pool()  # the relay's and Ollama's requests to instances and peers alike
@@ -158,9 +163,11 @@ async def _serve(
                 limits=bounds,
                 shape=gateway_shape,
                 refused=refused,
+                binding=binding,
             )
-    except OSError as exc:
-        log.error("gateway.bind_failed", listen=listen, error=str(exc))
+    except OSError as exc:  # the gateway is gone, not llamad (the instances go on)
+        if binding.state != "failed":  # a bind failure is logged as the binding's
+            log.error("gateway.failed", listen=listen, error=str(exc))
     finally:
         if gateway.fleet is not None:
             await gateway.fleet.close()  # before what a refresh would ask is closed

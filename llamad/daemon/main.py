@@ -77,6 +77,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
     # Its httpx pool is built at the first probe: httpx loads after the first launch.
     prober = Prober()
     cache = SlotCache(prober.client, d.cache_max)
+    gateway: GatewayLink[Gateway] = GatewayLink()  # built later, only with [gateway]
     runtime = Runtime(
         tools=resolved.tools,
         prober=prober,
@@ -86,9 +87,9 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
         registry=registry,
         remote=RemoteWorkers(resolved.peers),
         cache=cache,
+        requests=gateway.requests,
     )
     probes = ProbeFeed()
-    gateway: GatewayLink[Gateway] = GatewayLink()  # built later, only with [gateway]
     supervisor = Supervisor(runtime, observe_probe=probes, draining=gateway.draining)
     saves = Checkpoints(cache, supervisor.instances, lambda: state.resolved.daemon)
     state = DaemonState(resolved, supervisor, probes, saves)

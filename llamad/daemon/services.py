@@ -22,10 +22,12 @@ from llamad.api.uds import serve_unix
 from llamad.backends.probes import Prober
 from llamad.common.waits import first_of
 from llamad.daemon.guard import ServiceGuard
+from llamad.daemon.keep_awake import KeepAwake
 from llamad.daemon.library_unload import unload_for_removal
 from llamad.daemon.notify import Notifier, watchdog_loop
 from llamad.fleet.peers import identity
 from llamad.library.pulls import Pulls
+from llamad.listener.binding import Bindings
 from llamad.listener.limits import Refusals
 from llamad.supervise.daemon_state import DaemonState
 from llamad.supervise.gateway_link import GatewayLink
@@ -54,7 +56,10 @@ async def start(
     state.probes.listen(metrics.observe_probe)
     # Instances' own metrics are re-exported through the probes' client.
     render = functools.partial(metrics.render, prober.client)
-    controller = DaemonController(state, reloader.reload, render, link)
+    listeners = Bindings()  # the TCP listeners' binds, for the status document
+    awake = KeepAwake(link.requests, lambda: state.resolved.daemon.keep_awake)
+    views = {"listeners": listeners.to_dict, "keep_awake": awake.status}
+    controller = DaemonController(state, reloader.reload, render, link, views)
     # `rm` unloads a model through the gateway before its files go.
     unload = functools.partial(unload_for_removal, link, state)
     pulls = Pulls(lambda: state.resolved.library, reloader.reload, unload)
@@ -83,13 +88,19 @@ async def start(
     if (remote := d.remote) is not None:  # fleet: the same app on TCP with tokens, and mDNS
         version = resolved.llama_server_version
         refused = Refusals("remote", metrics.count_refused)
-        guard.start("remote", lambda: serve_remote(app, remote, stop, version, refused), retry=True)
+        binding = listeners.add("remote", f"{remote.host}:{remote.port}")
+        guard.start(
+            "remote", lambda: serve_remote(app, remote, stop, version, binding, refused), retry=True
+        )
     if resolved.gateway is not None:
         # Only a daemon with a gateway pays for its modules (memory, and start time).
         from llamad.daemon.gateway import start_gateway
 
         me = identity(controller.status())
-        start_gateway(guard, resolved.gateway, state, metrics, stop, link, me, pulls)
+        cfg = resolved.gateway
+        binding = listeners.add("gateway", f"{cfg.host}:{cfg.port}")
+        start_gateway(guard, cfg, state, metrics, stop, link, binding, me, pulls)
+        guard.start("keep-awake", lambda: awake.run(stop), retry=True)
     guard.start("watchdog", lambda: watchdog_loop(notifier, stop), retry=True)
     if notifier.enabled:
         guard.start("sd-status", lambda: _report_counts(notifier, supervisor, stop), retry=True)

@@ -220,6 +220,17 @@ class Gateway:
         """The `gateway` object of an instance in the status document."""
         return self.status_doc.of(name)
 
+    def requests(self, name: str | None = None) -> int:
+        """Requests of instance `name` in flight or waiting for it to load or for room, or
+        when None every request, those relayed to fleet peers too: the daemon keeps the
+        machine awake, and a busy server's slow probe is not a hung one, while any are."""
+        counts = self.sched.counts()
+        if name is not None:
+            return sum(counts.get(name, (0, 0)))
+        local = sum(a + b for a, b in counts.values())
+        peers = self.leases.remote.relaying + self.balancer.sent.total()
+        return local + peers + self.balancer.waiting.total()
+
     def status(self) -> dict[str, Any]:
         """The daemon-wide `gateway` object: where it listens and the memory budget."""
         return self.status_doc.daemon()

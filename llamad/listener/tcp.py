@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from llamad.common.fdlimit import connection_cap
+from llamad.listener.binding import Binding, bind_patiently
 from llamad.listener.exchange import App
 from llamad.listener.limits import CONTROL, Limits, Refusals, Refused, Shape, control_shape
 from llamad.listener.server import Listener
@@ -51,14 +52,21 @@ async def serve_tcp(
     limits: Callable[[], Limits] = lambda: CONTROL,
     shape: Shape = control_shape,
     refused: Refused | None = None,
+    binding: Binding | None = None,
+    bind: Callable[[str, int, int], socket.socket] = bind_tcp,
 ) -> None:
     """Serve `app` on host:port (HTTPS when given a cert and key) until `shutdown` is set,
     at most `cap` connections (default: a control listener's), each held to `limits()`.
 
-    Raises OSError before serving when the address cannot be bound.
+    An address not up yet, or a port still held, is waited for (`bind_patiently`), told
+    in `binding`; any other failure to bind raises OSError before serving.
     """
     cap = cap or connection_cap()
     tls = tls_context(ssl_certfile, ssl_keyfile) if ssl_certfile is not None else None
-    sock = bind_tcp(host, port, backlog=min(cap, 1024))
+    binding = binding or Binding("tcp", f"{host}:{port}")
+    backlog = min(cap, 1024)
+    sock = await bind_patiently(lambda: bind(host, port, backlog), binding, shutdown)
+    if sock is None:
+        return  # told to stop while it waited
     listener = Listener(app, cap, refused or Refusals("tcp"), limits, shape)
     await listener.serve(sock, shutdown, on_bound, tls)

@@ -1,5 +1,5 @@
-"""The gateway as seen by what the daemon builds before it: the supervisor's drain, a
-removal's unload and the status document.
+"""The gateway as seen by what the daemon builds before it: the supervisor's drain and
+its probes' view of requests in flight, a removal's unload and the status document.
 
 The supervisor runs instances before the web stack loads, and the gateway is built on
 the supervisor: the link is given to the earlier objects' constructors empty and
@@ -17,6 +17,10 @@ class Drains(Protocol):
 
     def draining(self, removed: list[str], changed: list[str]) -> AbstractAsyncContextManager[None]:
         """Requests in flight to `removed` and `changed` end first; new ones wait."""
+        ...
+
+    def requests(self, name: str | None = None) -> int:
+        """Requests of `name` (of every model when None) in flight or waiting."""
         ...
 
 
@@ -45,3 +49,8 @@ class GatewayLink(Generic[G]):
         """The gateway's drain (`Supervisor`'s `draining`), or nothing to wait for."""
         gateway = self._gateway
         return nullcontext() if gateway is None else gateway.draining(removed, changed)
+
+    def requests(self, name: str | None = None) -> int:
+        """The gateway's requests in flight or waiting (`Gateway.requests`); 0 without one."""
+        gateway = self._gateway
+        return 0 if gateway is None else gateway.requests(name)

@@ -45,6 +45,8 @@ class Runtime:
     cache: SlotCache | None = None
     # Names macOS's refusal of a quarantined download, with its fix.
     quarantine: Quarantine = GATEKEEPER
+    # Requests the gateway has in flight to (or waiting for) an instance, by name.
+    requests: Callable[[str], int] = lambda name: 0
 
     def reconfigure(self, tools: dict[str, Tool], peers: dict[str, Peer]) -> None:
         """A reload's executables and fleet peers: the next launches and looks use them."""
@@ -117,4 +119,5 @@ class Runtime:
         self, spec: InstanceSpec, knobs: Callable[[], Knobs]
     ) -> Callable[[float], Awaitable[Health]]:
         """`probe(timeout)` for `spec`, as its backend asks (GET /health, a TCP connect...)."""
-        return backend_for(spec.kind).probe(spec, self.prober, knobs)
+        busy = lambda: self.requests(spec.name) > 0  # noqa: E731
+        return backend_for(spec.kind).probe(spec, self.prober, knobs, busy)

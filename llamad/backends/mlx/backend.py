@@ -103,9 +103,15 @@ class Mlx:
         where = ["--model", str(spec.model), "--host", spec.host, "--port", str(spec.port)]
         return tool.command.argv(*where, *spec.args), settings
 
-    def probe(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> ProbeFn:
+    def probe(
+        self,
+        spec: InstanceSpec,
+        prober: Prober,
+        knobs: Callable[[], Knobs],
+        busy: Callable[[], bool],
+    ) -> ProbeFn:
         """`/health` plus one-token completions (probe.py says why)."""
-        return DeepProbe(spec, prober, knobs)
+        return DeepProbe(spec, prober, knobs, busy)
 
     def request_body(self, spec: InstanceSpec, body: bytes) -> bytes:
         """A proxied request's body, with the model pinned to the instance's own."""

@@ -4,6 +4,12 @@ mlx_lm.server answers `/health` 200 while the model still loads, and keeps its H
 up after its generation thread died or wedged (mlx-lm #1672). So readiness is `/health`
 200 followed by a one-token completion, liveness adds such a completion every
 `deep_probe_interval`, and a 503 from `/health` (the thread is gone) is fatal.
+
+Busy is not hung: mlx_lm.server generates one request at a time (always with a draft
+model), so the one-token completion queues behind a long generation and times out. While
+the gateway has a request in flight to the server no completion is sent (it would only
+queue), and one that timed out while a request came is not held against the server; the
+completions go on once it is idle.
 """
 
 from __future__ import annotations
@@ -24,9 +30,16 @@ _ONE_TOKEN = json.dumps({"prompt": "Hi", "max_tokens": 1, "temperature": 0}).enc
 class DeepProbe:
     """`probe(timeout)` for one mlx_lm.server process; remembers when it last generated."""
 
-    def __init__(self, spec: InstanceSpec, prober: Prober, knobs: Callable[[], Knobs]) -> None:
+    def __init__(
+        self,
+        spec: InstanceSpec,
+        prober: Prober,
+        knobs: Callable[[], Knobs],
+        busy: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._prober = prober
         self._knobs = knobs
+        self._busy = busy
         self._health = server_url(spec.probe_host, spec.port)
         self._complete = server_url(spec.probe_host, spec.port, "/v1/completions")
         self._ready = False
@@ -41,10 +54,14 @@ class DeepProbe:
             return dataclasses.replace(health, error=error, fatal=True)
         if not health.ok or not self._due():
             return health
+        if self._ready and self._busy():
+            return health  # the completion would only queue behind the generation
         deep = await self._prober.request(
             "POST", self._complete, self._knobs().deep_probe_timeout, _ONE_TOKEN
         )
         self._last_deep = time.monotonic()
+        if deep.timed_out and self._ready and self._busy():
+            return health  # a request came while it waited: queued behind it, not hung
         # A failed completion is retried on every probe until one succeeds, so that the
         # health checks in between don't reset the count of consecutive failures.
         self._failing = self._ready and not deep.ok

@@ -36,6 +36,7 @@ class FleetLease:
         # asked only on that miss path, never for a routed request.
         self.pending = pending
         self.sender = sender  # this gateway's id, in the hop header peers see
+        self.relaying = 0  # requests relayed to peers now: this host must stay up for them
 
     def models(self) -> list[tuple[PeerModels, RemoteModel]]:
         """Every model the fleet's peers serve, when `[gateway] fleet` is on."""
@@ -59,6 +60,7 @@ class FleetLease:
         entry, model = picked
         if tally is not None:
             tally.instance, tally.host = model.name, entry.peer.name
+        self.relaying += 1
         try:
             yield remote_upstream(entry, model, self.sender)
         except UpstreamError as exc:
@@ -66,6 +68,8 @@ class FleetLease:
             # request elsewhere.
             self.fleet.mark_away(entry.peer.name, exc.message)
             raise Unavailable(f"model {name!r} on {entry.peer.name}: {exc.message}") from None
+        finally:
+            self.relaying -= 1
 
     def unknown(self, name: str, known: list[str]) -> GatewayError:
         """The error for a name nothing serves: a pull under way, or an unknown model."""
