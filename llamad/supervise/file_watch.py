@@ -1,5 +1,11 @@
 """The files a reload depends on: the config, each executable and each instance's model
-files, their identities, and a watch of their directories that reports what moved."""
+files, their identities, and a watch of their directories that reports what moved.
+
+A watched file may be a symlink that never changes itself while something it resolves
+through is swapped: a Kubernetes ConfigMap renames a new `..data` link over the old one,
+NixOS re-points `/etc/static`. Every link on the way is watched as the file it leads to,
+its identity being where it points (what a directory holds moves no link), so such a
+swap wakes the watch at once and the reload it asks for reads the new file whole."""
 
 from __future__ import annotations
 
@@ -11,13 +17,17 @@ from pathlib import Path
 import watchfiles
 
 from llamad.backends.registry import backend_for
+from llamad.common.symlinks import link_target, links
 from llamad.common.waits import first_of
 from llamad.config.load import Resolved
 
 # watchfiles waits 1.6 s by default; a reload should follow a save within a second.
 DEBOUNCE_MS = 100
+# A change no event told of (a file system without them) is still seen this late.
+QUIET_WAKE_S = 5.0
 
-FileId = tuple[int, int, int]
+# A file's (inode, size, mtime), or where a link on the way to one points.
+FileId = tuple[int, int, int] | str
 # Path -> what it is: "config" (or an instance's own executable: a reload reads it again),
 # "binary:KIND" (a kind's executable) or "model".
 Watched = dict[Path, str]
@@ -46,24 +56,45 @@ def watched(resolved: Resolved) -> Watched:
     return files
 
 
+def on_the_way(files: Watched) -> Watched:
+    """The links `files` resolve through that are not watched files themselves, each
+    counting as the file it leads to."""
+    found: Watched = {}
+    for path, what in files.items():
+        for link in links(path):
+            if link not in files:
+                found.setdefault(link, what)
+    return found
+
+
 class FileWatch:
     """The watched files and the identities last seen; `run` reports the ones that moved."""
 
-    def __init__(self, resolved: Resolved) -> None:
-        self._files = watched(resolved)
+    def __init__(self, resolved: Resolved, quiet_wake: float = QUIET_WAKE_S) -> None:
+        """`quiet_wake`: seconds without a change after which `run` wakes anyway."""
+        self._quiet_ms = round(quiet_wake * 1000)
+        self._watch(resolved)
         self._ids = self.snapshot()
         self._rewatch = asyncio.Event()
 
+    def _watch(self, resolved: Resolved) -> None:
+        files = watched(resolved)
+        self._links = on_the_way(files)
+        self._files = files | self._links
+
+    def _id(self, path: Path) -> FileId | None:
+        return link_target(path) if path in self._links else file_id(path)
+
     def snapshot(self) -> dict[Path, FileId | None]:
         """The identity of every watched file now."""
-        return {path: file_id(path) for path in self._files}
+        return {path: self._id(path) for path in self._files}
 
     def follow(self, resolved: Resolved, before: dict[Path, FileId | None]) -> None:
         """A reload applied `resolved`: watch its files. Those known `before` it was read
         keep that identity, so a save that landed during the reload is still news."""
         old_dirs = self._dirs()
-        self._files = watched(resolved)
-        self._ids = {p: before[p] if p in before else file_id(p) for p in self._files}
+        self._watch(resolved)
+        self._ids = {p: before[p] if p in before else self._id(p) for p in self._files}
         if self._dirs() != old_dirs:
             self._rewatch.set()
 
@@ -78,9 +109,9 @@ class FileWatch:
         return sorted({str(p.parent) for p in self._files if p.parent.is_dir()})
 
     async def run(self, stop: asyncio.Event, on_wake: Callable[[], Awaitable[None]]) -> None:
-        """Call `on_wake` after each change in a watched directory, and every quiet five
-        seconds, until `stop`; what decides is `moved()`, so a change made while a session
-        was being set up is not lost."""
+        """Call `on_wake` after each change in a watched directory, and after each quiet
+        `quiet_wake` seconds, until `stop`; what decides is `moved()`, so a change made
+        while a session was being set up is not lost."""
         # A session lasts until the set of watched directories changes.
         while not stop.is_set():
             session = asyncio.Event()
@@ -99,7 +130,7 @@ class FileWatch:
                         step=50,
                         stop_event=session,
                         recursive=False,
-                        rust_timeout=5000,
+                        rust_timeout=self._quiet_ms,
                         yield_on_timeout=True,
                     ):
                         await on_wake()
