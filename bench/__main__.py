@@ -33,6 +33,7 @@ from bench import (
     recovery,
     reload,
     returning,
+    rollout,
     status,
     stress,
 )
@@ -61,6 +62,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "returning": returning.run,
     "hybrid": hybrid.run,
     "hostile": hostile.run,
+    "rollout": rollout.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from llamad.common.fdlimit import connection_cap
 from llamad.listener.exchange import App
 from llamad.listener.limits import CONTROL, Limits, Refusals, Refused, Shape, control_shape
-from llamad.listener.server import Listener
+from llamad.listener.server import GRACEFUL_SHUTDOWN_S, Listener
 
 
 def bind_tcp(host: str, port: int, backlog: int = 128) -> socket.socket:
@@ -51,14 +51,19 @@ async def serve_tcp(
     limits: Callable[[], Limits] = lambda: CONTROL,
     shape: Shape = control_shape,
     refused: Refused | None = None,
+    draining: Callable[[], bool] = lambda: False,
+    grace: Callable[[], float] = lambda: GRACEFUL_SHUTDOWN_S,
 ) -> None:
     """Serve `app` on host:port (HTTPS when given a cert and key) until `shutdown` is set,
-    at most `cap` connections (default: a control listener's), each held to `limits()`.
+    at most `cap` connections (default: a control listener's), each held to `limits()`;
+    `draining` and `grace` as `Listener` takes them.
 
     Raises OSError before serving when the address cannot be bound.
     """
     cap = cap or connection_cap()
     tls = tls_context(ssl_certfile, ssl_keyfile) if ssl_certfile is not None else None
     sock = bind_tcp(host, port, backlog=min(cap, 1024))
-    listener = Listener(app, cap, refused or Refusals("tcp"), limits, shape)
+    listener = Listener(
+        app, cap, refused or Refusals("tcp"), limits, shape, draining=draining, grace=grace
+    )
     await listener.serve(sock, shutdown, on_bound, tls)
