@@ -40,11 +40,3 @@ def links(path: Path) -> list[Path]:
         else:
             todo[:0] = target.parts
     return found
-
-
-def link_target(path: Path) -> str | None:
-    """Where the link `path` points now; None when it is no link (or gone)."""
-    try:
-        return os.readlink(path)
-    except OSError:
-        return None

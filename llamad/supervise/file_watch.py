@@ -3,13 +3,14 @@ files, their identities, and a watch of their directories that reports what move
 
 A watched file may be a symlink that never changes itself while something it resolves
 through is swapped: a Kubernetes ConfigMap renames a new `..data` link over the old one,
-NixOS re-points `/etc/static`. Every link on the way is watched as the file it leads to,
-its identity being where it points (what a directory holds moves no link), so such a
-swap wakes the watch at once and the reload it asks for reads the new file whole."""
+NixOS re-points `/etc/static`. A change to any link on the way wakes the watch at once;
+what moved is still told by the files themselves, the config by its contents' digest,
+so a swap is one reload of the whole new file, and a swap to the same text none."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import watchfiles
 
 from llamad.backends.registry import backend_for
-from llamad.common.symlinks import link_target, links
+from llamad.common.symlinks import links
 from llamad.common.waits import first_of
 from llamad.config.load import Resolved
 
@@ -26,8 +27,8 @@ DEBOUNCE_MS = 100
 # A change no event told of (a file system without them) is still seen this late.
 QUIET_WAKE_S = 5.0
 
-# A file's (inode, size, mtime), or where a link on the way to one points.
-FileId = tuple[int, int, int] | str
+# A file's (inode, size, mtime); the config's is its contents' digest.
+FileId = tuple[int, int, int] | bytes
 # Path -> what it is: "config" (or an instance's own executable: a reload reads it again),
 # "binary:KIND" (a kind's executable) or "model".
 Watched = dict[Path, str]
@@ -40,6 +41,14 @@ def file_id(path: Path) -> FileId | None:
     except OSError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def digest(path: Path) -> FileId | None:
+    """The digest of what `path` holds now; None when it is missing."""
+    try:
+        return hashlib.sha256(path.read_bytes()).digest()
+    except OSError:
+        return None
 
 
 def watched(resolved: Resolved) -> Watched:
@@ -56,34 +65,33 @@ def watched(resolved: Resolved) -> Watched:
     return files
 
 
-def on_the_way(files: Watched) -> Watched:
-    """The links `files` resolve through that are not watched files themselves, each
-    counting as the file it leads to."""
-    found: Watched = {}
-    for path, what in files.items():
-        for link in links(path):
-            if link not in files:
-                found.setdefault(link, what)
-    return found
-
-
 class FileWatch:
     """The watched files and the identities last seen; `run` reports the ones that moved."""
 
     def __init__(self, resolved: Resolved, quiet_wake: float = QUIET_WAKE_S) -> None:
         """`quiet_wake`: seconds without a change after which `run` wakes anyway."""
         self._quiet_ms = round(quiet_wake * 1000)
+        self._rewatch = asyncio.Event()
+        self._files: Watched = {}
+        self._links: set[Path] = set()
         self._watch(resolved)
         self._ids = self.snapshot()
-        self._rewatch = asyncio.Event()
 
     def _watch(self, resolved: Resolved) -> None:
-        files = watched(resolved)
-        self._links = on_the_way(files)
-        self._files = files | self._links
+        self._config, self._files = resolved.path, watched(resolved)
+        self._relink()
+
+    def _relink(self) -> None:
+        # The links on the way only wake the watch (what moved is told by the files), and
+        # a swap may lead through other links from now on.
+        old_dirs = self._dirs()
+        self._links = {link for path in self._files for link in links(path)}
+        if self._dirs() != old_dirs:
+            self._rewatch.set()
 
     def _id(self, path: Path) -> FileId | None:
-        return link_target(path) if path in self._links else file_id(path)
+        # The config by its contents: a link swapped to the same text reloads nothing.
+        return digest(path) if path == self._config else file_id(path)
 
     def snapshot(self) -> dict[Path, FileId | None]:
         """The identity of every watched file now."""
@@ -100,13 +108,18 @@ class FileWatch:
 
     def moved(self) -> Watched:
         """The watched files whose identity changed since last asked, with what they are."""
+        self._relink()
         now = self.snapshot()
         moved = {p for p, fid in now.items() if fid != self._ids.get(p) and fid is not None}
         self._ids.update(now)
         return {p: self._files.get(p, "") for p in moved}
 
+    def _wakes(self, path: str) -> bool:
+        return Path(path) in self._files or Path(path) in self._links
+
     def _dirs(self) -> list[str]:
-        return sorted({str(p.parent) for p in self._files if p.parent.is_dir()})
+        places = {p.parent for p in self._files} | {p.parent for p in self._links}
+        return sorted(str(d) for d in places if d.is_dir())
 
     async def run(self, stop: asyncio.Event, on_wake: Callable[[], Awaitable[None]]) -> None:
         """Call `on_wake` after each change in a watched directory, and after each quiet
@@ -123,7 +136,7 @@ class FileWatch:
                 try:
                     async for _ in watchfiles.awatch(
                         *self._dirs(),
-                        watch_filter=lambda _change, path: Path(path) in self._files,
+                        watch_filter=lambda _change, path: self._wakes(path),
                         debounce=DEBOUNCE_MS,
                         # The Rust side wakes every `step` ms to check stop_event: a save's
                         # reload stays quick at little cost when idle.
