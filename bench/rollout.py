@@ -27,7 +27,7 @@ from bench.procs import Daemon
 CLIENTS = 8
 PROBE_PERIOD_S = 0.1  # the kubelet's readinessProbe periodSeconds, scaled down
 # The drain's delay: a few probe periods, so the front has let go before A stops listening.
-SHUTDOWN_DELAY_S = 1.0
+SHUTDOWN_DELAY_S = 2.0
 SHUTDOWN_GRACE_S = 20.0
 # A streamed answer long enough to be in flight through the whole delay.
 LONG_TOKENS = 600
