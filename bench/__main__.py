@@ -34,6 +34,7 @@ from bench import (
     recovery,
     reload,
     returning,
+    rollout,
     status,
     stress,
 )
@@ -63,6 +64,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Result]]] = {
     "returning": returning.run,
     "hybrid": hybrid.run,
     "hostile": hostile.run,
+    "rollout": rollout.run,
 }
 RESULTS = Path(__file__).with_name("results.json")
 

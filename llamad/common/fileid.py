@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
-FileId = tuple[int, int, int]
+# A file's (inode, size, mtime), or its contents' digest where a swap to the same text
+# must move nothing (the config behind a Kubernetes ConfigMap's links).
+FileId = tuple[int, int, int] | bytes
 
 
 def file_id(path: Path) -> FileId | None:
@@ -14,3 +17,11 @@ def file_id(path: Path) -> FileId | None:
     except OSError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def digest(path: Path) -> FileId | None:
+    """The digest of what `path` holds now; None when it is missing."""
+    try:
+        return hashlib.sha256(path.read_bytes()).digest()
+    except OSError:
+        return None

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
     ByteSize,
     ConfigDict,
+    Field,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
@@ -94,6 +95,11 @@ class GatewaySettings(BaseModel):
     allowed_origins: list[str] = []  # browser origins that may call it ("*": any)
     allowed_hosts: list[str] = []  # more names the Host header may carry ("*": any)
     allow_keyless_remote: bool = False  # a listen beyond loopback without api_key_file
+    # After SIGTERM: seconds `/ready` says 503 while everything is still served (a load
+    # balancer's probe takes this daemon out meanwhile), then seconds the requests in
+    # flight get to finish once no new connection is taken.
+    shutdown_delay: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    shutdown_grace: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
 
     list_aliases: bool = True  # aliases as entries of their own in /v1/models and /api/tags
     groups: dict[str, MembersSettings] = {}  # [gateway.groups.NAME]: loaded together
@@ -154,6 +160,8 @@ class GatewayConfig:
     allowed_origins: frozenset[str] = frozenset()  # lower case, no trailing slash
     allowed_hosts: frozenset[str] = frozenset()  # lower case, no port
     list_aliases: bool = True
+    shutdown_delay: float = 0.0
+    shutdown_grace: float = 10.0
     groups: tuple[ModelSet, ...] = ()
     exclusive: tuple[ModelSet, ...] = ()
     names: tuple[ModelSet, ...] = ()
@@ -219,6 +227,8 @@ def resolve_gateway(
         allowed_origins=frozenset(settings.allowed_origins),
         allowed_hosts=frozenset(settings.allowed_hosts),
         list_aliases=settings.list_aliases,
+        shutdown_delay=settings.shutdown_delay,
+        shutdown_grace=settings.shutdown_grace,
         groups=groups,
         exclusive=exclusive,
         names=names,

@@ -1,9 +1,11 @@
-"""Serving the gateway beside the control API, when `[gateway] listen` is set."""
+"""Serving the gateway beside the control API, when `[gateway] listen` is set, and its
+part of a shutdown: served on while a load balancer lets go, then drained."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from llamad.api.cache import cache_figures
 from llamad.api.metrics import Metrics
 from llamad.backends.tool import ServerCommand
 from llamad.common.fdlimit import gateway_cap
+from llamad.common.readiness import Readiness
 from llamad.common.retrying import retrying
 from llamad.config.gateway_table import GatewayConfig
 from llamad.daemon.guard import ServiceGuard
@@ -42,6 +45,8 @@ log = structlog.get_logger("llamad.gateway")
 
 # A ticker that failed retries sooner than a service: idle stops wait on it.
 TASK_RETRY_S = 0.5
+# What closing the gateway takes past its grace: the fleet's and the pool's connections.
+CLOSE_MARGIN_S = 5.0
 
 
 def start_gateway(
@@ -49,16 +54,17 @@ def start_gateway(
     first: GatewayConfig,
     state: DaemonState,
     metrics: Metrics,
-    stop: asyncio.Event,
     link: GatewayLink[Gateway],
     binding: Binding,
+    readiness: Readiness,
     me: Identity | None = None,
     pulls: Pulls | None = None,
-) -> None:
+) -> Serving:
     """Start the gateway under `guard` and connect `link` to it; its settings follow
     reloads (the address needs a restart), and a config without `[gateway]` leaves the last
     one in force; `binding` tells how binding its address goes. `me` is this daemon's
-    identity in status documents: its fleet never routes to itself."""
+    identity in status documents: its fleet never routes to itself. `/ready` tells
+    `readiness`; the gateway serves until the returned `Serving` has drained."""
     last = [first]
 
     def settings() -> GatewayConfig:
@@ -92,10 +98,34 @@ def start_gateway(
     page = _page(gateway, state)
     bounds = GatewayLimits(gateway.settings, lambda: state.resolved.instances)
     refused = Refusals("gateway", metrics.count_refused)
+    ends = asyncio.Event()
     serve = functools.partial(
-        _serve, gateway, hosts, first, stop, bounds, refused, page, binding, pulls
+        _serve, gateway, hosts, first, ends, bounds, refused, page, binding, pulls, readiness
     )
-    guard.start("gateway", serve, retry=True)
+    task = guard.start("gateway", serve, retry=True)
+    return Serving(task, ends, settings)
+
+
+class Serving:
+    """The gateway's listener as a shutdown sees it."""
+
+    def __init__(
+        self, task: asyncio.Task[None], ends: asyncio.Event, settings: Callable[[], GatewayConfig]
+    ) -> None:
+        self._task, self._ends, self._settings = task, ends, settings
+
+    async def drain(self) -> None:
+        """Readiness says stopping already: serve everything for `shutdown_delay` while a
+        load balancer lets go, then take no new connection and give the requests in
+        flight `shutdown_grace` to finish (the listener cancels what is left)."""
+        cfg = self._settings()
+        log.info("gateway.stopping", delay_s=cfg.shutdown_delay, grace_s=cfg.shutdown_grace)
+        if cfg.shutdown_delay > 0:
+            # Not a pause to synchronise on: the delay is the policy. A gateway that
+            # ended meanwhile (its address taken) ends the wait.
+            await asyncio.wait([self._task], timeout=cfg.shutdown_delay)
+        self._ends.set()
+        await asyncio.wait([self._task], timeout=cfg.shutdown_grace + CLOSE_MARGIN_S)
 
 
 def _server(state: DaemonState) -> ServerCommand | None:
@@ -129,7 +159,8 @@ async def _serve(
     refused: Refusals,
     page: list[Route],
     binding: Binding,
-    pulls: Pulls | None = None,
+    pulls: Pulls | None,
+    readiness: Readiness,
 ) -> None:
     pool = Pool()  # the relay's and Ollama's requests to instances and peers alike
     # The idle ticker, the fleet refresher and the replicas' busy reader: one that raises
@@ -152,7 +183,10 @@ async def _serve(
                 *ollama_routes(gateway, pool, pulls, aliases, gateway.activity, keepalive),
             ]
             # Every request, of every route, is decided by the door `build_app` makes.
-            app = build_app(gateway, for_browsers(extra), pool=pool, limits=bounds, refused=refused)
+            app = build_app(
+                gateway, for_browsers(extra), pool=pool, limits=bounds, refused=refused,
+                readiness=readiness,
+            )  # fmt: skip
             await serve_tcp(
                 app,
                 cfg.host,
@@ -164,6 +198,8 @@ async def _serve(
                 shape=gateway_shape,
                 refused=refused,
                 binding=binding,
+                draining=lambda: readiness.draining,
+                grace=lambda: gateway.settings().shutdown_grace,
             )
     except OSError as exc:  # the gateway is gone, not llamad (the instances go on)
         if binding.state != "failed":  # a bind failure is logged as the binding's

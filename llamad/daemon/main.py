@@ -2,7 +2,10 @@
 
 The shape follows hypercorn's asyncio runner: a TaskGroup holds the supervisor, the
 control server and the reload watcher; a shutdown trigger (SIGTERM/SIGINT, or one a test
-injects) stops every instance with deadlines, then the rest.
+injects) turns `/ready` to "stopping" at once, drains the gateway (served on for
+`shutdown_delay` while a load balancer lets go, then the requests in flight finish
+within `shutdown_grace`), stops every instance with deadlines (each saving its slots),
+then the rest.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ import uvloop
 
 from llamad.backends.probes import Prober
 from llamad.common import fdlimit, paths
+from llamad.common.readiness import Readiness
 from llamad.common.service_job import EXIT_CONFIG, VALIDATE, under_launchd
 from llamad.common.trust import untrusted_dir
 from llamad.common.unixsock import SocketInUse, bind_unix
+from llamad.common.waits import first_of
 from llamad.config.load import Resolved, load
 from llamad.config.schema import ConfigError
 from llamad.daemon import config_wait, logs
@@ -94,6 +99,7 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
     saves = Checkpoints(cache, supervisor.instances, lambda: state.resolved.daemon)
     state = DaemonState(resolved, supervisor, probes, saves)
     signals = SignalHandlers(trigger, supervisor)
+    readiness = Readiness()
     try:
         async with asyncio.TaskGroup() as group:
             guard = ServiceGuard(group, services_stop, trigger)
@@ -107,11 +113,13 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
             # Until it serves, llamactl's connections wait in the socket's backlog.
             await supervisor.settled(timeout=STARTUP_GRACE_S)
             services = await asyncio.to_thread(importlib.import_module, "llamad.daemon.services")
-            reloader = await services.start(
-                guard, state, prober, control_socket, services_stop, notifier, gateway
+            started = await services.start(
+                guard, state, prober, control_socket, services_stop, notifier, gateway, readiness
             )
-            signals.on_hangup(reloader.request)
+            signals.on_hangup(started.reloader.request)
             notifier.ready()
+            ready = lambda: _ready(supervisor, readiness, services_stop)  # noqa: E731
+            guard.start("readiness", ready, retry=True)
             # What exists by now lives as long as the daemon: full collections, which pause
             # every request in flight, skip it from here on.
             gc.freeze()
@@ -123,8 +131,11 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
                 backends={k: str(t.command) for k, t in resolved.tools.items()},
             )
             await trigger.wait()
+            readiness.stopping()
             log.info("daemon.stopping")
             notifier.stopping(supervisor.summary())
+            if started.gateway is not None:
+                await started.gateway.drain()
             await supervisor.shutdown()
             services_stop.set()
     finally:
@@ -135,6 +146,14 @@ async def serve(resolved: Resolved, shutdown: asyncio.Event | None = None) -> in
     code = EXIT_OK if guard.failed is None else EXIT_FATAL
     log.info("daemon.stopped", exit_code=code)
     return code
+
+
+async def _ready(supervisor: Supervisor, readiness: Readiness, stop: asyncio.Event) -> None:
+    # Ready once what the start launched has settled (running, or failed: the gateway
+    # still answers for it), so a rolling update sends no client to models still loading.
+    budget = max((i.spec.knobs.start_timeout for i in supervisor.instances.values()), default=0)
+    if await first_of(supervisor.settled(timeout=budget), stop.wait()) == 0:
+        readiness.started()
 
 
 def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import functools
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from llamad.api.app import create_app
 from llamad.api.cache import cache_routes
@@ -20,6 +20,7 @@ from llamad.api.metrics import Metrics
 from llamad.api.tcp import serve_remote
 from llamad.api.uds import serve_unix
 from llamad.backends.probes import Prober
+from llamad.common.readiness import Readiness
 from llamad.common.waits import first_of
 from llamad.daemon.guard import ServiceGuard
 from llamad.daemon.keep_awake import KeepAwake
@@ -35,6 +36,7 @@ from llamad.supervise.reload import Reloader
 from llamad.supervise.supervisor import Supervisor
 
 if TYPE_CHECKING:  # the gateway's modules load only when one is configured
+    from llamad.daemon.gateway import Serving
     from llamad.gateway.core import Gateway
 
 
@@ -46,9 +48,11 @@ async def start(
     stop: asyncio.Event,
     notifier: Notifier,
     link: GatewayLink[Gateway],
-) -> Reloader:
+    readiness: Readiness,
+) -> Started:
     """Start every service under `guard`; returns once the control socket is served.
-    `link` is connected to the gateway when the config has one."""
+    `link` is connected to the gateway when the config has one, whose `/ready` tells
+    `readiness`."""
     resolved, supervisor = state.resolved, state.supervisor
     d = resolved.daemon
     reloader = Reloader(state)
@@ -92,6 +96,7 @@ async def start(
         guard.start(
             "remote", lambda: serve_remote(app, remote, stop, version, binding, refused), retry=True
         )
+    gateway = None
     if resolved.gateway is not None:
         # Only a daemon with a gateway pays for its modules (memory, and start time).
         from llamad.daemon.gateway import start_gateway
@@ -99,12 +104,20 @@ async def start(
         me = identity(controller.status())
         cfg = resolved.gateway
         binding = listeners.add("gateway", f"{cfg.host}:{cfg.port}")
-        start_gateway(guard, cfg, state, metrics, stop, link, binding, me, pulls)
+        gateway = start_gateway(guard, cfg, state, metrics, link, binding, readiness, me, pulls)
         guard.start("keep-awake", lambda: awake.run(stop), retry=True)
     guard.start("watchdog", lambda: watchdog_loop(notifier, stop), retry=True)
     if notifier.enabled:
         guard.start("sd-status", lambda: _report_counts(notifier, supervisor, stop), retry=True)
-    return reloader
+    return Started(reloader, gateway)
+
+
+class Started(NamedTuple):
+    """What the daemon's shutdown needs of the services: the reloader for SIGHUP, and
+    the gateway's serving (None without one) to drain before the instances stop."""
+
+    reloader: Reloader
+    gateway: Serving | None
 
 
 async def _report_counts(notifier: Notifier, sup: Supervisor, stop: asyncio.Event) -> None:

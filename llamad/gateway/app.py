@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
+from llamad.common.readiness import Readiness
 from llamad.gateway.access.call import Call, responds
 from llamad.gateway.access.client_side import guard
 from llamad.gateway.access.door import Door
@@ -119,12 +120,15 @@ def build_app(
     guard: KeyGuard | None = None,
     limits: GatewayLimits | None = None,
     refused: Refused | None = None,
+    readiness: Readiness | None = None,
 ) -> Door:
     """The gateway's ASGI app: the door, over its routes and `extra_routes` (the Ollama
     facade, the page, activity); wrong keys are counted by `guard`, bodies held to
     `limits` (`[gateway] max_body` alone without), refusals told to `refused`. Upstream
-    requests go through `pool`, which the caller owns."""
+    requests go through `pool`, which the caller owns. `/ready` tells `readiness` (ready
+    without one)."""
     relay, books = Relay(pool), Books(gateway)
+    readiness = readiness or Readiness(started=True)
 
     async def models(call: Call) -> Response:
         aliases = gateway.settings().list_aliases
@@ -141,10 +145,16 @@ def build_app(
     async def health(call: Call) -> Response:
         return JSONResponse({"status": "ok"})
 
+    async def ready(call: Call) -> Response:
+        # Liveness (`/health`) stays ok while stopping: only the balancer should let go.
+        state = readiness.state
+        return JSONResponse({"status": state}, 200 if state == "ready" else 503)
+
     by_body = Proxied(gateway, relay, books, "body")
     by_path = Proxied(gateway, relay, books, "path")
     routes = [
         Route("/health", ("GET",), Need.OPEN, responds(health)),
+        Route("/ready", ("GET",), Need.OPEN, responds(ready)),
         Route("/v1/models", ("GET",), Need.KEY, responds(models)),
         Route("/v1/models/{model:path}", ("GET",), Need.MODEL, responds(model), model="model"),
         Route(

@@ -44,6 +44,7 @@ class Wire(Protocol):
 
     def taken(self) -> None: ...  # the app took body bytes: reading may go on
     def watched(self) -> None: ...  # the app waits on the client: read, to see it leave
+    def keeps(self) -> bool: ...  # the connection may stay open after this answer
     def answered(self, exchange: Exchange) -> None: ...
 
 
@@ -159,6 +160,8 @@ class Exchange:
     def _head(self, status: int, headers: Any) -> bytes:
         parts = [status_line(status), date_line()]
         length, chunked, said_close = None, False, False
+        if self.keep_alive and not self.wire.keeps():
+            self.keep_alive = False
         for name, value in headers:
             if not (_NAME.fullmatch(name) and _VALUE.fullmatch(value)):
                 raise RuntimeError(f"an answer's header h11 would not write: {name!r}")

@@ -42,6 +42,7 @@ class Site(Protocol):
     table: ConnTable
     refused: Refused
     closing: bool
+    draining: Callable[[], bool]  # answers close their connections (a shutdown's delay)
 
     def accepts(self, sock: Any) -> bool: ...
     def start(self, exchange: Exchange) -> None: ...
@@ -141,6 +142,11 @@ class Pipeline:
 
     def watched(self) -> None:
         self.flow.resume()
+
+    def keeps(self) -> bool:
+        # While the listener drains, the connection closes after the answer going now,
+        # unless requests wait behind it: they were sent here and are served here.
+        return len(self.pending) > 1 or not self.site.draining()
 
     def answered(self, exchange: Exchange) -> None:
         if self.pending and self.pending[0] is exchange:

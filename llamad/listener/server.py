@@ -3,8 +3,11 @@
 Its connections (`connection.py`) are held to its cap and each address to its share
 (`table.py`), and each request is a task of the listener's task group. Shutdown goes as
 hypercorn's does: stop accepting, close the connections that wait for a request, let
-the requests in flight end within `GRACEFUL_SHUTDOWN_S`, then cancel what is left (log
-followers and streams would hold the listener for ever otherwise).
+the requests in flight end within the grace (`GRACEFUL_SHUTDOWN_S` unless given), then
+cancel what is left (log followers and streams would hold the listener for ever
+otherwise). Before that, while `draining()` says so, everything is served and each
+answer closes its connection, so that clients reconnect to whatever a load balancer
+sends them to now.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ GRACEFUL_SHUTDOWN_S = 1.0
 class Listener:
     """Serves `app` with at most `cap` connections, each held to `limits()` (read per
     connection and per request, so that a reload applies); refusals are answered in
-    `shape` and told to `refused`; `accepts(socket)` may turn a connection away unread."""
+    `shape` and told to `refused`; `accepts(socket)` may turn a connection away unread.
+    While `draining()`, answers close their connections; `grace()` is read as the
+    shutdown begins."""
 
     def __init__(
         self,
@@ -41,8 +46,11 @@ class Listener:
         limits: Callable[[], Limits] = Limits,
         shape: Shape = control_shape,
         accepts: Callable[[Any], bool] | None = None,
+        draining: Callable[[], bool] = lambda: False,
+        grace: Callable[[], float] = lambda: GRACEFUL_SHUTDOWN_S,
     ) -> None:
         self.app, self.limits, self.shape, self.refused = app, limits, shape, refused
+        self.draining, self._grace = draining, grace
         self.table = ConnTable(cap, refused)
         self.closing = False
         self._accepts = accepts
@@ -94,7 +102,7 @@ class Listener:
             conn.shutdown()
         self._settle()
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(GRACEFUL_SHUTDOWN_S):
+            async with asyncio.timeout(self._grace()):
                 await self._quiet.wait()
         if self._tasks:
             log.warning("listener.requests_cut", requests=len(self._tasks))

@@ -12,7 +12,7 @@ from llamad.common.fdlimit import connection_cap
 from llamad.listener.binding import Binding, bind_patiently
 from llamad.listener.exchange import App
 from llamad.listener.limits import CONTROL, Limits, Refusals, Refused, Shape, control_shape
-from llamad.listener.server import Listener
+from llamad.listener.server import GRACEFUL_SHUTDOWN_S, Listener
 
 
 def bind_tcp(host: str, port: int, backlog: int = 128) -> socket.socket:
@@ -54,9 +54,12 @@ async def serve_tcp(
     refused: Refused | None = None,
     binding: Binding | None = None,
     bind: Callable[[str, int, int], socket.socket] = bind_tcp,
+    draining: Callable[[], bool] = lambda: False,
+    grace: Callable[[], float] = lambda: GRACEFUL_SHUTDOWN_S,
 ) -> None:
     """Serve `app` on host:port (HTTPS when given a cert and key) until `shutdown` is set,
-    at most `cap` connections (default: a control listener's), each held to `limits()`.
+    at most `cap` connections (default: a control listener's), each held to `limits()`;
+    `draining` and `grace` as `Listener` takes them.
 
     An address not up yet, or a port still held, is waited for (`bind_patiently`), told
     in `binding`; any other failure to bind raises OSError before serving.
@@ -68,5 +71,7 @@ async def serve_tcp(
     sock = await bind_patiently(lambda: bind(host, port, backlog), binding, shutdown)
     if sock is None:
         return  # told to stop while it waited
-    listener = Listener(app, cap, refused or Refusals("tcp"), limits, shape)
+    listener = Listener(
+        app, cap, refused or Refusals("tcp"), limits, shape, draining=draining, grace=grace
+    )
     await listener.serve(sock, shutdown, on_bound, tls)

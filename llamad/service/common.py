@@ -23,6 +23,8 @@ DEFAULT_LABEL = "dev.llamad.daemon"
 DEFAULT_STOP_TIMEOUT = 10.0
 # Time for the daemon itself to wind down after its slowest instance has stopped.
 STOP_MARGIN = 5.0
+# `[gateway] shutdown_grace`'s default: the gateway's requests in flight finish first.
+DEFAULT_SHUTDOWN_GRACE = 10.0
 
 
 class ServiceError(Exception):
@@ -94,7 +96,8 @@ def resolve_config(arg: str | None, environ: Mapping[str, str]) -> Path:
 
 
 def stop_budget(config: Path) -> float:
-    """Seconds the daemon may need to stop: the slowest stop_timeout plus a margin.
+    """Seconds the daemon may need to stop: the gateway's drain (`shutdown_delay` and
+    `shutdown_grace`), then the slowest stop_timeout, plus a margin.
 
     A plain TOML read, so that this stays standard-library only and never fails on a
     config the daemon would reject: it only sizes a kill timeout.
@@ -109,13 +112,26 @@ def stop_budget(config: Path) -> float:
     tables = instances.values() if isinstance(instances, dict) else ()
     own = [t for t in map(_stop_timeout, tables) if t is not None]
     default = _stop_timeout(data)
-    return max([DEFAULT_STOP_TIMEOUT if default is None else default, *own]) + STOP_MARGIN
+    slowest = max([DEFAULT_STOP_TIMEOUT if default is None else default, *own])
+    return _drain(data.get("gateway")) + slowest + STOP_MARGIN
+
+
+def _drain(gateway: object) -> float:
+    """The gateway's shutdown_delay and shutdown_grace (the daemon's defaults for those
+    not given); none without a gateway that listens."""
+    if not isinstance(gateway, dict) or "listen" not in gateway:
+        return 0.0
+    delay, grace = (_seconds(gateway.get(k)) for k in ("shutdown_delay", "shutdown_grace"))
+    return (delay or 0.0) + (DEFAULT_SHUTDOWN_GRACE if grace is None else grace)
 
 
 def _stop_timeout(table: object) -> float | None:
     """`table`'s `[supervise] stop_timeout`, when it is a number."""
     supervise = table.get("supervise") if isinstance(table, dict) else None
-    value = supervise.get("stop_timeout") if isinstance(supervise, dict) else None
+    return _seconds(supervise.get("stop_timeout") if isinstance(supervise, dict) else None)
+
+
+def _seconds(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 

@@ -26,7 +26,7 @@ from llamad.listener.table import TRUST
 pytestmark = pytest.mark.timeout(60)
 
 # The only routes that answer without a key: the probes, the page's own files.
-OPEN = {"/health", "/", "/api/version", "/ui", "/ui/", "/ui/static/{name}"}
+OPEN = {"/health", "/ready", "/", "/api/version", "/ui", "/ui/", "/ui/static/{name}"}
 # What each listing a key limited to `a` may read must not name: `b`.
 OUTSIDE = "b"
 # Enough for every route that reads a body: a chat, a generation, an unload by

@@ -169,10 +169,15 @@ def test_install_refuses_a_missing_config(
         ("[supervise]\nstop_timeout = 2.5\n[instances.a]\nmodel = 'x'\n", 7.5),
         ("[supervise]\nstop_timeout = true\n", 15.0),
         ("this is not toml", 15.0),
+        # A gateway drains first: its shutdown_delay (default 0) and shutdown_grace (10).
+        ("[gateway]\nlisten = '127.0.0.1:8080'\n", 25.0),
+        ("[gateway]\nlisten = ':8080'\nshutdown_delay = 5\nshutdown_grace = 20\n", 40.0),
+        ("[gateway]\nshutdown_delay = 5\n", 15.0),  # no listen: no gateway
     ],
 )
 def test_stop_budget_reads_the_toml(toml: str, budget: float, tmp_path: Path) -> None:
-    """The slowest stop_timeout (default 10) + 5 s, read from the TOML alone."""
+    """The gateway's drain, then the slowest stop_timeout (default 10), + 5 s, read
+    from the TOML alone."""
     path = tmp_path / "c.toml"
     path.write_text(toml)
     assert common.stop_budget(path) == budget
