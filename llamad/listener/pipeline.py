@@ -95,7 +95,8 @@ class Pipeline:
         cap = self.limits.max_body
         if cap is not None and head.length > cap:
             raise body_too_large(cap)
-        self._size, self.idle_since = 0, None
+        self._size = 0
+        self._waiting(None)
         scope = {
             **self._scope, "method": head.method, "http_version": head.version,
             "path": head.path, "raw_path": head.raw_path, "query_string": head.query,
@@ -220,7 +221,7 @@ class Pipeline:
 
     def _say_final(self) -> None:
         self.transport.write(self._final or b"")
-        self.idle_since = 0.0  # the first to go for room
+        self._waiting(0.0)  # the first to go for room
         self.flow.resume()
         if self.transport.can_write_eof():
             self.transport.write_eof()  # the client reads our answer, then EOF
@@ -228,5 +229,11 @@ class Pipeline:
 
     def _idle(self) -> None:
         # Kept alive: the next request head must come within the deadline as well.
-        self.phase, self.idle_since = "idle", self.loop.time()
+        self.phase = "idle"
+        self._waiting(self.loop.time())
         self.flow.arm(self.limits.head_timeout)
+
+    def _waiting(self, since: float | None) -> None:
+        """Waiting for a head since `since` (None: serving one), as its table knows."""
+        self.idle_since = since
+        self.site.table.moved(self)
