@@ -23,6 +23,7 @@ in the order they would go, told by the connection whenever it starts or stops w
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import OrderedDict
 from collections.abc import Callable, MutableMapping
@@ -37,8 +38,10 @@ LOOPBACK = "loopback"
 TRUST = "llamad.trust"
 
 
+@functools.lru_cache(maxsize=4096)
 def share_key(host: str | None) -> str | None:
-    """The share a client's connections count for: None for a Unix socket's peer."""
+    """The share a client's connections count for: None for a Unix socket's peer.
+    Kept for the addresses seen last: a neighbour's churn asks for the same few."""
     return LOOPBACK if is_loopback(host) else client_key(host)
 
 
