@@ -82,7 +82,7 @@ class Connection(asyncio.Protocol):
         self.flow.lost()
         if self.requests is not None:
             self.site.table.remove(self.requests)
-            self.requests.lost()
+            self.requests.release()
         self.site.lost(self)
 
     def pause_writing(self) -> None:

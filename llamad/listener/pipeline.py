@@ -210,6 +210,16 @@ class Pipeline:
             exchange.leave()
         self.pending.clear()
 
+    def release(self) -> None:
+        """The connection closed and is forgotten: the references that would make its
+        objects a cycle (its reader's, its scope's hook, a request being read) go, so
+        that they are freed at once. A neighbour churning thousands of connections a
+        second otherwise left tens of MB to the next full collection."""
+        self.lost()
+        self.reader.release()
+        self.reading = None
+        self._scope.pop(TRUST, None)
+
     def due(self) -> None:
         """The deadline passed."""
         if self._final is not None or self.phase == "idle":
