@@ -59,6 +59,6 @@ async def serve_tcp(
     """
     cap = cap or connection_cap()
     tls = tls_context(ssl_certfile, ssl_keyfile) if ssl_certfile is not None else None
-    sock = bind_tcp(host, port, backlog=min(cap, 1024))
+    sock = bind_tcp(host, port)  # its backlog is the listener's (`server.py`)
     listener = Listener(app, cap, refused or Refusals("tcp"), limits, shape)
     await listener.serve(sock, shutdown, on_bound, tls)
