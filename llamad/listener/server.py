@@ -106,8 +106,9 @@ class Listener:
                 task.cancel()
 
     # What the connections tell (`connection.Site`).
-    def accepts(self, sock: Any) -> bool:
-        return self._accepts is None or self._accepts(sock)
+    def accepts(self, transport: Any) -> bool:
+        # The socket is asked for only where it is looked at (uvloop makes an object of it).
+        return self._accepts is None or self._accepts(transport.get_extra_info("socket"))
 
     def start(self, exchange: Exchange) -> None:
         assert self._group is not None

@@ -127,26 +127,32 @@ class ConnTable:
         return max(1, math.floor(self.cap * limits.share))
 
     def admit(self, conn: Conn, limits: Limits, unshared: bool) -> bool:
-        """Take `conn` in, closing a stranger's waiting one if there is no room; False:
-        refuse it. `unshared`: held to the cap only (`Limits.trust_loopback`)."""
-        mine = self.by_key.get(conn.key) if conn.key is not None else None
+        """Take `conn` in if there is `room` for it; False: refuse it."""
+        if not self.room(conn.key, limits, unshared):
+            return False
+        self.add(conn)
+        return True
+
+    def room(self, key: str | None, limits: Limits, unshared: bool) -> bool:
+        """Whether a new connection of share `key` may come in, closing a stranger's
+        waiting one to make room if need be; False: it is refused. `unshared`: held to
+        the cap only (`Limits.trust_loopback`). The caller `add`s it at once."""
+        mine = self.by_key.get(key) if key is not None else None
         if mine is not None and not unshared and len(mine) >= self.share(limits):
             reason, pool = "share", mine
         elif len(self.open) >= self.cap:
             reason, pool = "capped", self.open
         else:
-            self._add(conn)
             return True
         victim = pool.first()
         if victim is None:
-            self.refused(reason, conn.key)
+            self.refused(reason, key)
             return False
         self.refused(
             f"{reason}_evicted_{'surplus' if victim.idle_since is None else 'idle'}", victim.key
         )
         self.remove(victim)
         victim.evict()
-        self._add(conn)
         return True
 
     def moved(self, conn: Conn) -> None:
@@ -176,7 +182,7 @@ class ConnTable:
             victim.evict()
         self.remove(conn)
         conn.key, conn.trusted, conn.surplus = key, True, False
-        self._add(conn)
+        self.add(conn)
 
     def remove(self, conn: Conn) -> None:
         """Forget `conn` (closed); a no-op when it was never admitted."""
@@ -190,7 +196,8 @@ class ConnTable:
             if not mine.conns:
                 del self.by_key[key]
 
-    def _add(self, conn: Conn) -> None:
+    def add(self, conn: Conn) -> None:
+        """Count `conn` in (`room` was made for it)."""
         self.open.add(conn, not conn.trusted)
         if conn.key is not None:
             self.by_key.setdefault(conn.key, Room()).add(conn)
