@@ -89,21 +89,25 @@ class Room:
 
     def place(self, conn: Conn, candidate: bool = True) -> None:
         """Where `conn` stands now (`candidate`: it may go for room at all)."""
-        self.waiting.pop(conn, None)
+        waiting = self.waiting
+        waiting.pop(conn, None)
         self.surplus.pop(conn, None)
-        since = conn.idle_since
         if not candidate:
             return
-        if since is not None:
-            waiting = self.waiting
-            last = next(reversed(waiting), None)
-            waiting[conn] = None
-            if last is not None and since < (last.idle_since or 0.0):
-                # Marks come in loop time, so only one set first (0.0) is out of order.
-                for c in sorted(waiting, key=lambda c: c.idle_since or 0.0):
-                    waiting.move_to_end(c)
-        elif conn.surplus:
-            self.surplus[conn] = None
+        since = conn.idle_since
+        if since is None:
+            if conn.surplus:
+                self.surplus[conn] = None
+            return
+        last = next(reversed(waiting), None)
+        waiting[conn] = None
+        if last is None or since >= (last.idle_since or 0.0):
+            return  # marks come in loop time: the usual case
+        if since <= (next(iter(waiting)).idle_since or 0.0):
+            waiting.move_to_end(conn, last=False)  # one set first (0.0, a refusal's)
+            return
+        for c in sorted(waiting, key=lambda c: c.idle_since or 0.0):
+            waiting.move_to_end(c)
 
     def first(self) -> Conn | None:
         """The one to close for room: the longest waiting, then a surplus one serving."""

@@ -163,3 +163,16 @@ def test_making_room_looks_at_a_few_connections_not_the_share() -> None:
     for n in range(100):
         assert t.admit(Watched(LOOPBACK, 2000.0 + n), Limits(), False)
     assert Watched.looks < 100 * 10
+
+
+def test_a_mark_out_of_order_takes_its_place_among_the_others() -> None:
+    t, _ = table(12)  # a share of 3
+    early, late, middle = Conn("10.0.0.1", 1.0), Conn("10.0.0.1", 3.0), Conn("10.0.0.1", 2.0)
+    for c in (early, late, middle):
+        assert t.admit(c, Limits(), False)
+    gone = []
+    for _ in range(3):
+        newcomer = Conn("10.0.0.1", None)
+        assert t.admit(newcomer, Limits(), False)
+        gone.append([c for c in (early, middle, late) if c.evicted])
+    assert gone == [[early], [early, middle], [early, middle, late]]
