@@ -1,9 +1,8 @@
-"""What an HTTP/1.1 request may spend on anything but its body's data: its head, and a
-chunked body's chunk sizes, extensions and trailers. The listeners' reader counts the
-bytes it is fed against one `Framing`: llhttp gathers a header line, or a trailer's,
-piece by piece before it calls back, so an endless line is stopped by the bytes fed, not
-when it ends. (The upstream client bounds answers the same way, more simply: what it reads
-between two steps of progress, `upstream/connection.py`.)
+"""What an HTTP/1.1 message may spend on anything but its body's data: its head, and a
+chunked body's chunk sizes, extensions and trailers. The listeners' reader counts a
+request's bytes against one `Framing`, and the upstream client an answer's
+(`upstream/connection.py`): llhttp gathers a header line, or a trailer's, piece by piece
+before it calls back, so an endless line is stopped by the bytes fed, not when it ends.
 """
 
 from __future__ import annotations
@@ -21,7 +20,8 @@ class Framing:
 
     __slots__ = ("_allow", "_counted", "_lines", "_raw", "max_bytes", "max_lines")
 
-    def __init__(self, max_bytes: int = MAX_HEAD, max_lines: int = MAX_HEADERS) -> None:
+    def __init__(self, max_bytes: int = MAX_HEAD, max_lines: int | None = MAX_HEADERS) -> None:
+        """`max_lines`: None for no count of lines (the bytes bound them)."""
         self.max_bytes, self.max_lines = max_bytes, max_lines
         self._raw = self._lines = self._counted = 0
         self._allow = max_bytes
@@ -56,7 +56,8 @@ class Framing:
         """A header (or trailer) line of `size` bytes ended; False once the message's
         lines are past `max_lines` or their bytes past `max_bytes`."""
         self._lines += 1
-        return self._lines <= self.max_lines and self.counted(size)
+        most = self.max_lines
+        return (most is None or self._lines <= most) and self.counted(size)
 
     def counted(self, size: int) -> bool:
         """`size` bytes of the head the parser called back with (its target, say);

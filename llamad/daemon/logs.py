@@ -11,7 +11,7 @@ import logging
 import re
 import sys
 import time
-from typing import Any, TextIO
+from typing import TextIO
 
 import structlog
 from structlog.typing import Processor
@@ -62,6 +62,11 @@ def configure(
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    # One decision for repeats: made first in structlog's chain for our own events, so a
+    # dropped one costs no time stamp, record or handler (a neighbour churning thousands
+    # of connections a second makes a `connection.refused` each), and by the handler's
+    # filter for the libraries' records.
+    repeats = RepeatFilter()
     renderer: Processor
     if fmt == "console":
         renderer = structlog.dev.ConsoleRenderer(
@@ -70,7 +75,11 @@ def configure(
     else:
         renderer = structlog.processors.JSONRenderer()
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=[
+            repeats.drop_repeat,
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
         cache_logger_on_first_use=True,
@@ -85,7 +94,7 @@ def configure(
     )
     handler = RotatingStreamHandler(stream, max_bytes, backups)
     handler.setFormatter(formatter)
-    handler.addFilter(RepeatFilter())
+    handler.addFilter(repeats)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS[level])
@@ -138,32 +147,48 @@ class RepeatFilter(logging.Filter):
         self.interval = interval
         self._last: dict[tuple[str, str], tuple[float, int]] = {}
 
+    def drop_repeat(
+        self, logger: object, name: str, event: structlog.typing.EventDict
+    ) -> structlog.typing.EventDict:
+        """structlog's processor for our own events: a repeat within the interval is
+        dropped, the next one carries how many were."""
+        kind = _event_kind(event)
+        if kind is not None:
+            dropped = self._seen(kind)
+            if dropped is None:
+                raise structlog.DropEvent
+            if dropped:
+                event["repeated"] = dropped
+        return event
+
     def filter(self, record: logging.LogRecord) -> bool:
-        kind = _kind(record)
-        if kind is None:
+        if isinstance(record.msg, dict):
+            return True  # a structlog event: `drop_repeat` has decided
+        if record.levelno < logging.WARNING:
             return True
+        dropped = self._seen((record.name, str(record.msg)))
+        if dropped is None:
+            return False
+        if dropped:
+            record.msg = f"{record.getMessage()} ({dropped} more like this suppressed)"
+            record.args = None
+        return True
+
+    def _seen(self, kind: tuple[str, str]) -> int | None:
+        """None: a repeat within the interval, dropped; else how many were dropped
+        since the last one let through."""
         now = time.monotonic()
         last, dropped = self._last.get(kind, (-self.interval, 0))
         if now - last < self.interval:
             self._last[kind] = (last, dropped + 1)
-            return False
+            return None
         self._last[kind] = (now, 0)
-        if dropped:
-            if isinstance(record.msg, dict):
-                record.msg = {**record.msg, "repeated": dropped}
-            else:
-                record.msg = f"{record.getMessage()} ({dropped} more like this suppressed)"
-                record.args = None
-        return True
+        return dropped
 
 
-def _kind(record: logging.LogRecord) -> tuple[str, str] | None:
-    msg: Any = record.msg
-    if isinstance(msg, dict):  # a structlog event
-        event = str(msg.get("event", ""))
-        # Per instance, or per reason of a refusal (a flood of one kind hides no other).
-        which = str(msg.get("instance", msg.get("reason", msg.get("error", ""))))
-        return (event, which) if event in RATE_LIMITED else None
-    if record.levelno < logging.WARNING:
+def _event_kind(event: structlog.typing.EventDict) -> tuple[str, str] | None:
+    name = event.get("event")
+    if name not in RATE_LIMITED:
         return None
-    return (record.name, str(msg))
+    # Per instance, or per reason of a refusal (a flood of one kind hides no other).
+    return (name, str(event.get("instance", event.get("reason", event.get("error", "")))))

@@ -34,28 +34,29 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        limits = self.site.limits()
-        self.flow = Flow(
-            self.transport, self.loop, self._due, self.transport.abort, limits.send_timeout
-        )
-        if not self.site.accepts(transport.get_extra_info("socket")):
+        if not self.site.accepts(transport):
             transport.close()  # before any byte is read
             return
-        peer, local = transport.get_extra_info("peername"), transport.get_extra_info("sockname")
+        limits = self.site.limits()
+        peer = transport.get_extra_info("peername")
         client = (peer[0], peer[1]) if isinstance(peer, tuple) else None
-        host = client[0] if client else None
+        key = share_key(client[0] if client else None)
+        # Room first: a connection turned away costs no scope, flow, pipeline or parser.
+        if not self.site.table.room(key, limits, limits.trust_loopback and key == LOOPBACK):
+            self.transport.abort()
+            return
+        local = transport.get_extra_info("sockname")
         tls = transport.get_extra_info("sslcontext") is not None
         scope = {
             "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
             "scheme": "https" if tls else "http", "root_path": "", "client": client,
             "server": (local[0], local[1]) if isinstance(local, tuple) else None,
         }  # fmt: skip
-        key = share_key(host)
-        requests = Pipeline(self.site, self.transport, self.flow, scope, key, limits)
-        if not self.site.table.admit(requests, limits, limits.trust_loopback and key == LOOPBACK):
-            self.transport.abort()
-            return
-        self.requests = requests
+        self.flow = Flow(
+            self.transport, self.loop, self._due, self.transport.abort, limits.send_timeout
+        )
+        self.requests = Pipeline(self.site, self.transport, self.flow, scope, key, limits)
+        self.site.table.add(self.requests)
         self.site.opened(self)
         self.flow.arm(limits.head_timeout)
 
@@ -79,17 +80,19 @@ class Connection(asyncio.Protocol):
         return False  # asyncio closes the transport
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.flow.lost()
         if self.requests is not None:
+            self.flow.lost()
             self.site.table.remove(self.requests)
-            self.requests.lost()
+            self.requests.release()
         self.site.lost(self)
 
     def pause_writing(self) -> None:
-        self.flow.pause_writing()
+        if self.requests is not None:  # else turned away: nothing was written
+            self.flow.pause_writing()
 
     def resume_writing(self) -> None:
-        self.flow.resume_writing()
+        if self.requests is not None:
+            self.flow.resume_writing()
 
     def shutdown(self) -> None:
         """The listener stops (see `Pipeline.shutdown`)."""

@@ -103,9 +103,11 @@ class Flow:
             drained.set_result(None)
 
     def lost(self) -> None:
-        """The connection closed: nothing waits on it any more."""
+        """The connection closed: nothing waits on it any more, and its callbacks (its
+        connection's) are let go, so that the two are not a cycle left to the collector."""
         self._timer.cancel()
         self.resume_writing()
+        self._on_due = self._on_stalled = _nothing
 
     def _watch_writes(self) -> None:
         self._left = self.transport.get_write_buffer_size()
@@ -119,6 +121,10 @@ class Flow:
             self._watch_writes()  # slow, but the client reads: a new deadline
             return
         self._on_stalled()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _fire(ref: weakref.ref[Flow]) -> None:

@@ -110,6 +110,11 @@ class Reader:
             # still gathers, or a chunk's extension.
             raise head_too_large(self.requests.limits)
 
+    def release(self) -> None:
+        """Its connection is gone: the parser (which holds this reader's callbacks) and
+        the requests go, so that none of them waits for the cyclic collector."""
+        del self.parser, self.requests
+
     def path(self) -> str:
         """The path of the request being read, as far as it has come (for a refusal)."""
         return b"".join(self._url).split(b"?", 1)[0].decode("latin-1")

@@ -69,7 +69,11 @@ class Listener:
         """Serve on the bound, listening `sock` until `shutdown` is set; `on_bound` runs
         once connections are accepted. `sock` is closed on the way out."""
         loop = asyncio.get_running_loop()
-        backlog = min(self.table.cap, 1024)  # also how many asyncio accepts at once
+        # As many may wait to be accepted as may be held (the kernel caps it at somaxconn):
+        # a connection that finds the queue full has its SYN dropped, and its client
+        # tries again only after a second, then three. A neighbour churning thousands of
+        # connections kept a queue of 1,024 full. (asyncio accepts this many at once.)
+        backlog = self.table.cap
         try:
             if sock.family == socket.AF_UNIX:
                 server = await loop.create_unix_server(
@@ -110,8 +114,9 @@ class Listener:
                 task.cancel()
 
     # What the connections tell (`connection.Site`).
-    def accepts(self, sock: Any) -> bool:
-        return self._accepts is None or self._accepts(sock)
+    def accepts(self, transport: Any) -> bool:
+        # The socket is asked for only where it is looked at (uvloop makes an object of it).
+        return self._accepts is None or self._accepts(transport.get_extra_info("socket"))
 
     def start(self, exchange: Exchange) -> None:
         assert self._group is not None

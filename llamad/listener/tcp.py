@@ -53,7 +53,7 @@ async def serve_tcp(
     shape: Shape = control_shape,
     refused: Refused | None = None,
     binding: Binding | None = None,
-    bind: Callable[[str, int, int], socket.socket] = bind_tcp,
+    bind: Callable[[str, int], socket.socket] = bind_tcp,
     draining: Callable[[], bool] = lambda: False,
     grace: Callable[[], float] = lambda: GRACEFUL_SHUTDOWN_S,
 ) -> None:
@@ -67,8 +67,8 @@ async def serve_tcp(
     cap = cap or connection_cap()
     tls = tls_context(ssl_certfile, ssl_keyfile) if ssl_certfile is not None else None
     binding = binding or Binding("tcp", f"{host}:{port}")
-    backlog = min(cap, 1024)
-    sock = await bind_patiently(lambda: bind(host, port, backlog), binding, shutdown)
+    # Its backlog is the listener's (`server.py`), set when it starts serving.
+    sock = await bind_patiently(lambda: bind(host, port), binding, shutdown)
     if sock is None:
         return  # told to stop while it waited
     listener = Listener(

@@ -1,4 +1,4 @@
-"""Each instance's output file, `log_dir/NAME.log`, rotated by size by the stdlib handler.
+"""Each instance's output file, `log_dir/NAME.log`, rotated by size (`rotating.py`).
 
 A log that cannot be written (a directory llamad may not write, a full disk, a file
 that turned read-only) must not cost the daemon: opening it is checked before a launch,
@@ -9,19 +9,14 @@ costs one warning (`instance.log_unwritable`), not a traceback per output line.
 from __future__ import annotations
 
 import contextlib
-import io
-import logging
-import logging.handlers
-import os
-import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import structlog
 
 from llamad.common.redact import REDACTED
+from llamad.supervise.rotating import RotatingFile
 
 WARN_INTERVAL_S = 300.0
 
@@ -44,17 +39,9 @@ class ChildLog:
         self._secrets = tuple(s for s in secrets if s)
         self._failing = False
         self._warned_at: float | None = None
-        # delay=True: the file is opened at the first line, so a bad log dir is found by
-        # `problem()` before a launch rather than raising out of a constructor.
-        self._handler = _QuietHandler(
-            self._write_failed,
-            path,
-            maxBytes=max_bytes,
-            backupCount=backups,
-            encoding="utf-8",
-            delay=True,
-        )
-        self._handler.setFormatter(logging.Formatter("%(message)s"))
+        # Opened at the first line, so a bad log dir is found by `problem()` before a
+        # launch rather than raising out of a constructor.
+        self._file = RotatingFile(path, max_bytes, backups)
         # The file exists from the start (`llamactl logs -f` can follow it at once); if it
         # cannot be made, the launch says why.
         self.problem()
@@ -73,9 +60,11 @@ class ChildLog:
         """Append a line of the child's output (or several, joined by newlines); returns
         it as written, secrets blanked out, for the child's tail to keep."""
         text = self.redact(text)
-        record = logging.LogRecord("llamad.child", logging.INFO, "", 0, text, None, None)
-        self._handler.emit(record)
-        if self._failing and not self._handler.failed_last:
+        try:
+            self._file.write(text)
+        except OSError as exc:
+            self._write_failed(exc)
+        else:
             self._failing = False
         return text
 
@@ -91,9 +80,10 @@ class ChildLog:
 
     def close(self) -> None:
         """Close the file; a later write reopens it."""
-        self._handler.close()
+        with contextlib.suppress(OSError):
+            self._file.close()
 
-    def _write_failed(self, error: BaseException | None) -> None:
+    def _write_failed(self, error: OSError) -> None:
         now = time.monotonic()
         if self._failing:
             return
@@ -107,46 +97,3 @@ class ChildLog:
                 path=str(self.path),
                 error=str(error),
             )
-
-
-class _QuietHandler(logging.handlers.RotatingFileHandler):
-    """The stdlib handler, reporting a failed write to `on_error` instead of printing a
-    traceback to stderr for every line."""
-
-    failed_last = False
-    regular = True
-
-    def __init__(
-        self, on_error: Callable[[BaseException | None], None], *args: Any, **kwargs: Any
-    ) -> None:
-        self.on_error = on_error
-        super().__init__(*args, **kwargs)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.failed_last = False
-        super().emit(record)
-
-    def shouldRollover(self, record: logging.LogRecord) -> bool:
-        # The stdlib's check stats the path twice and formats the record once more, for
-        # every record; this one is the size test alone. Its other test, never to rotate
-        # a non-regular file (bpo-45401), is made once per open, in _open.
-        if self.stream is None:
-            self.stream = self._open()
-        if self.maxBytes <= 0 or not self.regular:
-            return False
-        self.stream.seek(0, 2)  # another writer (a truncating logrotate) moves the end
-        return bool(self.stream.tell() + len(record.getMessage()) + 1 >= self.maxBytes)
-
-    def _open(self) -> io.TextIOWrapper:
-        stream = super()._open()
-        self.regular = os.path.isfile(self.baseFilename)
-        return stream
-
-    def handleError(self, record: logging.LogRecord) -> None:
-        self.failed_last = True
-        # A half-open stream after a failed rotation would fail again on every line.
-        if self.stream is not None:
-            with contextlib.suppress(OSError):
-                self.stream.close()
-            self.stream = None
-        self.on_error(sys.exc_info()[1])

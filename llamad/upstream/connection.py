@@ -8,7 +8,8 @@ final one. Trailers after a chunked body are read and dropped.
 
 An upstream is not trusted (a fleet peer, or whatever answers its URL): what it sends
 outside a body's data (a head, a chunk's size line and extensions, the trailers) is
-bounded in bytes, and a head once begun must end within HEAD_TIMEOUT_S. The time before
+counted against MAX_HEAD as the listener counts a request's (`common/framing.py`), and
+a head once begun must end within HEAD_TIMEOUT_S. The time before
 an answer's first byte is not bounded here: a whole completion's head comes only once
 it has been generated.
 """
@@ -23,15 +24,17 @@ from typing import cast
 import httptools
 
 from llamad.common.deadline import Deadline
+from llamad.common.framing import Framing
 
 Headers = list[tuple[bytes, bytes]]
 
 # An answer the client reads slower than the instance writes stops being read from the
 # instance past this many buffered bytes, and starts again once the relay has taken them.
 HIGH_WATER = 256 * 1024
-# Bytes an answer may send with no data of its body among them: a head, a chunk's size
-# line and extensions, the trailers (nginx's proxy_buffer_size is 4 or 8 KiB). It also
-# bounds what httptools joins piece by piece while a header line is unfinished.
+# Bytes an answer may spend on anything but its body's data: its head, then its chunks'
+# framing and trailers (nginx's proxy_buffer_size is 4 or 8 KiB). It also bounds what
+# httptools joins piece by piece while a header line is unfinished. No count of lines:
+# nginx and h11 have none for an answer, and the bytes bound them.
 MAX_HEAD = 16 * 1024
 # From an answer head's first byte to its end (llama-server writes a head at once).
 HEAD_TIMEOUT_S = 5.0
@@ -89,8 +92,7 @@ class Connection(asyncio.Protocol):
         self._buffered = 0
         self._paused = self.done = self.until_close = self.got_bytes = self.keep_alive = False
         self.overrun = self.interim = self._head_begun = False
-        # Bytes read since the answer last made progress (a head ended, body data came).
-        self._loose = 0
+        self._framing = Framing(MAX_HEAD, max_lines=None)
         self._waiter: asyncio.Future[None] | None = None
 
     # asyncio.Protocol
@@ -103,12 +105,12 @@ class Connection(asyncio.Protocol):
         if not self._head_begun:
             self._head_begun = True
             self._head_due.set(self._head_timeout_s)
-        self._loose += len(data)
+        self._framing.fed(len(data))
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(f"unreadable answer: {exc}")
-        if self._loose > MAX_HEAD:
+        if self._framing.over:
             # Counted after the parser saw it: a read holding a small head and a large
             # body is fine, and what piles up unparsed stays within one read of the bound.
             self._fail(TOO_BIG)
@@ -133,8 +135,15 @@ class Connection(asyncio.Protocol):
     # httptools callbacks; after the answer has ended they only note the overrun.
     def on_message_begin(self) -> None:
         self.overrun = self.done
+        self._framing.begin()
+
+    def on_status(self, status: bytes) -> None:
+        if not self._framing.counted(len(status)):
+            self._fail(TOO_BIG)
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._framing.line(len(name) + len(value) + 4):
+            self._fail(TOO_BIG)  # a head, or trailers, that came whole in one read
         # Once the head is in, what comes is a chunked body's trailers: not the head's.
         if not (self.overrun or self.head.done()):
             # llhttp leaves a value's trailing white space, which RFC 9112 5 leaves out
@@ -144,7 +153,7 @@ class Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         if self.overrun:
             return
-        self._loose = 0
+        self._framing.body_begins()
         status = self.parser.get_status_code()
         if 100 <= status < 200:
             if status == 101:  # nothing here asks for an upgrade
@@ -158,9 +167,6 @@ class Connection(asyncio.Protocol):
         # Kept here: the parser's own is the next message's once bytes follow this one.
         self.status = status
         names = {k.lower() for k, _ in self.headers}
-        if sum(len(k) + len(v) for k, v in self.headers) > MAX_HEAD:
-            self._fail(TOO_BIG)  # a head that came whole in one read, unseen by `_loose`
-            return
         if b"transfer-encoding" in names and not _chunked_only(self.headers):
             # llhttp reads `gzip, chunked` as chunked and `gzip` to the close; nginx and
             # h11 refuse both, and so does this (a body the relay could not frame).
@@ -172,10 +178,13 @@ class Connection(asyncio.Protocol):
         if not self.head.done():
             self.head.set_result(None)
 
+    def on_chunk_header(self) -> None:
+        self._framing.chunk()
+
     def on_body(self, body: bytes) -> None:
+        self._framing.data(len(body))
         if self.overrun or not body:  # an empty read would end the reader's body early
             return
-        self._loose = 0
         self._body.append(body)
         self._buffered += len(body)
         if self._buffered > HIGH_WATER and not self._paused and self.transport is not None:
@@ -184,6 +193,7 @@ class Connection(asyncio.Protocol):
         self._wake()
 
     def on_message_complete(self) -> None:
+        self._framing.body_begins()  # what follows (nobody's answer) gets its own allowance
         if self.overrun:
             return
         if self.interim:

@@ -10,6 +10,7 @@ import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -77,6 +78,35 @@ def test_library_prose_becomes_a_dotted_event(json_log: io.StringIO) -> None:
         ("instance.exited", None),
     ]
     assert lines[0]["logger"] == "watchfiles.main"
+
+
+def test_a_flood_of_one_event_is_one_line_and_costs_little(json_log: io.StringIO) -> None:
+    """Repeats within the interval are dropped before structlog's chain makes a record
+    of them (a neighbour churning connections makes a refusal each: a record rendered
+    and dropped cost ~35 us), the libraries' by the handler; each reason is its own."""
+    made = logging.getLogRecordFactory()
+    records: list[logging.LogRecord] = []
+
+    def counted(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        records.append(made(*args, **kwargs))
+        return records[-1]
+
+    log = structlog.get_logger("llamad.test")
+    logging.setLogRecordFactory(counted)
+    try:
+        for _ in range(200):
+            log.warning("connection.refused", listener="t", reason="share_evicted_idle")
+            logging.getLogger("asyncio").warning("socket.accept() out of system resource")
+        log.warning("connection.refused", listener="t", reason="share")
+    finally:
+        logging.setLogRecordFactory(made)
+    lines = [json.loads(ln) for ln in json_log.getvalue().splitlines()]
+    assert [(ln["event"], ln.get("reason")) for ln in lines] == [
+        ("connection.refused", "share_evicted_idle"),
+        ("library.message", None),
+        ("connection.refused", "share"),
+    ]
+    assert len([r for r in records if r.name == "llamad.test"]) < 10  # 200 repeats: none
 
 
 def test_every_daemon_line_is_a_documented_dotted_event(tmp_path: Path, tiny_model: Path) -> None:

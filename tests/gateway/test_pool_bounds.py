@@ -111,6 +111,26 @@ async def test_a_chunk_extension_that_never_ends_breaks_the_answer_off() -> None
     await pool.close()
 
 
+async def test_a_head_past_the_limit_in_one_read_is_refused() -> None:
+    head = b"HTTP/1.1 200 OK\r\n" + b"".join(b"x-h%d: %s\r\n" % (n, b"v" * 64) for n in range(300))
+    pool = Pool()
+    async with upstream(every_request(head + b"content-length: 2\r\n\r\nok")) as (url, _):
+        with pytest.raises(NotAnswered, match=TOO_BIG):
+            await body_of(pool, url)
+    await pool.close()
+
+
+async def test_many_small_chunks_and_trailers_are_framing_within_the_allowance() -> None:
+    """Each chunk's size line and CRLFs count as framing, and each chunk adds to the
+    allowance what its framing may cost: a long stream of small chunks reads whole."""
+    chunks = b"".join(b"1;e=1\r\na\r\n" for _ in range(20_000))
+    answer = CHUNKED + chunks + b"0\r\nx-t: v\r\n\r\n"
+    pool = Pool()
+    async with upstream(every_request(answer)) as (url, _):
+        assert await body_of(pool, url) == (200, b"a" * 20_000)
+    await pool.close()
+
+
 async def test_a_head_begun_must_end_within_its_deadline() -> None:
     pool = Pool(head_timeout_s=0.3)
     async with upstream(stalled_after(b"HTTP/1.1 200 OK\r\ncontent-le")) as (url, _):

@@ -183,12 +183,14 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def served(
-    limits: Callable[[], Limits] = lambda: CONTROL, draining: Callable[[], bool] = lambda: False
+    limits: Callable[[], Limits] = lambda: CONTROL,
+    draining: Callable[[], bool] = lambda: False,
+    cap: int = 64,
 ) -> AsyncIterator[Served]:
     stage = Stage()
     app = EchoApp(stage)
     port, stop, bound = free_port(), asyncio.Event(), asyncio.Event()
-    listener = Listener(app, 64, Refusals("test"), limits, draining=draining)
+    listener = Listener(app, cap, Refusals("test"), limits, draining=draining)
     task = asyncio.ensure_future(listener.serve(bind_tcp("127.0.0.1", port), stop, bound.set))
     serving = Served(port, stop, task, stage, app, listener)
     try:

@@ -55,6 +55,7 @@ def test_a_full_cap_closes_the_longest_idle_of_anyone() -> None:
     assert said == [("capped_evicted_idle", "10.0.0.3")]
     for c in conns[:3]:
         c.idle_since = None
+        t.moved(c)
     assert not t.admit(Conn("10.0.0.8"), Limits(), False)  # every one is serving
 
 
@@ -121,3 +122,57 @@ def test_a_keys_surplus_goes_for_room_even_while_serving() -> None:
     assert extra.evicted
     assert not mine.evicted
     assert said == [("share_evicted_surplus", LOOPBACK)]
+
+
+def test_the_longest_waiting_goes_first_whatever_the_order_they_came_in() -> None:
+    t, _ = table(12)  # a share of 3
+    first, second, third = (Conn("10.0.0.1", s) for s in (1.0, 2.0, 3.0))
+    for c in (first, second, third):
+        assert t.admit(c, Limits(), False)
+    first.idle_since = None  # serves a request, and waits again after the others
+    t.moved(first)
+    first.idle_since = 4.0
+    t.moved(first)
+    third.idle_since = 0.0  # refused: the first to go
+    t.moved(third)
+    newcomers = [Conn("10.0.0.1", 5.0 + n) for n in range(3)]
+    for newcomer in newcomers:
+        assert t.admit(newcomer, Limits(), False)
+    assert [third.evicted, second.evicted, first.evicted] == [True, True, True]
+    assert not any(c.evicted for c in newcomers)
+
+
+class Watched(Conn):
+    """A connection that counts how often the table looks at its `idle_since`."""
+
+    looks = 0
+
+    def __getattribute__(self, name: str) -> object:
+        if name == "idle_since":
+            Watched.looks += 1
+        return object.__getattribute__(self, name)
+
+
+def test_making_room_looks_at_a_few_connections_not_the_share() -> None:
+    """A neighbour that keeps its share full of waiting connections, each closed for a
+    newcomer of its own, costs each newcomer the same however large the share."""
+    t, _ = table(4096)  # a share of 1,024
+    for n in range(1024):
+        assert t.admit(Watched(LOOPBACK, float(n)), Limits(), False)
+    Watched.looks = 0
+    for n in range(100):
+        assert t.admit(Watched(LOOPBACK, 2000.0 + n), Limits(), False)
+    assert Watched.looks < 100 * 10
+
+
+def test_a_mark_out_of_order_takes_its_place_among_the_others() -> None:
+    t, _ = table(12)  # a share of 3
+    early, late, middle = Conn("10.0.0.1", 1.0), Conn("10.0.0.1", 3.0), Conn("10.0.0.1", 2.0)
+    for c in (early, late, middle):
+        assert t.admit(c, Limits(), False)
+    gone = []
+    for _ in range(3):
+        newcomer = Conn("10.0.0.1", None)
+        assert t.admit(newcomer, Limits(), False)
+        gone.append([c for c in (early, middle, late) if c.evicted])
+    assert gone == [[early], [early, middle], [early, middle, late]]
