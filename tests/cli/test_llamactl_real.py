@@ -17,7 +17,8 @@ STATUS_KEYS = {
 }  # fmt: skip
 DAEMON_KEYS = {
     "pid", "version", "config_path", "config_error", "started_at", "uptime_s",
-    "llama_server", "llama_server_version", "backends", "draining",
+    "llama_server", "llama_server_version", "backends", "draining", "listeners",
+    "keep_awake",
 }  # fmt: skip
 
 

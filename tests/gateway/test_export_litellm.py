@@ -25,6 +25,9 @@ def _key(path: Path) -> Path:
 
 
 @pytest.mark.timeout(120)
+# LiteLLM's Router builds a pydantic schema of a TypedDict with ReadOnly items, which
+# pydantic warns about; it is LiteLLM's, not ours.
+@pytest.mark.filterwarnings("ignore:Items .* are using the `ReadOnly` qualifier:UserWarning")
 def test_litellm_model_list_serves_a_request_through_llamad(
     tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
