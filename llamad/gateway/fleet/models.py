@@ -33,7 +33,8 @@ log = structlog.get_logger("llamad.gateway")
 REFRESH_S = 5.0
 ASK_TIMEOUT_S = 2.0
 MISS_REFRESH_GAP_S = 1.0  # a storm of unknown names asks the peers at most this often
-RANK = {"config": 0, "tailscale": 1, "mdns": 2}  # which source keeps a host found twice
+# Which source keeps a host found twice.
+RANK = {"config": 0, "tailscale": 1, "dns": 2, "mdns": 3}
 
 Identity = tuple[object, ...]
 
@@ -144,7 +145,7 @@ class FleetModels:
     def _drop_duplicates(self) -> None:
         """One entry per daemon: the one from the best-ranked source keeps its models."""
         kept: set[Identity] = set()
-        for entry in sorted(self.seen.values(), key=lambda e: RANK.get(e.peer.source, 3)):
+        for entry in sorted(self.seen.values(), key=lambda e: RANK.get(e.peer.source, 4)):
             if entry.identity is None or entry.error is not None:
                 continue
             if entry.identity in kept:
