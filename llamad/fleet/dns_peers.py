@@ -58,13 +58,8 @@ class DnsPeers:
     """The peers `source` names now, resolved again once their interval has passed."""
 
     def __init__(self, source: Source) -> None:
-        import dns.asyncresolver
-
         self.source = source
-        self._resolver = dns.asyncresolver.Resolver(configure=source.server is None)
-        if source.server is not None:
-            self._resolver.nameservers = [source.server[0]]
-            self._resolver.port = source.server[1]
+        self._resolver: Any = None  # dns.asyncresolver.Resolver, made by the first ask
         self._peers: list[Peer] = []
         self._due = 0.0
         self._error: str | None = None
@@ -98,6 +93,8 @@ class DnsPeers:
 
     async def _resolve(self) -> tuple[list[Peer], int | None]:
         """The peers and the shortest TTL among the records that named them."""
+        if self._resolver is None:
+            self._resolver = _resolver(self.source.server)
         name = self.source.name
         if name.startswith("_"):
             srv, ttl = await self._ask(name, "SRV")
@@ -138,6 +135,21 @@ class DnsPeers:
         if answer.rrset is None:
             return [], None
         return list(answer.rrset), answer.rrset.ttl
+
+
+def _resolver(server: tuple[str, int] | None) -> Any:
+    """dnspython's resolver on `server`, else on the system's configuration; DnsFailed
+    when there is none to read (no /etc/resolv.conf)."""
+    import dns.asyncresolver
+    import dns.exception
+
+    try:
+        resolver = dns.asyncresolver.Resolver(configure=server is None)
+    except (dns.exception.DNSException, OSError) as exc:
+        raise DnsFailed(f"no resolver configuration: {exc}") from None
+    if server is not None:
+        resolver.nameservers, resolver.port = [server[0]], server[1]
+    return resolver
 
 
 def _peer(label: str, address: str, port: int) -> Peer:
