@@ -163,3 +163,25 @@ def test_the_daemon_imports_dnspython_only_for_a_dns_name() -> None:
     code = "import sys, llamad.gateway.fleet.hosts; print('dns' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True)
     assert out.stdout.strip() == "False"
+
+
+async def test_no_resolver_configuration_is_a_failure_logged_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without /etc/resolv.conf dnspython cannot make a system resolver: no peers, one
+    event, and the fleet's refresh goes on."""
+    import dns.asyncresolver
+    import dns.resolver
+
+    def missing(configure: bool = True) -> None:
+        raise dns.resolver.NoResolverConfiguration("no nameservers")
+
+    monkeypatch.setattr(dns.asyncresolver, "Resolver", missing)
+    peers = DnsPeers(Source("llamad.test", 7001, None, 0.001))
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            await asyncio.sleep(0.002)  # past dns_interval: each call asks again
+            assert await peers.peers() == []
+    failed = [e for e in logs if e["event"] == "fleet.dns_failed"]
+    assert len(failed) == 1
+    assert "no resolver configuration" in failed[0]["error"]
