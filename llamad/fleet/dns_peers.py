@@ -94,7 +94,7 @@ class DnsPeers:
     async def _resolve(self) -> tuple[list[Peer], int | None]:
         """The peers and the shortest TTL among the records that named them."""
         if self._resolver is None:
-            self._resolver = _resolver(self.source.server)
+            self._resolver = await _resolver(self.source.server)
         name = self.source.name
         if name.startswith("_"):
             srv, ttl = await self._ask(name, "SRV")
@@ -137,19 +137,20 @@ class DnsPeers:
         return list(answer.rrset), answer.rrset.ttl
 
 
-def _resolver(server: tuple[str, int] | None) -> Any:
+async def _resolver(server: tuple[str, int] | None) -> Any:
     """dnspython's resolver on `server`, else on the system's configuration; DnsFailed
     when there is none to read (no /etc/resolv.conf)."""
     import dns.asyncresolver
     import dns.exception
 
     try:
-        resolver = dns.asyncresolver.Resolver(configure=server is None)
+        if server is None:
+            return dns.asyncresolver.Resolver()
+        # An address is used as it is: the resolver passed for names is never asked.
+        unused = dns.asyncresolver.Resolver(configure=False)
+        return await dns.asyncresolver.make_resolver_at(server[0], server[1], resolver=unused)
     except (dns.exception.DNSException, OSError) as exc:
         raise DnsFailed(f"no resolver configuration: {exc}") from None
-    if server is not None:
-        resolver.nameservers, resolver.port = [server[0]], server[1]
-    return resolver
 
 
 def _peer(label: str, address: str, port: int) -> Peer:
