@@ -115,7 +115,8 @@ def test_pods_that_appear_and_disappear(
         with ThreadPoolExecutor(4) as pool:
             codes = list(pool.map(lambda _: _chat(front), range(4)))
         assert codes == [200] * 4
-        assert front.ld.events("gateway.resending"), "no request was sent to the gone pod"
+        # A request sent there went again to the other; or a poll found it gone first.
+        assert front.ld.events("gateway.resending") or front.ld.events("gateway.peer_unreachable")
 
         server.serve(NAME, ["127.0.0.2"])
         wait_for(
