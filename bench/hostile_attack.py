@@ -103,9 +103,9 @@ async def trailer(spec: dict[str, Any], end: float) -> None:
 
 
 async def peer(spec: dict[str, Any], end: float) -> None:
-    """The stand-in peer, for the daemon's whole run: its status document names one
-    model, and every request relayed to its gateway (the same port) gets a header line
-    that never ends, for `answer_s` at most."""
+    """The stand-in peer, for the daemon's whole run: its status document (its peer
+    document too) names one model, and every request relayed to its gateway (the same
+    port) gets a header line that never ends, for `answer_s` at most."""
     status = json.dumps({
         "daemon": {"pid": 1, "started_at": "stand-in", "config_path": "/stand-in.toml"},
         "gateway": {"listen": f"127.0.0.1:{spec['peer_port']}"},
@@ -117,7 +117,7 @@ async def peer(spec: dict[str, Any], end: float) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                if not head.startswith(b"GET /v1/status"):
+                if not head.startswith((b"GET /v1/status", b"GET /v1/fleet")):
                     break
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\n\r\n%s" % (len(status), status))  # fmt: skip

@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from llamad.api.auth import ROLE
+from llamad.api.conditional import conditional_json
 from llamad.api.errors import ControlError, error_response
 from llamad.api.logstream import LogStream, tail_offset
 from llamad.api.uds import SocketInUse, serve_unix
@@ -38,6 +39,7 @@ class Controller(Protocol):
     """What the daemon exposes to the control API."""
 
     def status(self) -> dict[str, Any]: ...
+    def peer(self) -> dict[str, Any]: ...
     def instance(self, name: str) -> dict[str, Any]: ...
     async def start(self, name: str, wait: float | None = None) -> dict[str, Any]: ...
     async def stop(self, name: str, wait: float | None = None) -> dict[str, Any]: ...
@@ -101,6 +103,9 @@ def create_app(
     async def status(request: Request) -> Response:
         return JSONResponse(controller.status())
 
+    async def peer(request: Request) -> Response:
+        return conditional_json(request, controller.peer())
+
     async def instance(request: Request) -> Response:
         return JSONResponse(controller.instance(request.path_params["name"]))
 
@@ -142,6 +147,7 @@ def create_app(
     # its own route (GET .../start is a 405, not an instance named "NAME/start").
     routes = [
         Route("/v1/status", _guarded(status), methods=["GET"]),
+        Route("/v1/fleet", _guarded(peer), methods=["GET"]),
         Route("/v1/instances/{name:path}/logs", _guarded(logs), methods=["GET"]),
         Route("/v1/reload", _guarded(reload), methods=["POST"]),
         Route("/metrics", _guarded(metrics), methods=["GET"]),

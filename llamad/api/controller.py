@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from llamad import __version__
 from llamad.api.cache import cache_figures
 from llamad.api.errors import Conflict, InvalidConfig, UnknownInstance
+from llamad.api.peer_doc import peer_doc
 from llamad.api.status import ProcessFacts, instance_doc
 from llamad.common.clock import utcnow
 from llamad.config.load import ConfigError
@@ -58,12 +59,9 @@ class DaemonController:
         self._facts.forget_except({i.child.pid for i in insts if i.child is not None})
         return {
             "daemon": {
-                "pid": os.getpid(),
-                "version": __version__,
-                "config_path": str(r.path),
+                **self._identity(),
                 "config_error": self.state.config_error,
                 "draining": self.supervisor.draining(),
-                "started_at": self.started_at,
                 "uptime_s": round(time.monotonic() - self._t0, 3),
                 "llama_server": str(llama.path) if llama else None,
                 "llama_server_version": llama.version if llama else None,
@@ -72,6 +70,27 @@ class DaemonController:
             },
             "instances": [self._doc(i) for i in insts],
             **({"gateway": gateway.status()} if (gateway := self._gateway.current) else {}),
+        }
+
+    def peer(self) -> dict[str, Any]:
+        """The peer document (`peer_doc.py`): no process is asked for it."""
+        gateway = self._gateway.current
+        if gateway is None:
+            return peer_doc(self._identity(), [], None)
+        routed = [
+            (name, inst.record.state.value, gateway.status_of(name))
+            for name, inst in self.supervisor.instances.items()
+            if gateway.router.find(name) is not None
+        ]
+        return peer_doc(self._identity(), routed, gateway.status())
+
+    def _identity(self) -> dict[str, Any]:
+        """Which daemon this is (`fleet.peers.identity`), and its version."""
+        return {
+            "pid": os.getpid(),
+            "version": __version__,
+            "config_path": str(self.state.resolved.path),
+            "started_at": self.started_at,
         }
 
     def _get(self, name: str) -> Instance:

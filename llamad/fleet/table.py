@@ -35,6 +35,10 @@ FLEET_KEYS = (
     "tailscale_port",
     "discover",
     "mdns_interface",
+    "dns_name",
+    "dns_port",
+    "dns_server",
+    "dns_interval",
 )
 PEER_KEYS = ("name", "url", "token_file", "ca_file", "gateway_key_file")
 LOCAL = "local"  # the daemon on this machine, in a head's `rpc = ["local/..."]` sense
@@ -50,7 +54,7 @@ class Peer:
     url: str
     token_file: Path | None = None  # its own; callers fall back to [fleet] or --token-file
     ca_file: Path | None = None
-    source: str = "config"  # config, tailscale, mdns or url
+    source: str = "config"  # config, tailscale, dns, mdns or url
     error: str | None = None  # known unreachable without trying (offline in Tailscale)
     gateway_key_file: Path | None = None  # the key its gateway wants (`[gateway] fleet`)
 
@@ -80,6 +84,13 @@ class Fleet:
     gateway_key_file: Path | None = None  # for peers without their own (`[gateway] fleet`)
     discover: bool = False  # browse mDNS: `fleet status` as with --discover, and the gateway
     mdns_interface: str | None = None  # browse on this address only; None: every interface
+    # A headless Service's name (A/AAAA records, their peers at dns_port) or an SRV name
+    # (`_control._tcp.NAME`, the port in each record), asked again every dns_interval
+    # seconds (None: as long as the records' TTL) of dns_server (None: the system's).
+    dns_name: str | None = None
+    dns_port: int = DEFAULT_TAILSCALE_PORT
+    dns_server: str | None = None
+    dns_interval: float | None = None
 
     def with_defaults(self, peer: Peer) -> Peer:
         """`peer` with this table's token_file and gateway_key_file where it has none."""
@@ -142,7 +153,52 @@ def parse_fleet(table: object, base: Path) -> tuple[Fleet, list[Problem]]:
         problem(("mdns_interface",), f"must be an IP address like '127.0.0.1' (got {interface!r})")
         interface = None
     fleet = Fleet(tuple(peers), token, float(timeout), tag, port, gw_key, discover, interface)
-    return fleet, problems
+    return replace(fleet, **_dns(table, problem)), problems
+
+
+def _dns(table: dict[str, Any], problem: Any) -> dict[str, Any]:
+    """The `dns_*` keys that are well formed; each bad one is a problem and left out."""
+    out: dict[str, Any] = {}
+    name = table.get("dns_name")
+    if name is not None:
+        if isinstance(name, str) and 0 < len(name.rstrip(".")) <= 253 and " " not in name:
+            out["dns_name"] = name
+        else:
+            problem(("dns_name",), f"must be a DNS name like 'llamad.llm.svc' (got {name!r})")
+    port = table.get("dns_port")
+    if port is not None:
+        if isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536:
+            out["dns_port"] = port
+        else:
+            problem(("dns_port",), f"must be a port from 1 to 65535 (got {port!r})")
+    server = table.get("dns_server")
+    if server is not None:
+        if nameserver(server) is not None:
+            out["dns_server"] = server
+        else:
+            problem(("dns_server",), f"must be IP or IP:PORT like '10.43.0.10:53' (got {server!r})")
+    every = table.get("dns_interval")
+    if every is not None:
+        if isinstance(every, int | float) and not isinstance(every, bool) and every > 0:
+            out["dns_interval"] = float(every)
+        else:
+            problem(("dns_interval",), f"must be a positive number of seconds (got {every!r})")
+    return out
+
+
+def nameserver(text: object) -> tuple[str, int] | None:
+    """`IP`, `IP:PORT` or `[IPv6]:PORT` -> (ip, port), port 53 by default; None if malformed."""
+    if not isinstance(text, str):
+        return None
+    host, port = text, "53"
+    if text.startswith("["):
+        host, bracket, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ("53" if bracket and not rest else "-")
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
+    if not _is_address(host) or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return host, int(port)
 
 
 def _is_address(value: object) -> bool:

@@ -57,8 +57,9 @@ def start(
     gateway_port: int,
     always_on: list[str],
     env: dict[str, str] | None = None,
+    host: str = "127.0.0.1",
 ) -> Llamad:
-    """A daemon on `text`, once its gateway answers and `always_on` run."""
+    """A daemon on `text`, once its gateway (on `host`) answers and `always_on` run."""
     path = base / "llamad.toml"
     path.write_text(text)
     ld = Llamad(path, env=env)
@@ -67,7 +68,7 @@ def start(
         ld.wait_event("gateway.listening")
         for name in always_on:
             ld.wait_running(name, timeout=20)
-        url = f"http://127.0.0.1:{gateway_port}/health"
+        url = f"http://{host}:{gateway_port}/health"
         wait_for(lambda: _answers(url), 10, "the gateway answering")
     except BaseException:
         ld.close()
@@ -83,20 +84,20 @@ def _answers(url: str) -> bool:
 
 
 def peer_tables(
-    base: Path, gateway: int, control: int, advertise: bool = False
+    base: Path, gateway: int, control: int, advertise: bool = False, host: str = "127.0.0.1"
 ) -> dict[str, dict[str, object]]:
-    """A peer's own tables: its state dir, control on TCP with the read token READ, and
-    a gateway wanting GW_KEY_B."""
+    """A peer's own tables: its state dir, control on TCP (on `host`) with the read token
+    READ, and a gateway wanting GW_KEY_B."""
     return {
         "daemon": {"state_dir": base / "state"},
         "daemon.remote": {
-            "listen": f"127.0.0.1:{control}",
+            "listen": f"{host}:{control}",
             "token_file": write_token(base / "admin.token", ADMIN),
             "read_token_file": write_token(base / "read.token", READ),
             "advertise": advertise,
         },
         "gateway": {
-            "listen": f"127.0.0.1:{gateway}",
+            "listen": f"{host}:{gateway}",
             "api_key_file": write_token(base / "gw.key", GW_KEY_B),
         },
     }

@@ -102,7 +102,8 @@ def _port_free_on_both() -> int:
 
 
 @contextmanager
-def _serving(app: Any, host: str, port: int) -> Iterator[None]:
+def serving(app: Any, host: str, port: int) -> Iterator[None]:
+    """`app` on host:port in a thread of its own, until the block ends."""
     bound = threading.Event()
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()
@@ -125,7 +126,7 @@ def lying_peer(models: dict[str, int], padding: int = 0) -> Iterator[Liar]:
     liar = Liar(models, _port_free_on_both(), _port_free_on_both(), padding=padding)
     control = Starlette(routes=[Route("/v1/status", liar.status)])
     with ExitStack() as stack:
-        stack.enter_context(_serving(control, "127.0.0.1", liar.control_port))
+        stack.enter_context(serving(control, "127.0.0.1", liar.control_port))
         for host in ("127.0.0.1", ELSEWHERE):
-            stack.enter_context(_serving(liar.gateway(host), host, liar.gateway_port))
+            stack.enter_context(serving(liar.gateway(host), host, liar.gateway_port))
         yield liar

@@ -1,10 +1,11 @@
 """Which hosts the gateway's fleet asks: `[fleet] peers`, then the tailnet peers carrying
-`tailscale_tag`, then (with `discover = true`) the llamads mDNS finds.
+`tailscale_tag`, then those `dns_name` resolves to, then (with `discover = true`) the
+llamads mDNS finds.
 
 A name or URL already taken keeps its first owner, so a configured peer always wins over
 the same host found again; models.py also drops a host whose status document names a
 daemon already asked (or this one). Discovered hosts use `[fleet] token_file` and
-`gateway_key_file`, as llamactl does. Neither Tailscale nor mDNS can break the gateway:
+`gateway_key_file`, as llamactl does. Neither Tailscale, DNS nor mDNS can break the gateway:
 a failure is logged once and the configured peers are still asked.
 """
 
@@ -19,6 +20,7 @@ import structlog
 
 from llamad.config.remote import Remote
 from llamad.fleet.browser import Browser
+from llamad.fleet.dns_peers import DnsPeers, Source
 from llamad.fleet.mdns_net import advertised_addresses
 from llamad.fleet.peers import TailscaleError, tailnet
 from llamad.fleet.table import Fleet, Peer
@@ -45,6 +47,7 @@ class FleetHosts:
         self._tailnet_key: tuple[str | None, int] | None = None
         self._tailnet_at = 0.0
         self._tailnet_error: str | None = None
+        self._dns: DnsPeers | None = None
         self._browser: Browser | None = None
         # The interface a browser was last started on, and when: one that failed to
         # start is tried again after BROWSE_RETRY_S, its failure logged once per spell.
@@ -57,7 +60,8 @@ class FleetHosts:
         fleet = self.fleet()
         peers = dict(self.configured())
         urls = {_url(p.url) for p in peers.values()}
-        for peer in [*await self._tailscale(fleet), *await self._mdns(fleet)]:
+        found = [*await self._tailscale(fleet), *await self._dns_peers(fleet)]
+        for peer in [*found, *await self._mdns(fleet)]:
             if peer.name not in peers and _url(peer.url) not in urls:
                 peers[peer.name] = fleet.with_defaults(peer)
                 urls.add(_url(peer.url))
@@ -81,6 +85,15 @@ class FleetHosts:
         else:
             self._tailnet_error = None
         return self._tailnet
+
+    async def _dns_peers(self, fleet: Fleet) -> list[Peer]:
+        source = Source.of(fleet)
+        if source is None:
+            self._dns = None
+            return []
+        if self._dns is None or self._dns.source != source:
+            self._dns = DnsPeers(source)
+        return await self._dns.peers()
 
     async def _mdns(self, fleet: Fleet) -> list[Peer]:
         if self._browser is not None and (

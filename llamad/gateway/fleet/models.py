@@ -1,10 +1,14 @@
 """The fleet behind the gateway: which models `[fleet]` peers serve, learnt from their
 control API, and which peer a request for one of them goes to.
 
-Each peer's status document (`GET /v1/status`, with the peer's read token) names its
-gateway's port and its routable models with their state; requests go to that port on
-the host whose control API answered, never to a host the document names. It is asked every
-REFRESH_S seconds, and at once when a request names a model no one is known to serve.
+Each peer's document (`GET /v1/fleet`, with the peer's read token; `/v1/status` from a
+llamad without that route) names its gateway's port and its routable models with their
+state; requests go to that port on the host whose control API answered, never to a host
+the document names. It is asked every REFRESH_S seconds, and at once when a request
+names a model no one is known to serve, with the ETag of its last answer: a peer where
+nothing changed answers 304, and what it said last stands. A peer whose document did not
+change is asked half as often each time, down to every UNCHANGED_MAX_S, until it
+changes; a miss still asks every peer at once. N llamads make N x (N - 1) asks.
 A peer that stops answering keeps its last known models, marked away, so a request for
 one of them gets a 503 naming the host instead of a 404.
 
@@ -23,7 +27,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from llamad.common.tokenfile import TokenFileError, read_token
-from llamad.fleet.peer_api import PeerUnreachable, get_json
+from llamad.fleet.peer_api import Fetched, PeerUnreachable, fetch
 from llamad.fleet.peers import identity
 from llamad.fleet.table import Peer
 from llamad.gateway.fleet.peer_models import RemoteModel, models_of, room_left
@@ -31,9 +35,11 @@ from llamad.gateway.fleet.peer_models import RemoteModel, models_of, room_left
 log = structlog.get_logger("llamad.gateway")
 
 REFRESH_S = 5.0
+UNCHANGED_MAX_S = 30.0  # the longest a peer that keeps answering 304 goes unasked
 ASK_TIMEOUT_S = 2.0
 MISS_REFRESH_GAP_S = 1.0  # a storm of unknown names asks the peers at most this often
-RANK = {"config": 0, "tailscale": 1, "mdns": 2}  # which source keeps a host found twice
+# Which source keeps a host found twice.
+RANK = {"config": 0, "tailscale": 1, "dns": 2, "mdns": 3}
 
 Identity = tuple[object, ...]
 
@@ -49,6 +55,10 @@ class PeerModels:
     error: str | None = None
     asked_at: float = 0.0
     identity: Identity | None = None  # the daemon that answered (peers.identity)
+    etag: str | None = None  # of the document these models were read from
+    legacy: bool = False  # a llamad without `/v1/fleet`: its whole status is asked
+    every: float = REFRESH_S  # how often it is asked now: longer while nothing changes
+    due: float = 0.0  # monotonic time of its next ask in a background round
 
     def key(self) -> str | None:
         """The peer gateway's key, read when needed (it may be rotated on disk)."""
@@ -78,7 +88,8 @@ class FleetModels:
         self.sender = sender  # this gateway's id in peers' `relayed` counts
         self.seen: dict[str, PeerModels] = {}
         self._last_miss = 0.0
-        self._refreshing: asyncio.Task[None] | None = None
+        self._refreshing: asyncio.Future[None] | None = None
+        self._everyone = True  # whether the round under way asks every peer
 
     async def run(
         self,
@@ -89,16 +100,27 @@ class FleetModels:
         what finding peers holds, such as an mDNS browser); cancel to stop."""
         while True:
             if enabled():
-                await self.refresh()
+                await self.refresh(everyone=False)
             elif disabled is not None:
                 await disabled()
             await asyncio.sleep(REFRESH_S)
 
-    async def refresh(self) -> None:
-        """Ask every peer at once; concurrent callers share one round."""
-        if self._refreshing is None or self._refreshing.done():
-            self._refreshing = asyncio.ensure_future(self._ask_all())
-        await asyncio.shield(self._refreshing)
+    async def refresh(self, everyone: bool = True) -> None:
+        """Ask every peer at once, or (not `everyone`) those whose turn has come;
+        concurrent callers share one round, but a call for every peer does not settle
+        for a round of those due."""
+        while everyone and not self._everyone and (under_way := self._round()) is not None:
+            await asyncio.shield(under_way)
+        under_way = self._round()
+        if under_way is None:
+            self._everyone = everyone
+            under_way = self._refreshing = asyncio.ensure_future(self._ask_all(everyone))
+        await asyncio.shield(under_way)
+
+    def _round(self) -> asyncio.Future[None] | None:
+        """The round under way, if any."""
+        under_way = self._refreshing
+        return under_way if under_way is not None and not under_way.done() else None
 
     async def close(self) -> None:
         """Cancel a refresh under way: run() only stops waiting for it (it is shared)."""
@@ -106,11 +128,14 @@ class FleetModels:
             self._refreshing.cancel()
             await asyncio.wait({self._refreshing})
 
-    async def _ask_all(self) -> None:
+    async def _ask_all(self, everyone: bool) -> None:
         peers = dict(await self.peers())
         for gone in set(self.seen) - set(peers):
             del self.seen[gone]
-        await asyncio.gather(*(self._ask(p) for p in peers.values()))
+        # Half a round early counts as due: rounds start REFRESH_S apart, give or take.
+        soon = time.monotonic() + REFRESH_S / 2
+        due = [p for p in peers.values() if everyone or self._due(p.name) <= soon]
+        await asyncio.gather(*(self._ask(p) for p in due))
         self._drop_duplicates()
 
     async def _ask(self, peer: Peer) -> None:
@@ -120,9 +145,7 @@ class FleetModels:
             self.mark_away(peer.name, peer.error)
             return
         try:
-            doc = await get_json(
-                peer.url, "/v1/status", peer.token_file, peer.ca_file, ASK_TIMEOUT_S
-            )
+            got = await self._document(entry)
         except PeerUnreachable as exc:
             self.mark_away(peer.name, str(exc))
             return
@@ -130,6 +153,12 @@ class FleetModels:
         if entry.error is not None:
             log.info("gateway.peer_back", peer=peer.name)
         entry.error = None
+        unchanged = got.status == 304  # what it said last stands
+        entry.every = min(entry.every * 2, UNCHANGED_MAX_S) if unchanged else REFRESH_S
+        entry.due = entry.asked_at + entry.every
+        if unchanged:
+            return
+        doc, entry.etag = got.doc, got.etag
         entry.identity = identity(doc) if isinstance(doc, dict) else None
         gateway = doc.get("gateway") if isinstance(doc, dict) else None
         if entry.identity is not None and entry.identity == self.me:
@@ -141,14 +170,32 @@ class FleetModels:
         entry.left_bytes = room_left(gateway)
         entry.models = models_of(doc.get("instances"), self.sender)
 
+    async def _document(self, entry: PeerModels) -> Fetched:
+        """The peer's document, conditional on what it said last; from an older llamad
+        (a 404 for `/v1/fleet`), its whole status document, then and from now on."""
+        peer = entry.peer
+        if not entry.legacy:
+            got = await fetch(
+                peer.url, "/v1/fleet", peer.token_file, peer.ca_file, ASK_TIMEOUT_S, entry.etag
+            )
+            if got.status != 404:
+                return got
+            entry.legacy = True
+        return await fetch(peer.url, "/v1/status", peer.token_file, peer.ca_file, ASK_TIMEOUT_S)
+
+    def _due(self, name: str) -> float:
+        entry = self.seen.get(name)
+        return 0.0 if entry is None or entry.error is not None else entry.due
+
     def _drop_duplicates(self) -> None:
         """One entry per daemon: the one from the best-ranked source keeps its models."""
         kept: set[Identity] = set()
-        for entry in sorted(self.seen.values(), key=lambda e: RANK.get(e.peer.source, 3)):
+        for entry in sorted(self.seen.values(), key=lambda e: RANK.get(e.peer.source, 4)):
             if entry.identity is None or entry.error is not None:
                 continue
             if entry.identity in kept:
-                entry.gateway_url, entry.models = None, {}
+                # Asked in full next time: should the other go, this one takes over.
+                entry.gateway_url, entry.models, entry.etag = None, {}, None
             kept.add(entry.identity)
 
     def mark_away(self, peer: str, error: str) -> None:
