@@ -32,7 +32,8 @@ $(INSTRUCTOR)/.installed: pyproject.toml
 	$(INSTRUCTOR)/bin/python -m pip install --quiet --group instructor
 	touch $@
 
-test: lint $(INSTRUCTOR)/.installed
+# The peers' virtualenv holds LiteLLM's proxy, which `llamactl export litellm`'s test runs.
+test: lint $(INSTRUCTOR)/.installed $(PEERS)/.installed
 	$(BIN)/pytest
 
 # The in-process tests alone (no llama-server, no daemon, no subprocess): tests/fast_layer.py.

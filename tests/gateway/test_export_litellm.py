@@ -61,8 +61,9 @@ def test_litellm_model_list_serves_a_request_through_llamad(
 @pytest.mark.timeout(300)
 def test_litellm_proxy_serves_the_exported_list(tiny_model: Path, tmp_path: Path) -> None:
     """LiteLLM's proxy itself (`litellm --config`), given the exported list, answers a chat
-    by relaying it to llamad. The proxy is in `make bench-peers`'s virtualenv: the test
-    extra's litellm has no proxy (litellm[proxy] would move other test packages)."""
+    by relaying it to llamad. The proxy is in `make bench-peers`'s virtualenv, which `make
+    test` builds: the test extra's litellm has no proxy (litellm[proxy] would move other
+    test packages)."""
     proxy = PEERS_VENV / "bin" / "litellm"
     if not proxy.exists():
         pytest.skip(f"{proxy} not found: `make bench-peers` installs LiteLLM's proxy")
