@@ -28,7 +28,9 @@ CLIENTS = 8
 PROBE_PERIOD_S = 0.1  # the kubelet's readinessProbe periodSeconds, scaled down
 # The drain's delay: a few probe periods, so the front has let go before A stops listening.
 SHUTDOWN_DELAY_S = 2.0
-SHUTDOWN_GRACE_S = 20.0
+# The manifests' grace: a stream of LONG_TOKENS on a 2-core machine, beside pod B serving
+# the eight clients flat out, ran past 20 s and was cut.
+SHUTDOWN_GRACE_S = 60.0
 # A streamed answer long enough to be in flight through the whole delay.
 LONG_TOKENS = 600
 
