@@ -1,11 +1,12 @@
 """The environment a config depends on, captured at install: launchd passes a job none of
-the shell's variables, so where models and caches are found would silently change.
+the shell's variables, and systemd's user manager only its own, so where models and caches
+are found would silently change under the service.
 
 The config itself reads no variable (the file is the only source); what does are the
 places llamad and llama-server look by default: the Hugging Face cache (`HF_HOME`,
 `HF_HUB_CACHE`), Ollama's store (`OLLAMA_MODELS`), llama-server's own download cache
 (`LLAMA_CACHE`) and the XDG base directories (the default config, state and cache).
-None of them is a secret: the plist is world-readable.
+None of them is a secret: the plist and the unit file are world-readable.
 """
 
 from __future__ import annotations

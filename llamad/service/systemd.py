@@ -16,6 +16,7 @@ from string import Template
 
 from llamad.common import paths
 from llamad.common.service_job import EXIT_CONFIG
+from llamad.service import environment
 from llamad.service.common import (
     InstallOptions,
     Options,
@@ -69,6 +70,10 @@ def render(opts: InstallOptions) -> str:
         "exec_start": " ".join(quote(arg, exec_arg=True) for arg in args),
         "path_env": quote(f"PATH={path}"),
         "config_env": quote(f"LLAMAD_CONFIG={opts.config}"),
+        "captured_env": "".join(
+            f"\nEnvironment={quote(f'{name}={value}')}"
+            for name, value in environment.capture(opts.environ)[0].items()
+        ),
         "working_directory": quote(str(opts.config.parent)),
         "timeout_stop": str(stop_timeout_seconds(opts.stop_budget)),
     }
@@ -77,8 +82,9 @@ def render(opts: InstallOptions) -> str:
 
 
 def warnings(opts: InstallOptions) -> list[str]:
-    """None: the launchd pitfalls (protected folders, Local Network privacy) are macOS's."""
-    return []
+    """The variables that cannot be carried into the unit; the other launchd pitfalls
+    (protected folders, Local Network privacy) are macOS's."""
+    return environment.capture(opts.environ)[1]
 
 
 def install(opts: InstallOptions) -> list[str]:

@@ -69,9 +69,15 @@ def parse_unit(text: str) -> dict[str, list[tuple[str, str]]]:
 
 
 def test_print_renders_the_unit(
-    fakes: Fakes, tmp_path: Path, config: Path, capsys: pytest.CaptureFixture[str]
+    fakes: Fakes,
+    tmp_path: Path,
+    config: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """--print: notify type, watchdog, bounded restarts, stop timeout over the budget."""
+    for var in ("XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME"):  # conftest's
+        monkeypatch.delenv(var, raising=False)
     assert llamactl("install", "--print", "--config", str(config)) == 0
     bin_dir = tmp_path / "bin"
     path = f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -89,6 +95,7 @@ def test_print_renders_the_unit(
             ("WorkingDirectory", str(config.parent)),
             ("Environment", f"PATH={path}"),
             ("Environment", f"LLAMAD_CONFIG={config}"),
+            ("Environment", f"XDG_CONFIG_HOME={tmp_path / 'xdg'}"),  # the fixture's
             ("Restart", "on-failure"),
             ("RestartPreventExitStatus", "2"),
             ("RestartSec", "2"),
@@ -130,6 +137,34 @@ def test_systemd_analyze_verify_is_clean(
     )
     said = [ln for ln in (verify.stdout + verify.stderr).splitlines() if ln.strip()]
     assert (verify.returncode, said) == (0, [])
+
+
+def test_install_carries_the_variables_the_config_depends_on(
+    fakes: Fakes,
+    home: Path,
+    config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """systemd's user manager passes a unit only its own environment: where models and
+    caches are found is carried into the unit, secrets are not, and what cannot be carried
+    is named."""
+    monkeypatch.setenv("HF_HOME", "/data/my hf")
+    monkeypatch.setenv("OLLAMA_MODELS", "~/ollama")
+    monkeypatch.setenv("XDG_CACHE_HOME", "cache")  # relative: meaningless in another cwd
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    assert llamactl("install", "--print", "--config", str(config)) == 0
+    out, err = capsys.readouterr()
+    env = [value for key, value in parse_unit(out)["Service"] if key == "Environment"]
+    assert '"HF_HOME=/data/my hf"' in env
+    assert f"OLLAMA_MODELS={home / 'ollama'}" in env
+    assert not any("XDG_CACHE_HOME" in v or "HF_TOKEN" in v for v in env)
+    assert "hf_secret_value" not in out
+    assert err == (
+        "llamactl service: warning: XDG_CACHE_HOME=cache is not an absolute path, so the "
+        "service does not get it (it starts in another directory); set it to an absolute "
+        "path and install again\n"
+    )
 
 
 def test_unit_quotes_spaces_specifiers_and_dollars(
