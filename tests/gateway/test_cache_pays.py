@@ -158,3 +158,17 @@ def test_turns_waiting_for_one_replica_count_ahead_of_the_next() -> None:
     balancer.unwait(one)
     assert not balancer.awaiting
     assert balancer.pick("m", _replicas(holder_busy=1), two_next, two) is None
+
+
+def test_a_short_prompt_never_waits_even_where_prefill_is_slow() -> None:
+    """At 50 prompt tokens a second a 200-token prefill (4 s) would lose to a 0.2 s wait,
+    but a prompt that short is never held back from a free slot: eight short chats
+    sharing a template header all queued on one of two replicas before."""
+    balancer = Balancer()
+    for _ in range(3):
+        balancer.answered("m", Hints(), FREE, 0, 0.2, 0, 500, 10_000.0)  # 50 tokens/s
+    first, later = _turns("z" * 700)
+    balancer.answered("m", first, HOLDER, 0, 0.2, 0, 200, 4_000.0)
+    chosen = balancer.pick("m", _replicas(holder_busy=1), later)
+    assert chosen is not None
+    assert chosen.key == FREE

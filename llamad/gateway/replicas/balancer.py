@@ -28,6 +28,10 @@ POLL_S = 0.25  # a waiter also looks again this often: peers' counts change unse
 # against the replica's reuse before: a server whose cache was taken by other
 # conversations, or a model that reuses nothing, soon counts for what it gives.
 REUSE_SMOOTHING = 0.5
+# A prompt shorter than this never waits for the replica holding it: its cold prefill
+# costs little anywhere, and a rate measured on a small model would trade a free slot
+# for a held chat-template header (eight short chats all queued on one of two replicas).
+MIN_WAIT_TOKENS = 256
 
 
 @dataclass
@@ -125,7 +129,7 @@ class Balancer:
         """The holder of the prompt's prefix is full: waiting for it beats `chosen`'s
         cold prefill (only a serving `chosen` is weighed, never a load to start)."""
         holder = next((r for r in seen if r.key == held.key), None)
-        if holder is None or not chosen.ready:
+        if holder is None or not chosen.ready or hints.tokens(held) < MIN_WAIT_TOKENS:
             return False
         speed = self.rates.seen(model)
         service, rate = (speed.service_s, speed.rate) if speed is not None else (None, None)
